@@ -1,0 +1,20 @@
+"""Membership inference attacks: higher score = more likely member, always."""
+
+from imprint.attacks import loss, lowercase, min_k, min_k_pp, ref, zlib  # noqa: F401 (register)
+from imprint.attacks.base import (
+    Attack,
+    RunContext,
+    available_attacks,
+    build_attacks,
+    get_attack_class,
+    register,
+)
+
+__all__ = [
+    "Attack",
+    "RunContext",
+    "available_attacks",
+    "build_attacks",
+    "get_attack_class",
+    "register",
+]

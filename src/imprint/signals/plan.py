@@ -1,0 +1,161 @@
+"""The planner: gather every pass the attacks need, run each once, serve them all from the cache.
+
+Steps: expand needs into (model, prefix, text) requests, deduplicate, look them up in the cache,
+sort the misses by length, batch them by a token budget, score, commit each batch to the cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from imprint.backends.base import LOGPROBS, LogprobBackend, ScoreRequest, TokenStats
+from imprint.errors import CapabilityError, ConfigError
+from imprint.signals.cache import Key, SignalCache, make_key
+from imprint.signals.needs import Need, SignalSet
+
+DEFAULT_TOKEN_BUDGET = 4096
+
+
+@dataclass
+class PassCounts:
+    """Work accounting for one backend: unique requests, cache hits, newly scored."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    scored: int = 0
+    scored_tokens: int = 0
+    batches: int = 0
+
+
+@dataclass
+class PlanReport:
+    per_model: dict[str, PassCounts] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        return {name: vars(counts) for name, counts in self.per_model.items()}
+
+
+def check_capabilities(needs: Iterable[Need], backends: dict[str, LogprobBackend]) -> None:
+    """Fail before any work when a need names a missing or incapable backend."""
+    for need in needs:
+        if need.model not in backends:
+            raise CapabilityError(
+                f"an attack needs model {need.model!r} but the run has only "
+                f"{sorted(backends)}; add it (for reference attacks: --ref NAME=SPEC)"
+            )
+        if LOGPROBS not in backends[need.model].capabilities:
+            raise CapabilityError(
+                f"model {need.model!r} cannot return log-probabilities; use a gray-box backend"
+            )
+
+
+def batches_by_budget(
+    lengths: Sequence[int], budget: int, *, max_length: int | None = None
+) -> list[list[int]]:
+    """Indices sorted by length (longest first) and grouped so that rows x width <= budget."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    out: list[list[int]] = []
+    current: list[int] = []
+    width = 0
+    for i in order:
+        n = min(lengths[i], max_length) if max_length else lengths[i]
+        if current and (len(current) + 1) * max(width, n) > budget:
+            out.append(current)
+            current, width = [], 0
+        current.append(i)
+        width = max(width, n)
+    if current:
+        out.append(current)
+    return out
+
+
+def run_plan(
+    texts: Sequence[str],
+    needs: Iterable[Need],
+    backends: dict[str, LogprobBackend],
+    cache: SignalCache,
+    *,
+    prefixes: dict[str, str] | None = None,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    progress: Callable[[str, int], Callable[[int], None]] | None = None,
+) -> tuple[SignalSet, PlanReport]:
+    """Compute (or fetch) the signals of every need for every text.
+
+    ``progress(label, total_tokens)`` returns a callback advanced by tokens scored.
+    """
+    needs = list(dict.fromkeys(needs))
+    check_capabilities(needs, backends)
+    prefixes = prefixes or {}
+    for need in needs:
+        if need.prefix is not None and need.prefix not in prefixes:
+            raise ConfigError(f"an attack needs prefix {need.prefix!r}, which the run lacks")
+    layout: dict[Need, list[list[tuple[str, str, str | None]]]] = {}
+    wanted: dict[str, dict[Key, ScoreRequest]] = {}
+    for need in needs:
+        backend = backends[need.model]
+        prefix = prefixes.get(need.prefix) if need.prefix else None
+        rows = []
+        for text in texts:
+            variants = need.variant.apply(text)
+            rows.append([(need.model, v, prefix) for v in variants])
+            for v in variants:
+                wanted.setdefault(need.model, {})[make_key(backend.fingerprint, v, prefix)] = (
+                    ScoreRequest(v, prefix)
+                )
+        layout[need] = rows
+    report = PlanReport()
+    results: dict[str, dict[Key, TokenStats]] = {}
+    for model, requests in wanted.items():
+        results[model] = _fetch_or_score(
+            backends[model], model, requests, cache, token_budget, progress, report
+        )
+    data = {
+        need: [
+            tuple(results[m][make_key(backends[m].fingerprint, v, p)] for m, v, p in row)
+            for row in rows
+        ]
+        for need, rows in layout.items()
+    }
+    return SignalSet(texts, data), report
+
+
+def _fetch_or_score(
+    backend: LogprobBackend,
+    model: str,
+    requests: dict[Key, ScoreRequest],
+    cache: SignalCache,
+    token_budget: int,
+    progress: Callable[[str, int], Callable[[int], None]] | None,
+    report: PlanReport,
+) -> dict[Key, TokenStats]:
+    counts = report.per_model.setdefault(model, PassCounts())
+    found = cache.get_many(list(requests))
+    counts.requests += len(requests)
+    counts.cache_hits += len(found)
+    missing = [(k, r) for k, r in requests.items() if k not in found]
+    if not missing:
+        return found
+    # one prefix per batch, so each batch reuses a single prefix KV cache
+    by_prefix: dict[str | None, list[tuple[Key, ScoreRequest]]] = {}
+    for key, req in missing:
+        by_prefix.setdefault(req.prefix, []).append((key, req))
+    lengths = {k: n for k, n in zip(
+        [k for k, _ in missing], backend.count_tokens([r.text for _, r in missing]), strict=True
+    )}
+    advance = progress(f"scoring with {model}", sum(lengths.values())) if progress else None
+    max_length = getattr(backend, "max_length", None)
+    for group in by_prefix.values():
+        for idx in batches_by_budget([lengths[k] for k, _ in group], token_budget,
+                                     max_length=max_length):
+            batch = [group[i] for i in idx]
+            stats = backend.score([r for _, r in batch])
+            cache.put_many(zip([k for k, _ in batch], stats, strict=True))
+            found.update(zip([k for k, _ in batch], stats, strict=True))
+            n_tokens = sum(lengths[k] for k, _ in batch)
+            counts.scored += len(batch)
+            counts.scored_tokens += n_tokens
+            counts.batches += 1
+            if advance:
+                advance(n_tokens)
+    return found

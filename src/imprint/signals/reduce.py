@@ -1,0 +1,69 @@
+"""Chunked reduction of next-token distributions to per-token statistics.
+
+The full (tokens x vocabulary) logit matrix is never built: hidden states go through the output
+head a chunk of positions at a time and each chunk is reduced to six numbers per position at once,
+so peak memory is bounded by ``chunk x vocab`` whatever the batch, the length or the vocabulary
+(Gemma's 262k vocabulary included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+# Aim for chunks of about 64 MiB of float32 logits.
+_CHUNK_ELEMENTS = 16 * 1024 * 1024
+
+
+def chunk_rows(vocab_size: int) -> int:
+    """Positions per chunk so that one chunk of float32 logits stays near 64 MiB."""
+    return max(1, _CHUNK_ELEMENTS // max(1, vocab_size))
+
+
+@torch.no_grad()
+def reduce_logits(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Reduce logits (N, V) and target ids (N,) to per-position statistics, each shaped (N,).
+
+    Returns log p(target), E_p[log p], Var_p[log p], the target's rank (1 = top) and the argmax.
+    """
+    logits = logits.float()
+    logp_all = torch.log_softmax(logits, dim=-1)
+    p = logp_all.exp()
+    # p * log p is 0 where p underflows to 0 (log p may be -inf there).
+    plogp = torch.where(p > 0, p * logp_all, torch.zeros_like(p))
+    mean = plogp.sum(-1)
+    centred = torch.where(p > 0, logp_all - mean[:, None], torch.zeros_like(p))
+    var = (p * centred * centred).sum(-1)
+    target_logit = logits.gather(1, targets[:, None])
+    return {
+        "logp": logp_all.gather(1, targets[:, None])[:, 0],
+        "mean_logp": mean,
+        "var_logp": var,
+        "rank": (logits > target_logit).sum(-1) + 1,
+        "argmax": logits.argmax(-1),
+    }
+
+
+@torch.no_grad()
+def reduce_hidden(
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    head: Callable[[torch.Tensor], torch.Tensor],
+    *,
+    vocab_size: int,
+) -> dict[str, torch.Tensor]:
+    """Apply the output ``head`` to hidden states (N, H) in chunks and reduce each chunk.
+
+    ``head`` maps (n, H) hidden states to (n, V) logits (softcapping included where the model
+    has it). Returns the same statistics as :func:`reduce_logits`, each shaped (N,).
+    """
+    step = chunk_rows(vocab_size)
+    parts: list[dict[str, torch.Tensor]] = []
+    for start in range(0, hidden.shape[0], step):
+        stop = start + step
+        parts.append(reduce_logits(head(hidden[start:stop]), targets[start:stop]))
+    if not parts:
+        empty = hidden.new_zeros(0)
+        return {k: empty for k in ("logp", "mean_logp", "var_logp", "rank", "argmax")}
+    return {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
