@@ -3,6 +3,7 @@
 from imprint.attacks import loss, lowercase, min_k, min_k_pp, ref, zlib  # noqa: F401 (register)
 from imprint.attacks.base import (
     Attack,
+    Preparation,
     RunContext,
     available_attacks,
     build_attacks,
@@ -12,6 +13,7 @@ from imprint.attacks.base import (
 
 __all__ = [
     "Attack",
+    "Preparation",
     "RunContext",
     "available_attacks",
     "build_attacks",

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
+from imprint.data.sample import Sample
 from imprint.errors import ConfigError
 from imprint.signals.needs import Need, SignalSet
 
@@ -23,7 +24,23 @@ class RunContext:
     """What a run offers attacks beyond their own hyperparameters."""
 
     refs: tuple[str, ...] = ()  # names of reference models
+    seed: int = 0
+    # the target's tokenizer (text -> token ids) and fingerprint, for attacks that count tokens
+    tokenize: Callable[[str], list[int]] | None = None
+    target_fingerprint: str = ""
+    # named data pools the user declared (e.g. "members", "nonmembers" shots for ReCaLL)
+    pools: dict[str, tuple[Sample, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """What an attack sets up before planning: named prefixes, and samples it takes out of the
+    evaluation (e.g. ReCaLL's non-member shots). Removed samples leave every attack's evaluation,
+    so all attacks are compared on the same samples; the manifest counts them."""
+
     prefixes: dict[str, str] = field(default_factory=dict)
+    removed_ids: frozenset[str] = frozenset()
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -39,6 +56,10 @@ class Attack:
     def for_run(cls, run: RunContext, **params: Any) -> Attack:
         """Build the attack for a run (override when it depends on the run, e.g. refs)."""
         return cls(**params)
+
+    def prepare(self, samples: Sequence[Sample], run: RunContext) -> Preparation:
+        """Set-up before planning (prefixes, shots); most attacks need none."""
+        return Preparation()
 
     def needs(self) -> tuple[Need, ...]:
         raise NotImplementedError  # abstract: every registered attack overrides it
