@@ -1,0 +1,38 @@
+"""Membership metrics: ROC, AUC, TPR at low FPR, bootstrap intervals, threshold transfer.
+
+Labels are 1 for members and 0 for non-members; a higher score always means "more likely a
+member" (attacks flip signs, metrics never do). Single-class input gives an
+:class:`UndefinedMetricWarning` and NaN rather than an exception; NaN scores are an error.
+"""
+
+from imprint.metrics.binary import (
+    UndefinedMetricWarning,
+    auc,
+    confusion_at_thresholds,
+    roc_curve,
+    tpr_at_fpr,
+)
+from imprint.metrics.bootstrap import (
+    DEFAULT_FPR_BOUNDS,
+    Interval,
+    MetricSummary,
+    bootstrap_metrics,
+    evaluate,
+)
+from imprint.metrics.transfer import fpr_at_threshold, threshold_at_fpr, threshold_transfer
+
+__all__ = [
+    "DEFAULT_FPR_BOUNDS",
+    "Interval",
+    "MetricSummary",
+    "UndefinedMetricWarning",
+    "auc",
+    "bootstrap_metrics",
+    "confusion_at_thresholds",
+    "evaluate",
+    "fpr_at_threshold",
+    "roc_curve",
+    "threshold_at_fpr",
+    "threshold_transfer",
+    "tpr_at_fpr",
+]

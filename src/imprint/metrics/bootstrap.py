@@ -1,0 +1,286 @@
+"""Stratified, seeded, vectorised bootstrap intervals for AUC and TPR at fixed FPR.
+
+Members and non-members are resampled separately (with replacement, keeping their counts),
+so every resample has both classes. All resamples are evaluated together: scores are mapped
+once to integer levels (their rank among the distinct scores), each resample becomes a
+histogram over levels, and AUC and TPR@FPR follow from cumulative sums of those histograms.
+The per-resample values equal :func:`~imprint.metrics.binary.auc` and
+:func:`~imprint.metrics.binary.tpr_at_fpr` applied to that resample, exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from imprint.errors import ConfigError
+from imprint.metrics._validation import (
+    allowed_false_positives,
+    as_labels_and_scores,
+    check_fraction,
+    warn_undefined,
+)
+from imprint.metrics.binary import auc, tpr_at_fpr
+
+__all__ = [
+    "DEFAULT_FPR_BOUNDS",
+    "Interval",
+    "MetricSummary",
+    "bootstrap_metrics",
+    "evaluate",
+]
+
+DEFAULT_FPR_BOUNDS: tuple[float, ...] = (0.001, 0.01, 0.05, 0.1)
+
+# Upper bound on the elements of one (resamples x levels) work array; resamples are processed
+# in chunks of this size so memory stays bounded for large datasets.
+_CHUNK_ELEMENTS = 1 << 20
+
+
+def _json_float(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)
+
+
+def fpr_key(bound: float) -> str:
+    """Name of the TPR column for an FPR bound, e.g. 0.001 -> ``"tpr@0.1%"``."""
+    return f"tpr@{round(bound * 100, 10):g}%"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with a confidence interval ``[low, high]`` (NaN when undefined)."""
+
+    estimate: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict[str, float | None]:
+        """``{"estimate", "low", "high"}``; NaN becomes ``None`` so the output is valid JSON."""
+        return {
+            "estimate": _json_float(self.estimate),
+            "low": _json_float(self.low),
+            "high": _json_float(self.high),
+        }
+
+
+_NAN_INTERVAL = Interval(math.nan, math.nan, math.nan)
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    """AUC and TPR at each FPR bound, each with a bootstrap interval.
+
+    ``tpr_at_fpr`` maps an FPR bound (e.g. 0.01) to its :class:`Interval`.
+    """
+
+    auc: Interval
+    tpr_at_fpr: dict[float, Interval]
+    n_members: int
+    n_nonmembers: int
+    n_resamples: int
+    confidence: float
+    seed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict: ``"auc"``, ``"tpr@1%"``, ... each ``{"estimate", "low", "high"}``,
+        plus the counts and bootstrap settings. NaN is written as ``None``."""
+        out: dict[str, Any] = {"auc": self.auc.to_dict()}
+        for bound, interval in self.tpr_at_fpr.items():
+            out[fpr_key(bound)] = interval.to_dict()
+        out.update(
+            n_members=self.n_members,
+            n_nonmembers=self.n_nonmembers,
+            n_resamples=self.n_resamples,
+            confidence=self.confidence,
+            seed=self.seed,
+        )
+        return out
+
+
+def _check_settings(
+    n_resamples: int, confidence: float, seed: int, fpr_bounds: Sequence[float]
+) -> tuple[tuple[float, ...], float]:
+    """Validate bootstrap settings; return the FPR bounds and confidence as floats."""
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int | np.integer):
+        raise ConfigError(f"n_resamples must be an integer >= 1; got {n_resamples!r}.")
+    if n_resamples < 1:
+        raise ConfigError(f"n_resamples must be >= 1 (1000 is customary); got {n_resamples}.")
+    conf = check_fraction(confidence, name="confidence")
+    if not 0.0 < conf < 1.0:
+        raise ConfigError(f"confidence must be strictly between 0 and 1, e.g. 0.95; got {conf}.")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ConfigError(f"seed must be a non-negative integer; got {seed!r}.")
+    if isinstance(fpr_bounds, int | float | np.number):
+        raise ConfigError(f"fpr_bounds must be a sequence, e.g. (0.01,); got {fpr_bounds!r}.")
+    bounds = tuple(check_fraction(b, name="each FPR bound") for b in fpr_bounds)
+    if len(set(bounds)) != len(bounds):
+        raise ConfigError(f"fpr_bounds must not repeat a value; got {tuple(fpr_bounds)}.")
+    return bounds, conf
+
+
+def _resample_chunks(
+    rng: np.random.Generator, n_pos: int, n_neg: int, n_resamples: int, n_levels: int
+) -> Iterator[tuple[NDArray[np.int64], NDArray[np.int64]]]:
+    """Yield ``(member_idx, nonmember_idx)`` of shapes (c, n_pos) and (c, n_neg) per chunk.
+
+    Draw order (part of the reproducibility contract for a given seed): for each chunk,
+    member indices then non-member indices, both with ``rng.integers``.
+    """
+    chunk = max(1, _CHUNK_ELEMENTS // max(n_levels + 1, n_pos, n_neg))
+    for start in range(0, n_resamples, chunk):
+        c = min(chunk, n_resamples - start)
+        yield rng.integers(0, n_pos, size=(c, n_pos)), rng.integers(0, n_neg, size=(c, n_neg))
+
+
+def _histograms(levels: NDArray[np.int64], n_levels: int) -> NDArray[np.int64]:
+    """Row-wise counts of ``levels``, shape (c, k), over ``n_levels`` bins: shape (c, n_levels)."""
+    c = levels.shape[0]
+    offsets = (np.arange(c, dtype=np.int64) * n_levels)[:, None]
+    flat = np.bincount((levels + offsets).ravel(), minlength=c * n_levels)
+    return flat.reshape(c, n_levels)
+
+
+def _resample_statistics(
+    pos_levels: NDArray[np.int64],
+    neg_levels: NDArray[np.int64],
+    n_levels: int,
+    bounds: Sequence[float],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """AUC and TPR@FPR for each resample, given resampled score levels.
+
+    Args:
+        pos_levels: shape (c, n_pos), member score levels (0 = lowest distinct score).
+        neg_levels: shape (c, n_neg), non-member score levels.
+        n_levels: number of distinct levels (all levels are < n_levels).
+        bounds: FPR bounds, length b.
+
+    Returns:
+        ``(auc, tpr)`` with shapes (c,) and (b, c).
+    """
+    n_pos, n_neg = pos_levels.shape[1], neg_levels.shape[1]
+    h_pos = _histograms(pos_levels, n_levels)
+    h_neg = _histograms(neg_levels, n_levels)
+    neg_below = np.cumsum(h_neg, axis=1) - h_neg
+    # Twice the Mann-Whitney U: each member scores 2 per lower non-member and 1 per tie.
+    twice_u = np.sum(h_pos * (2 * neg_below + h_neg), axis=1)
+    auc_values = twice_u / (2 * n_pos * n_neg)
+    # Counts at or above each level; a trailing zero column stands for threshold +inf.
+    zero = np.zeros((h_pos.shape[0], 1), dtype=np.int64)
+    pos_at_or_above = np.concatenate([np.cumsum(h_pos[:, ::-1], axis=1)[:, ::-1], zero], axis=1)
+    neg_at_or_above = np.cumsum(h_neg[:, ::-1], axis=1)[:, ::-1]
+    tpr_values = np.empty((len(bounds), h_pos.shape[0]), dtype=np.float64)
+    rows = np.arange(h_pos.shape[0])
+    for i, bound in enumerate(bounds):
+        k = allowed_false_positives(bound, n_neg)
+        # Levels with too many false positives form a prefix; the first level after it is
+        # the lowest eligible threshold and so has the largest TPR.
+        first_ok = np.sum(neg_at_or_above > k, axis=1)
+        tpr_values[i] = pos_at_or_above[rows, first_ok] / n_pos
+    return auc_values, tpr_values
+
+
+def _percentile_interval(
+    estimate: float, values: NDArray[np.float64], confidence: float
+) -> Interval:
+    alpha = 1.0 - confidence
+    low, high = np.quantile(values, [alpha / 2, 1 - alpha / 2])
+    return Interval(estimate=float(estimate), low=float(low), high=float(high))
+
+
+def _bootstrap_distribution(
+    is_member: NDArray[np.bool_],
+    scores: NDArray[np.float64],
+    *,
+    n_resamples: int,
+    seed: int,
+    bounds: Sequence[float],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Bootstrap AUC values, shape (n_resamples,), and TPR values, shape (b, n_resamples)."""
+    n_pos = int(is_member.sum())
+    n_neg = int(is_member.size - n_pos)
+    distinct, levels = np.unique(scores, return_inverse=True)
+    pos_levels, neg_levels = levels[is_member], levels[~is_member]
+    auc_parts, tpr_parts = [], []
+    rng = np.random.default_rng(seed)
+    for pos_idx, neg_idx in _resample_chunks(rng, n_pos, n_neg, n_resamples, distinct.size):
+        a, t = _resample_statistics(pos_levels[pos_idx], neg_levels[neg_idx], distinct.size, bounds)
+        auc_parts.append(a)
+        tpr_parts.append(t)
+    return np.concatenate(auc_parts), np.concatenate(tpr_parts, axis=1)
+
+
+def bootstrap_metrics(
+    labels: ArrayLike,
+    scores: ArrayLike,
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    fpr_bounds: Sequence[float] = DEFAULT_FPR_BOUNDS,
+) -> MetricSummary:
+    """AUC and TPR at each FPR bound, with stratified percentile bootstrap intervals.
+
+    Args:
+        labels: shape (n,), 1 = member, 0 = non-member.
+        scores: shape (n,), higher = more likely member. NaN raises ``ValueError``.
+        n_resamples: number of bootstrap resamples.
+        confidence: two-sided confidence level of the percentile intervals.
+        seed: seed of the ``np.random.default_rng`` that draws the resamples.
+        fpr_bounds: FPR bounds for TPR@FPR (fractions, e.g. 0.01 for 1 %).
+
+    Returns:
+        A :class:`MetricSummary`. Point estimates come from the full data (not the bootstrap
+        mean). With a class missing, an :class:`UndefinedMetricWarning` is emitted once and
+        every estimate and interval is NaN.
+    """
+    bounds, confidence = _check_settings(n_resamples, confidence, seed, fpr_bounds)
+    is_member, score_arr = as_labels_and_scores(labels, scores)
+    n_pos = int(is_member.sum())
+    n_neg = int(is_member.size - n_pos)
+    if n_pos == 0 or n_neg == 0:
+        warn_undefined("Bootstrap metrics", n_pos, n_neg)
+        auc_interval = _NAN_INTERVAL
+        tpr_intervals = {b: _NAN_INTERVAL for b in bounds}
+    else:
+        auc_boot, tpr_boot = _bootstrap_distribution(
+            is_member, score_arr, n_resamples=int(n_resamples), seed=int(seed), bounds=bounds
+        )
+        auc_interval = _percentile_interval(auc(is_member, score_arr), auc_boot, confidence)
+        tpr_intervals = {
+            b: _percentile_interval(tpr_at_fpr(is_member, score_arr, b), tpr_boot[i], confidence)
+            for i, b in enumerate(bounds)
+        }
+    return MetricSummary(
+        auc=auc_interval,
+        tpr_at_fpr=tpr_intervals,
+        n_members=n_pos,
+        n_nonmembers=n_neg,
+        n_resamples=int(n_resamples),
+        confidence=confidence,
+        seed=int(seed),
+    )
+
+
+def evaluate(
+    labels: ArrayLike,
+    scores: ArrayLike,
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    fpr_bounds: Sequence[float] = DEFAULT_FPR_BOUNDS,
+) -> MetricSummary:
+    """Every headline metric with its interval; same as :func:`bootstrap_metrics`."""
+    return bootstrap_metrics(
+        labels,
+        scores,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        seed=seed,
+        fpr_bounds=fpr_bounds,
+    )
