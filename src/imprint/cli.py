@@ -1,0 +1,151 @@
+"""The ``imprint`` command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from imprint.errors import ImprintError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Membership inference attacks against LLMs, measured honestly.",
+)
+console = Console()
+
+
+def _parse_value(text: str) -> Any:
+    """'0.1' -> 0.1, '3' -> 3, 'a,b' -> ('a', 'b') with each part parsed, 'true' -> True."""
+    if "," in text:
+        return tuple(_parse_value(p) for p in text.split(",") if p)
+    lowered = text.lower()
+    if lowered in {"true", "false"}:
+        return lowered == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_params(items: list[str]) -> dict[str, dict[str, Any]]:
+    """``attack.param=value`` items into {attack: {param: value}}."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        attack, dot, param = key.partition(".")
+        if not sep or not dot or not attack or not param:
+            raise typer.BadParameter(f"{item!r}: use ATTACK.PARAM=VALUE, e.g. min_k.k=0.1")
+        out.setdefault(attack, {})[param] = _parse_value(value)
+    return out
+
+
+def parse_refs(items: list[str]) -> tuple[tuple[str, str], ...]:
+    """``NAME=SPEC`` or ``SPEC`` (named ref1, ref2, ...) into (name, spec) pairs."""
+    refs = []
+    for i, item in enumerate(items, 1):
+        name, sep, spec = item.partition("=")
+        refs.append((name, spec) if sep else (f"ref{i}", item))
+    return tuple(refs)
+
+
+def _fail(err: Exception) -> None:
+    console.print(f"[bold red]error:[/] {err}")
+    raise typer.Exit(2)
+
+
+@app.command()
+def run(
+    model: Annotated[str, typer.Option(help="target model: alias, folder, gguf:PATH, hub id")],
+    data: Annotated[str, typer.Option(help="data: file, wikimia:32, hf:ID, game:DIR")],
+    attacks: Annotated[str, typer.Option(help="comma-separated attacks, or 'all'")] = "all",
+    ref: Annotated[list[str], typer.Option(help="reference model NAME=SPEC (repeatable)")] = [],  # noqa: B006
+    out: Annotated[Path, typer.Option(help="run folder to write")] = Path("runs/latest"),
+    param: Annotated[list[str], typer.Option(help="ATTACK.PARAM=VALUE (repeatable)")] = [],  # noqa: B006
+    pool: Annotated[list[str], typer.Option(help="NAME=DATA pool for shots (repeatable)")] = [],  # noqa: B006
+    text_field: Annotated[str | None, typer.Option()] = None,
+    label_field: Annotated[str | None, typer.Option()] = None,
+    truncate: Annotated[int | None, typer.Option(help="truncate texts to N words")] = None,
+    min_words: Annotated[int | None, typer.Option(help="drop texts under N words")] = None,
+    n_per_label: Annotated[int | None, typer.Option(help="sample N members, N non-members")] = None,
+    breakdown: Annotated[str | None, typer.Option(help="meta field to break AUC down by")] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    bootstrap: Annotated[int, typer.Option(help="bootstrap resamples")] = 1000,
+    device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or auto")] = "auto",
+    dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16, float16")] = "auto",
+    max_length: Annotated[int | None, typer.Option(help="context window for scoring")] = None,
+    token_budget: Annotated[int, typer.Option(help="padded tokens per batch")] = 4096,
+    cache: Annotated[Path | None, typer.Option(help="signal cache (SQLite) path")] = None,
+    no_blind: Annotated[bool, typer.Option("--no-blind", help="skip the blind baseline")] = False,
+) -> None:
+    """Run membership inference attacks and write a report folder."""
+    from imprint.run import RunConfig, execute_run
+
+    try:
+        pools = dict(p.split("=", 1) for p in pool)
+        config = RunConfig(
+            model=model, data=data, out=out,
+            attacks=tuple(a.strip() for a in attacks.split(",") if a.strip()),
+            refs=parse_refs(ref), params=parse_params(param), pools=pools,
+            text_field=text_field, label_field=label_field, truncate_words=truncate,
+            min_words=min_words, n_per_label=n_per_label, breakdown=breakdown, seed=seed,
+            n_bootstrap=bootstrap, device=device, dtype=dtype, max_length=max_length,
+            token_budget=token_budget, cache=cache, blind=not no_blind,
+        )
+        execute_run(config, console=console)
+    except (ImprintError, ValueError) as err:
+        _fail(err)
+
+
+@app.command("attacks")
+def list_attacks() -> None:
+    """List the registered attacks, one line each."""
+    from imprint.attacks import available_attacks
+
+    for name, cls in available_attacks().items():
+        typer.echo(f"{name:<14} {cls.access:<9} {cls.summary}  [{cls.paper}]")
+
+
+@app.command("datasets")
+def list_datasets() -> None:
+    """List the named benchmarks and where each is found, one line each."""
+    from imprint.data import list_benchmarks
+
+    for info in list_benchmarks():
+        where = str(info.local_path) if info.local_path else "hub only (offline: unavailable)"
+        typer.echo(f"{info.name:<14} {info.description}  [{where}]")
+
+
+@app.command()
+def blind(
+    data: Annotated[str, typer.Option(help="data spec")],
+    seed: Annotated[int, typer.Option()] = 0,
+    text_field: Annotated[str | None, typer.Option()] = None,
+    label_field: Annotated[str | None, typer.Option()] = None,
+) -> None:
+    """Model-less blind baseline (SoK bag-of-words random forest) on a data set."""
+    from imprint.data import resolve_data
+    from imprint.diagnostics import blind_baseline, blind_warning
+
+    try:
+        loaded = resolve_data(data, text_field=text_field, label_field=label_field)
+        result = blind_baseline([s.text for s in loaded.samples],
+                                [s.label for s in loaded.samples], seed=seed)
+    except (ImprintError, ValueError) as err:
+        _fail(err)
+        return
+    console.print(f"blind baseline AUC {result.auc_mean:.3f} ± {result.auc_std:.3f} "
+                  f"over {result.n_runs} splits; top words: "
+                  f"{', '.join(w for w, _ in result.top_features[:5])}")
+    warning = blind_warning(result)
+    if warning:
+        console.print(f"[bold yellow]warning:[/] {warning}")
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app()

@@ -1,0 +1,105 @@
+"""Metrics for a run: every score column with intervals, the blind baseline, breakdowns, warnings."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from imprint.data import Sample
+from imprint.diagnostics import BLIND_WARN_DELTA, blind_baseline, blind_warning
+from imprint.errors import DataError
+from imprint.metrics import UndefinedMetricWarning, bootstrap_metrics
+
+BLIND_NAME = "blind (bag-of-words, no model)"
+
+
+def column_metrics(
+    labels: np.ndarray, scores: np.ndarray, *, n_bootstrap: int, seed: int
+) -> dict[str, Any]:
+    """Bootstrap metrics of one score column; NaN scores are excluded and counted, not hidden."""
+    finite = ~np.isnan(scores)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        summary = bootstrap_metrics(
+            labels[finite], scores[finite], n_resamples=n_bootstrap, seed=seed
+        )
+    out = summary.to_dict()
+    out["n_nan"] = int((~finite).sum())
+    return out
+
+
+def blind_metrics(samples: Sequence[Sample], *, seed: int) -> dict[str, Any]:
+    """The SoK blind baseline as a metrics row; its interval is mean +- 1.96 sd over splits."""
+    try:
+        result = blind_baseline([s.text for s in samples], [s.label for s in samples], seed=seed)
+    except DataError as err:
+        return {"error": str(err)}
+    half = 1.96 * result.auc_std
+    row = result.to_dict()
+    row["auc"] = {
+        "estimate": result.auc_mean,
+        "low": max(0.0, result.auc_mean - half),
+        "high": min(1.0, result.auc_mean + half),
+    }
+    row["warning"] = blind_warning(result)
+    return row
+
+
+def evaluate_scores(
+    samples: Sequence[Sample], scores: dict[str, np.ndarray], *, config: Any
+) -> dict[str, Any]:
+    """The ``metrics.json`` content: per attack, per breakdown group, blind baseline, warnings."""
+    labels = np.array([s.label for s in samples])
+    kwargs = {"n_bootstrap": config.n_bootstrap, "seed": config.seed}
+    metrics: dict[str, Any] = {
+        "attacks": {c: column_metrics(labels, v, **kwargs) for c, v in scores.items()},
+        "warnings": [],
+    }
+    if config.blind:
+        metrics["blind"] = blind_metrics(samples, seed=config.seed)
+        if metrics["blind"].get("warning"):
+            metrics["warnings"].append(metrics["blind"]["warning"])
+        elif "error" in metrics["blind"]:
+            metrics["warnings"].append(f"blind baseline not computed: {metrics['blind']['error']}")
+    if config.breakdown:
+        metrics["breakdown"] = breakdown_metrics(samples, scores, config.breakdown, **kwargs)
+    for column, row in metrics["attacks"].items():
+        if row["n_nan"]:
+            metrics["warnings"].append(
+                f"{column}: {row['n_nan']} samples had no defined score and were left out"
+            )
+    metrics["blind_warn_delta"] = BLIND_WARN_DELTA
+    return metrics
+
+
+def breakdown_metrics(
+    samples: Sequence[Sample],
+    scores: dict[str, np.ndarray],
+    field: str,
+    *,
+    n_bootstrap: int,
+    seed: int,
+) -> dict[str, Any]:
+    """Metrics per value of ``meta[field]``; groups lacking a class are reported, not scored."""
+    values = [str(s.meta.get(field, "(missing)")) for s in samples]
+    labels = np.array([s.label for s in samples])
+    out: dict[str, Any] = {"field": field, "groups": {}}
+    for group in sorted(set(values), key=_natural):
+        mask = np.array([v == group for v in values])
+        if len(set(labels[mask])) < 2:
+            out["groups"][group] = {"error": "needs members and non-members", "n": int(mask.sum())}
+            continue
+        out["groups"][group] = {
+            c: column_metrics(labels[mask], v[mask], n_bootstrap=n_bootstrap, seed=seed)
+            for c, v in scores.items()
+        }
+    return out
+
+
+def _natural(text: str) -> tuple[Any, ...]:
+    import re
+
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))

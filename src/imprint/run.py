@@ -1,0 +1,188 @@
+"""One run, start to finish: data -> plan -> passes -> signals -> attacks -> metrics -> report."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from imprint.attacks import Attack, RunContext, build_attacks
+from imprint.backends.hf import HFLogprobBackend
+from imprint.backends.models import cache_dir
+from imprint.data import LoadedData, Sample, apply_transforms, resolve_data
+from imprint.errors import CapabilityError, ConfigError, DataError
+from imprint.signals.cache import SignalCache
+from imprint.signals.plan import DEFAULT_TOKEN_BUDGET, PlanReport, run_plan
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a run depends on; written whole into the manifest."""
+
+    model: str
+    data: str
+    out: Path
+    attacks: tuple[str, ...] = ("all",)
+    refs: tuple[tuple[str, str], ...] = ()  # (name, model spec)
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pools: dict[str, str] = field(default_factory=dict)  # pool name -> data spec
+    text_field: str | None = None
+    label_field: str | None = None
+    truncate_words: int | None = None
+    min_words: int | None = None
+    n_per_label: int | None = None
+    dedupe: bool = True
+    breakdown: str | None = None  # a meta field to break metrics down by
+    seed: int = 0
+    n_bootstrap: int = 1000
+    device: str = "auto"
+    dtype: str = "auto"
+    max_length: int | None = None
+    token_budget: int = DEFAULT_TOKEN_BUDGET
+    cache: Path | None = None  # default: <cache_dir>/signals.sqlite
+    blind: bool = True
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        names = [n for n, _ in self.refs]
+        if "target" in names or len(set(names)) != len(names):
+            raise ConfigError(f"reference names must be unique and not 'target': {names}")
+        if self.n_bootstrap < 1:
+            raise ConfigError(f"n_bootstrap must be >= 1, got {self.n_bootstrap}")
+
+
+@dataclass
+class RunResult:
+    out: Path
+    samples: list[Sample]
+    scores: dict[str, np.ndarray]
+    metrics: dict[str, Any]
+    manifest: dict[str, Any]
+
+
+def load_samples(config: RunConfig) -> tuple[LoadedData, list[Sample], dict[str, int]]:
+    """Load the data spec and apply the configured transforms; drops are counted."""
+    loaded = resolve_data(
+        config.data, text_field=config.text_field, label_field=config.label_field
+    )
+    samples, dropped = apply_transforms(
+        loaded.samples,
+        truncate=config.truncate_words,
+        min_words=config.min_words,
+        dedupe=config.dedupe,
+        n_per_label=config.n_per_label,
+        seed=config.seed,
+    )
+    return loaded, list(samples), {**loaded.dropped, **dropped}
+
+
+def _prepare(
+    attacks: Sequence[Attack], samples: list[Sample], run: RunContext, dropped: dict[str, int]
+) -> tuple[list[Sample], dict[str, str]]:
+    """Run every attack's set-up; samples it takes (shots) leave the evaluation, counted."""
+    prefixes: dict[str, str] = {}
+    for attack in attacks:
+        prep = attack.prepare(samples, run)
+        prefixes.update(prep.prefixes)
+        if prep.removed_ids:
+            before = len(samples)
+            samples = [s for s in samples if s.id not in prep.removed_ids]
+            reason = prep.reason or f"used by attack {attack.name!r}"
+            dropped[reason] = dropped.get(reason, 0) + before - len(samples)
+    return samples, prefixes
+
+
+def compute_scores(
+    attacks: Sequence[Attack],
+    samples: Sequence[Sample],
+    backends: dict[str, HFLogprobBackend],
+    cache: SignalCache,
+    *,
+    prefixes: dict[str, str],
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    progress: Any = None,
+) -> tuple[dict[str, np.ndarray], PlanReport]:
+    """Score every sample with every attack; one forward pass per distinct (model, text, prefix)."""
+    texts = [s.text for s in samples]
+    token_attacks = [a for a in attacks if not getattr(a, "needs_backend", False)]
+    needs = [n for a in token_attacks for n in a.needs()]
+    signals, report = run_plan(
+        texts, needs, dict(backends), cache,
+        prefixes=prefixes, token_budget=token_budget, progress=progress,
+    )
+    scores: dict[str, np.ndarray] = {}
+    for attack in attacks:
+        if getattr(attack, "needs_backend", False):
+            produced = attack.score_with_backend(backends["target"], texts)  # type: ignore[attr-defined]
+        else:
+            produced = attack.score(signals)
+        for column, values in produced.items():
+            if column in scores:
+                raise ConfigError(f"two attacks write the score column {column!r}")
+            scores[column] = np.asarray(values, dtype=float)
+    return scores, report
+
+
+def load_backends(config: RunConfig) -> dict[str, HFLogprobBackend]:
+    specs = [("target", config.model), *config.refs]
+    return {
+        name: HFLogprobBackend(
+            spec, name=name, device=config.device, dtype=config.dtype, max_length=config.max_length
+        )
+        for name, spec in specs
+    }
+
+
+def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
+    """Run the whole pipeline and write the run folder (see :mod:`imprint.report`)."""
+    from imprint.report import ProgressFactory, evaluate_scores, write_run
+
+    started = time.time()
+    loaded, samples, dropped = load_samples(config)
+    pools = {name: resolve_data(spec).samples for name, spec in config.pools.items()}
+    # validate attacks before loading any model: errors here cost nothing
+    build_attacks(config.attacks, RunContext(refs=tuple(n for n, _ in config.refs)),
+                  params=config.params)
+    backends = load_backends(config)
+    target = backends["target"]
+    run = RunContext(
+        refs=tuple(n for n, _ in config.refs),
+        seed=config.seed,
+        tokenize=target.encode,
+        target_fingerprint=target.fingerprint,
+        pools=pools,
+    )
+    attacks = build_attacks(config.attacks, run, params=config.params)
+    for attack in attacks:
+        if getattr(attack, "needs_backend", False) and not hasattr(target, "model"):
+            raise CapabilityError(f"attack {attack.name!r} needs a white-box backend")
+    samples, prefixes = _prepare(attacks, samples, run, dropped)
+    if len({s.label for s in samples}) < 2:
+        raise DataError(f"{config.data}: after preparation only one class is left to evaluate")
+    cache = SignalCache(config.cache or cache_dir() / "signals.sqlite")
+    progress = ProgressFactory(console, enabled=config.progress)
+    try:
+        scores, plan_report = compute_scores(
+            attacks, samples, backends, cache,
+            prefixes=prefixes, token_budget=config.token_budget, progress=progress,
+        )
+    finally:
+        progress.close()
+        cache.close()
+    metrics = evaluate_scores(samples, scores, config=config)
+    manifest = {
+        "config": config,
+        "data": {"source": loaded.source, "fingerprint": loaded.fingerprint,
+                 "loaded": len(loaded.samples), "evaluated": len(samples), "dropped": dropped},
+        "models": {name: {"spec": b.spec, "fingerprint": b.fingerprint}
+                   for name, b in backends.items()},
+        "attacks": {a.name: vars(a) for a in attacks},
+        "passes": plan_report.to_dict(),
+        "elapsed_s": round(time.time() - started, 2),
+    }
+    write_run(config.out, samples, scores, metrics, manifest, console=console)
+    return RunResult(config.out, samples, scores, metrics, manifest)
