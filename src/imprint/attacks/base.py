@@ -53,6 +53,11 @@ class Attack:
     access: ClassVar[str] = "gray-box"
 
     @classmethod
+    def unavailable_reason(cls, run: RunContext) -> str | None:
+        """Why ``all`` must skip this attack in this run (e.g. no reference model), else None."""
+        return None
+
+    @classmethod
     def for_run(cls, run: RunContext, **params: Any) -> Attack:
         """Build the attack for a run (override when it depends on the run, e.g. refs)."""
         return cls(**params)
@@ -115,9 +120,10 @@ def build_attacks(
     run = run or RunContext()
     params = params or {}
     if list(names) == ["all"]:
-        names = [n for n, c in available_attacks().items() if c.access == "gray-box"]
-        if not run.refs:
-            names = [n for n in names if not getattr(_REGISTRY[n], "needs_refs", False)]
+        names = [
+            n for n, c in available_attacks().items()
+            if c.access == "gray-box" and c.unavailable_reason(run) is None
+        ]
     for key in params:
         get_attack_class(key)
         if key not in names:

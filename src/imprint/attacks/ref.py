@@ -24,11 +24,14 @@ class Reference(Attack):
 
     summary = "target log-likelihood calibrated by reference models (difference and ratio)"
     paper = "Carlini et al. 2021; Watson et al. 2022, On the Importance of Difficulty Calibration"
-    needs_refs = True
 
     def __post_init__(self) -> None:
         if not self.refs:
             raise ConfigError("attack 'ref' needs at least one reference model: --ref NAME=SPEC")
+
+    @classmethod
+    def unavailable_reason(cls, run: RunContext) -> str | None:
+        return None if run.refs else "no reference model (--ref NAME=SPEC)"
 
     @classmethod
     def for_run(cls, run: RunContext, **params: Any) -> Attack:
