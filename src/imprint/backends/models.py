@@ -143,6 +143,10 @@ def materialize(source: ModelSource) -> ModelSource:
     kwargs: dict[str, Any] = {"gguf_file": source.gguf_file}
     tokenizer = AutoTokenizer.from_pretrained(source.location, **kwargs)
     model = AutoModelForCausalLM.from_pretrained(source.location, **kwargs)
+    # the weights are already de-quantised to float tensors: save them as a plain model
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
     try:

@@ -1,0 +1,5 @@
+"""``python -m imprint`` runs the CLI."""
+
+from imprint.cli import app
+
+app()
