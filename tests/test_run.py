@@ -28,6 +28,7 @@ def test_run_folder_is_complete(tiny_model_dir, tiny_ref_dir, tmp_path):
     out = tmp_path / "run"
     result = execute_run(RunConfig(
         model=str(tiny_model_dir), data="wikimia:32", out=out, refs=(("small", str(tiny_ref_dir)),),
+        attacks=("loss", "zlib", "lowercase", "min_k", "min_k_pp", "ref"),
         n_per_label=30, n_bootstrap=200, params={"min_k": {"sweep": (0.1, 0.5)}}, progress=False,
     ))
     for name in ("manifest.json", "scores.parquet", "metrics.json", "report.md", "report.html",
@@ -47,7 +48,7 @@ def test_run_folder_is_complete(tiny_model_dir, tiny_ref_dir, tmp_path):
     assert any("distinguishable" in w for w in metrics["warnings"])
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["data"]["evaluated"] == 60
-    assert manifest["data"]["dropped"] == {}
+    assert manifest["data"]["dropped"] == {"not sampled (n_per_label=30)": 776 - 60}
     assert manifest["passes"]["target"]["scored"] == 120  # x and lower(x), once each
     assert manifest["passes"]["small"]["scored"] == 60
     assert manifest["models"]["target"]["fingerprint"]
@@ -59,11 +60,12 @@ def test_run_folder_is_complete(tiny_model_dir, tiny_ref_dir, tmp_path):
 
 def test_repeated_run_does_no_forward_pass(tiny_model_dir, tmp_path):
     cfg = dict(model=str(tiny_model_dir), data="wikimia:32", n_per_label=10, n_bootstrap=50,
+               attacks=("loss", "min_k"),
                progress=False, blind=False, cache=tmp_path / "cache.sqlite")
     first = execute_run(RunConfig(out=tmp_path / "a", **cfg))
     second = execute_run(RunConfig(out=tmp_path / "b", **cfg))
     assert second.manifest["passes"]["target"]["scored"] == 0
-    assert second.manifest["passes"]["target"]["cache_hits"] == 40
+    assert second.manifest["passes"]["target"]["cache_hits"] == 20
     for name, values in first.scores.items():
         np.testing.assert_array_equal(values, second.scores[name])
 
@@ -75,6 +77,7 @@ def test_drops_are_counted_in_manifest_and_report(tiny_model_dir, tmp_path):
     rows += [{"text": "short", "label": 0}, {"text": "member text number 0 here", "label": 1}]
     data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     result = execute_run(RunConfig(model=str(tiny_model_dir), data=str(data), out=tmp_path / "r",
+                                   attacks=("loss",),
                                    min_words=2, n_bootstrap=50, progress=False, blind=False))
     dropped = result.manifest["data"]["dropped"]
     assert sum(dropped.values()) == 2, dropped
