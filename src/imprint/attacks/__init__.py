@@ -1,6 +1,14 @@
 """Membership inference attacks: higher score = more likely member, always."""
 
-from imprint.attacks import loss, lowercase, min_k, min_k_pp, ref, zlib  # noqa: F401 (register)
+from imprint.attacks import (  # noqa: F401 (register)
+    loss,
+    lowercase,
+    min_k,
+    min_k_pp,
+    ref,
+    surp,
+    zlib,
+)
 from imprint.attacks.base import (
     Attack,
     Preparation,
