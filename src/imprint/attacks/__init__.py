@@ -1,6 +1,7 @@
 """Membership inference attacks: higher score = more likely member, always."""
 
 from imprint.attacks import (  # noqa: F401 (register)
+    dc_pdd,
     loss,
     lowercase,
     min_k,

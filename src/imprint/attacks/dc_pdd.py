@@ -1,0 +1,238 @@
+"""DC-PDD (Zhang et al. 2024): calibrate token probabilities by token frequencies in a corpus.
+
+For the first occurrence of each distinct token of x (repeats are skipped),
+alpha_t = p(x_t | x_<t) * log(1 / f(x_t)), clipped above at ``a`` (default 0.01, the paper's and the
+official code's value); score = mean alpha_t. f is the Laplace-smoothed frequency of the token in a
+reference corpus, f(v) = (c(v) + 1) / (N + V), counted with the TARGET tokenizer. The official code
+negates the mean and ranks with ``-score``: members have the larger mean alpha, so here score =
+mean alpha, higher = member.
+
+Reference corpus (``corpus``): a text file, a JSONL/JSON file (field ``text``, ``input`` or
+``content``) or a folder of such files, searched recursively. Counts are cached per target
+fingerprint and corpus content under ``cache_dir()/dc_pdd``, so a corpus is tokenised once per
+tokenizer.
+
+Default without a corpus: the evaluation texts themselves, pooled. This does not leak labels: the
+counts never see a label, every text adds its tokens to the one shared table in the same way, and
+the table is applied identically to every sample, so it uses only what an attacker holding the
+candidate set has. It is a smaller and less neutral corpus than the paper's (C4 excerpts): when
+members and non-members differ in topic (e.g. temporal splits) their words differ in frequency
+too, the same artefact the blind baseline measures. Name a corpus for the paper's setting.
+
+V (vocabulary size in the smoothing) is the largest token id seen (corpus or texts) + 1, a lower
+bound of the tokenizer's vocabulary; it changes -log f by the same constant log(N + V) for every
+token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from imprint.attacks.base import Attack, Preparation, RunContext, register
+from imprint.backends.models import cache_dir
+from imprint.data.sample import Sample
+from imprint.errors import ConfigError, DataError
+from imprint.signals.needs import Need, SignalSet
+
+COUNTS_VERSION = "1"  # bump when counting changes what a cached table means
+TEXT_SUFFIXES = (".txt", ".md", ".text")
+JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
+_TEXT_FIELDS = ("text", "input", "content")
+_PREPARED: dict[DcPdd, np.ndarray] = {}  # counts made by prepare(), read by score()
+
+
+def first_occurrences(token_ids: np.ndarray) -> np.ndarray:
+    """Indices of the first occurrence of each distinct token, in text order."""
+    _, first = np.unique(np.asarray(token_ids), return_index=True)
+    return np.sort(first)
+
+
+def smoothed_frequencies(counts: np.ndarray, vocab_size: int | None = None) -> np.ndarray:
+    """Laplace smoothing (c + 1) / (N + V), shape (V,); V defaults to len(counts)."""
+    v = max(len(counts), vocab_size or 0)
+    padded = np.zeros(v, dtype=np.float64)
+    padded[: len(counts)] = counts
+    return (padded + 1.0) / (padded.sum() + v)
+
+
+def dc_pdd_score(
+    token_ids: np.ndarray, logp: np.ndarray, frequencies: np.ndarray, *, a: float = 0.01
+) -> float:
+    """DC-PDD score of one text: mean over first occurrences of min(p_t * log(1/f(x_t)), a).
+
+    ``token_ids`` and ``logp`` have shape (T,); ``frequencies`` is indexed by token id.
+    """
+    idx = first_occurrences(token_ids)
+    ids = np.asarray(token_ids)[idx]
+    if ids.size == 0:
+        raise ValueError("cannot score an empty text")
+    if ids.max() >= len(frequencies):
+        raise ValueError(
+            f"token id {int(ids.max())} is outside the frequency table ({len(frequencies)} entries)"
+        )
+    p = np.exp(np.asarray(logp, dtype=np.float64)[idx])
+    alpha = p * -np.log(frequencies[ids])
+    return float(np.mean(np.minimum(alpha, a)))
+
+
+def count_tokens(token_lists: Iterable[Sequence[int] | np.ndarray]) -> np.ndarray:
+    """Occurrence counts per token id, shape (max id + 1,)."""
+    counts = np.zeros(0, dtype=np.int64)
+    for ids in token_lists:
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.size == 0:
+            continue
+        if ids.max() >= len(counts):
+            counts = np.concatenate([counts, np.zeros(int(ids.max()) + 1 - len(counts), np.int64)])
+        counts += np.bincount(ids, minlength=len(counts))
+    return counts
+
+
+# -- reference corpus ---------------------------------------------------------------------------
+def corpus_files(path: str | Path) -> list[Path]:
+    """The files of a corpus: the file itself, or a folder's text/JSON files (recursive, sorted)."""
+    root = Path(path).expanduser()
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        raise ConfigError(f"dc_pdd corpus {str(path)!r} is neither a file nor a folder")
+    files = sorted(
+        p
+        for p in root.rglob("*")
+        if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES + JSON_SUFFIXES
+    )
+    if not files:
+        raise ConfigError(
+            f"dc_pdd corpus folder {str(path)!r} has no "
+            f"{'/'.join(TEXT_SUFFIXES + JSON_SUFFIXES)} files"
+        )
+    return files
+
+
+def _record_text(record: object, where: str) -> str:
+    if isinstance(record, str):
+        return record
+    if isinstance(record, dict):
+        for name in _TEXT_FIELDS:
+            if isinstance(record.get(name), str):
+                return str(record[name])
+    raise DataError(
+        f"{where}: expected a string or an object with a {'/'.join(_TEXT_FIELDS)} field"
+    )
+
+
+def iter_corpus_texts(path: str | Path) -> Iterator[str]:
+    """Documents of a corpus: a text file's non-empty lines, JSONL rows, JSON array items."""
+    for f in corpus_files(path):
+        suffix = f.suffix.lower()
+        with f.open(encoding="utf-8") as handle:
+            if suffix == ".json":
+                data = json.load(handle)
+                items = data if isinstance(data, list) else [data]
+                for i, item in enumerate(items):
+                    yield _record_text(item, f"{f} item {i}")
+            elif suffix in JSON_SUFFIXES:
+                for n, line in enumerate(handle, 1):
+                    if line.strip():
+                        try:
+                            record = json.loads(line)
+                        except json.JSONDecodeError as err:
+                            raise DataError(f"{f} line {n}: not valid JSON ({err.msg})") from err
+                        yield _record_text(record, f"{f} line {n}")
+            else:
+                yield from (line for line in handle if line.strip())
+
+
+def corpus_digest(path: str | Path) -> str:
+    """Content fingerprint of a corpus: names, sizes and the first and last MiB of each file."""
+    root = Path(path).expanduser()
+    digest = hashlib.sha256()
+    for f in corpus_files(root):
+        size = f.stat().st_size
+        digest.update(f"{f.relative_to(root) if root.is_dir() else f.name}|{size}|".encode())
+        with f.open("rb") as handle:
+            digest.update(handle.read(1 << 20))
+            handle.seek(max(0, size - (1 << 20)))
+            digest.update(handle.read(1 << 20))
+    return digest.hexdigest()[:24]
+
+
+def corpus_counts(
+    path: str | Path,
+    tokenize: Callable[[str], list[int]],
+    fingerprint: str,
+) -> np.ndarray:
+    """Token counts of a corpus, read from the cache or counted once and cached atomically."""
+    key = hashlib.sha256(f"{fingerprint}|{corpus_digest(path)}|{COUNTS_VERSION}".encode())
+    target = cache_dir() / "dc_pdd" / f"{key.hexdigest()[:24]}.npy"
+    if target.exists():
+        return np.load(target)
+    counts = count_tokens(tokenize(text) for text in iter_corpus_texts(path))
+    if counts.sum() == 0:
+        raise DataError(f"dc_pdd corpus {str(path)!r} has no tokens")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".npy")
+    with os.fdopen(fd, "wb") as handle:
+        np.save(handle, counts)
+    os.replace(tmp, target)
+    return counts
+
+
+@register("dc_pdd")
+@dataclass(frozen=True)
+class DcPdd(Attack):
+    corpus: str | None = None
+    a: float = 0.01
+
+    summary = (
+        "token probabilities calibrated by corpus token frequencies (first occurrences, a=0.01)"
+    )
+    paper = (
+        "Zhang et al. 2024, Pretraining Data Detection for Large Language Models: "
+        "A Divergence-based Calibration Method"
+    )
+
+    def __post_init__(self) -> None:
+        if not self.a > 0:
+            raise ConfigError(f"dc_pdd a (upper bound of alpha) must be > 0, got {self.a}")
+        if self.corpus is not None:
+            corpus_files(self.corpus)  # fail at construction on a missing corpus
+
+    def prepare(self, samples: Sequence[Sample], run: RunContext) -> Preparation:
+        if self.corpus is None:
+            return Preparation()
+        if run.tokenize is None or not run.target_fingerprint:
+            raise ConfigError(
+                "dc_pdd with a corpus needs the run's target tokenizer and "
+                "fingerprint (RunContext.tokenize, target_fingerprint)"
+            )
+        _PREPARED[self] = corpus_counts(self.corpus, run.tokenize, run.target_fingerprint)
+        return Preparation()
+
+    def needs(self) -> tuple[Need, ...]:
+        return (Need(),)
+
+    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+        stats = signals.get()
+        if self.corpus is None:
+            counts = count_tokens(s.token_ids for s in stats)
+        elif self in _PREPARED:
+            counts = _PREPARED[self]
+        else:
+            raise ConfigError(
+                f"dc_pdd: corpus {self.corpus!r} was not counted; call "
+                "prepare(samples, run) before score()"
+            )
+        top = max((int(s.token_ids.max()) for s in stats if len(s)), default=0)
+        freq = smoothed_frequencies(counts, top + 1)
+        return {
+            self.name: np.array([dc_pdd_score(s.token_ids, s.logp, freq, a=self.a) for s in stats])
+        }

@@ -1,0 +1,103 @@
+"""DC-PDD: reference-corpus reading and counting, the per-tokenizer count cache, and the
+prepare -> plan -> score flow on the tiny model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from imprint.attacks.base import RunContext
+from imprint.attacks.dc_pdd import DcPdd, corpus_counts, iter_corpus_texts
+from imprint.backends.hf import HFLogprobBackend
+from imprint.data.sample import Sample
+from imprint.errors import ConfigError, DataError
+from imprint.signals.cache import SignalCache
+from imprint.signals.plan import run_plan
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models run faster on one thread than on oversubscribed cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    root = tmp_path / "corpus"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_text("ab\n\nb\n", encoding="utf-8")
+    rows = [{"text": "ba"}, {"content": "c"}]
+    (root / "sub" / "b.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (root / "ignored.bin").write_bytes(b"\x00\x01")
+    return root
+
+
+def char_ids(text: str) -> list[int]:
+    return [ord(c) - ord("a") for c in text.strip()]
+
+
+def test_corpus_texts_from_text_and_jsonl_files(corpus):
+    assert [t.strip() for t in iter_corpus_texts(corpus)] == ["ab", "b", "ba", "c"]
+
+
+def test_counts_are_cached_per_fingerprint(corpus):
+    calls = []
+
+    def tokenize(text: str) -> list[int]:
+        calls.append(text)
+        return char_ids(text)
+
+    counts = corpus_counts(corpus, tokenize, "fp-1")
+    assert list(counts) == [2, 3, 1]  # a: 2, b: 3, c: 1
+    n_calls = len(calls)
+    assert list(corpus_counts(corpus, tokenize, "fp-1")) == [2, 3, 1]
+    assert len(calls) == n_calls  # served from the cache
+    corpus_counts(corpus, tokenize, "fp-2")  # another tokenizer counts again
+    assert len(calls) == 2 * n_calls
+
+
+def test_bad_corpus_inputs_teach(tmp_path, corpus):
+    with pytest.raises(ConfigError, match="neither a file nor a folder"):
+        DcPdd(corpus=str(tmp_path / "absent"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="has no"):
+        DcPdd(corpus=str(tmp_path / "empty"))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "ok"}\nnot json\n')
+    with pytest.raises(DataError, match="line 2"):
+        list(iter_corpus_texts(bad))
+    with pytest.raises(ConfigError, match="tokenizer"):
+        DcPdd(corpus=str(corpus)).prepare([], RunContext())
+
+
+def test_score_before_prepare_is_refused(corpus):
+    from imprint.signals.needs import Need, SignalSet
+
+    attack = DcPdd(corpus=str(corpus), a=0.5)
+    with pytest.raises(ConfigError, match="prepare"):
+        attack.score(SignalSet([], {Need(): []}))
+
+
+def test_prepare_plan_score_with_a_corpus(tiny_model_dir, tmp_path):
+    backend = HFLogprobBackend(str(tiny_model_dir), device="cpu")
+    corpus = tmp_path / "ref.txt"
+    corpus.write_text("The quick brown fox jumps over the lazy dog.\nThe council met.\n")
+    samples = [Sample("0", "The quick brown fox.", 1), Sample("1", "Hurricane Ana was here.", 0)]
+    run = RunContext(tokenize=backend.encode, target_fingerprint=backend.fingerprint)
+    texts = [s.text for s in samples]
+    with_corpus, pooled = DcPdd(corpus=str(corpus), a=1.0), DcPdd(a=1.0)
+    scores = {}
+    for attack in (with_corpus, pooled):
+        attack.prepare(samples, run)
+        signals, _ = run_plan(texts, attack.needs(), {"target": backend}, SignalCache(None))
+        scores[attack.corpus] = attack.score(signals)["dc_pdd"]
+        assert np.isfinite(scores[attack.corpus]).all() and (scores[attack.corpus] > 0).all()
+    # a token the corpus lacks is rarer there than in the pooled texts: larger alpha
+    assert not np.allclose(scores[str(corpus)], scores[None])
