@@ -1,11 +1,13 @@
 """Membership inference attacks: higher score = more likely member, always."""
 
 from imprint.attacks import (  # noqa: F401 (register)
+    con_recall,
     dc_pdd,
     loss,
     lowercase,
     min_k,
     min_k_pp,
+    recall,
     ref,
     surp,
     zlib,
