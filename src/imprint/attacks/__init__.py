@@ -7,6 +7,7 @@ from imprint.attacks import (  # noqa: F401 (register)
     lowercase,
     min_k,
     min_k_pp,
+    neighborhood,
     pac,
     recall,
     ref,

@@ -1,0 +1,150 @@
+"""Neighbourhood attack: offline lexical neighbours, a tiny random RoBERTa MLM, the neighbour cache,
+and scoring through the planner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from imprint.attacks import neighbours as nb
+from imprint.attacks.base import RunContext
+from imprint.attacks.neighborhood import Neighborhood, neighbourhood_score
+from imprint.attacks.neighbours import NeighbourVariant, lexical_neighbours
+from imprint.backends.hf import HFLogprobBackend
+from imprint.data.sample import Sample
+from imprint.errors import ConfigError
+from imprint.signals.cache import SignalCache
+from imprint.signals.plan import run_plan
+
+TEXT = "In May 2023 the council met in Seoul and discussed the budget."
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "In 2023 the council met in Seoul to discuss the budget.",
+    "Membership inference asks whether a text was in the training data.",
+]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models run faster on one thread than on oversubscribed cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def one_word_apart(a: str, b: str) -> bool:
+    wa, wb = a.split(), b.split()
+    return len(wa) == len(wb) and sum(x != y for x, y in zip(wa, wb, strict=True)) == 1
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memo():
+    nb._MEMO.clear()
+    nb._MLMS.clear()
+
+
+@pytest.fixture(scope="module")
+def tiny_mlm_dir(tmp_path_factory) -> Path:
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, RobertaConfig, RobertaForMaskedLM
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(CORPUS * 20, trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        pad_token="<pad>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        mask_token="<mask>",
+    )
+    torch.manual_seed(0)
+    config = RobertaConfig(
+        vocab_size=len(fast),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=130,
+        pad_token_id=fast.pad_token_id,
+        type_vocab_size=1,
+    )
+    folder = tmp_path_factory.mktemp("tiny-mlm")
+    RobertaForMaskedLM(config).save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def test_lexical_neighbours_swap_one_word_keeping_case_and_punctuation():
+    out = lexical_neighbours(TEXT, 50)
+    assert len(out) == len(set(out)) and TEXT not in out
+    assert all(one_word_apart(TEXT, o) for o in out)
+    assert "On May 2023 the council met in Seoul and discussed the budget." in out
+    assert "In June 2023 the council met in Seoul and discussed the budget." in out
+    assert "In May 2024 the council met in Seoul and discussed the budget." in out
+    assert "In May 2023 the council met in Seoul or discussed the budget." in out
+    assert lexical_neighbours(TEXT, 50) == out  # deterministic
+    assert lexical_neighbours(TEXT, 3) == out[:3]
+    assert lexical_neighbours("Seoul council", 5) == ("council Seoul",)  # fallback swap
+    assert lexical_neighbours("Seoul", 5) == ()
+
+
+def test_mlm_neighbours_are_single_token_swaps(tiny_mlm_dir):
+    variant = NeighbourVariant(generator=str(tiny_mlm_dir), n=8, top_k=3)
+    out = variant.apply(CORPUS[1])
+    assert 0 < len(out) <= 8 and CORPUS[1] not in out
+    assert all(one_word_apart(CORPUS[1], o) for o in out), out
+    nb._MEMO.clear()
+    nb._MLMS.clear()
+    assert variant.apply(CORPUS[1]) == out  # seeded dropout: the same neighbours again
+
+
+def test_mlm_neighbours_are_cached_on_disk(tiny_mlm_dir, monkeypatch):
+    variant = NeighbourVariant(generator=str(tiny_mlm_dir), n=5, top_k=2)
+    first = nb.generate(variant, CORPUS, release=True)
+    assert (Path(nb.cache_dir()) / "neighbours.sqlite").exists()
+    nb._MEMO.clear()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the MLM was loaded although every text was cached")
+
+    monkeypatch.setattr(nb, "MaskedLMNeighbours", refuse)
+    assert nb.generate(variant, CORPUS) == first
+
+
+def test_missing_mlm_is_a_teaching_error(tmp_path):
+    with pytest.raises(ConfigError, match="masked LM"):
+        NeighbourVariant(generator=str(tmp_path / "absent")).apply(TEXT)
+    with pytest.raises(ConfigError):
+        Neighborhood(dropout=1.0)
+
+
+def test_neighborhood_end_to_end_uses_mean_neighbour_loss(tiny_model_dir, tiny_mlm_dir):
+    backend = HFLogprobBackend(str(tiny_model_dir), device="cpu")
+    samples = [Sample(str(i), t, i % 2) for i, t in enumerate(CORPUS)]
+    for attack in (Neighborhood(n=4), Neighborhood(mlm=str(tiny_mlm_dir), n=4, top_k=2)):
+        attack.prepare(samples, RunContext())
+        texts = [s.text for s in samples]
+        signals, _ = run_plan(texts, attack.needs(), {"target": backend}, SignalCache(None))
+        scores = attack.score(signals)["neighborhood"]
+        loss = [-float(np.mean(s.logp)) for s in signals.get()]
+        nbr = signals.variants(attack.needs()[1])
+        expected = [
+            neighbourhood_score(x, [-float(np.mean(v.logp)) for v in vs])
+            for x, vs in zip(loss, nbr, strict=True)
+        ]
+        assert scores == pytest.approx(expected)
+        assert all(1 <= len(vs) <= 4 for vs in nbr)
