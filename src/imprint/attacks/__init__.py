@@ -3,6 +3,7 @@
 from imprint.attacks import (  # noqa: F401 (register)
     con_recall,
     dc_pdd,
+    gradnorm,
     loss,
     lowercase,
     min_k,
