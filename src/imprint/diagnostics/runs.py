@@ -1,0 +1,227 @@
+"""Threshold transfer read off run folders: perturbed members (MIMIR Table 4) and run vs run
+(MIMIR Table 5), plus AUC differences with bootstrap intervals.
+
+A run folder's ``scores.parquet`` has columns ``id``, ``label``, ``text``, ``meta`` (a JSON
+string) and one float column per attack (higher = more likely member). Thresholds are fixed at
+x % FPR on one set of non-members with :func:`imprint.metrics.threshold_at_fpr` and applied to
+another set with :func:`imprint.metrics.threshold_transfer`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from imprint.errors import DataError
+from imprint.metrics import auc, threshold_at_fpr, threshold_transfer
+
+__all__ = [
+    "DEFAULT_TRANSFER_FPRS",
+    "RunScores",
+    "auc_difference",
+    "compare_runs",
+    "perturbation_table",
+    "read_run",
+]
+
+DEFAULT_TRANSFER_FPRS = (0.01, 0.05, 0.1)
+BASE_COLUMNS = ("id", "label", "text", "meta")
+NATURAL = "none"
+
+
+def _pct(f: float) -> str:
+    return f"{round(f * 100, 10):g}%"
+
+
+@dataclass(frozen=True)
+class RunScores:
+    """Scores of a run folder: ``labels`` (shape (n,)), ``meta`` (n dicts), ``scores`` attack
+    name -> array of shape (n,), possibly with NaN."""
+
+    path: Path
+    labels: NDArray[np.int64]
+    meta: list[dict[str, Any]]
+    scores: dict[str, NDArray[np.float64]]
+
+
+def read_run(run_dir: str | Path) -> RunScores:
+    """Read ``scores.parquet`` of a run folder (see the module docstring for its columns)."""
+    import pyarrow.parquet as pq
+
+    path = Path(run_dir)
+    file = path / "scores.parquet" if path.is_dir() else path
+    if not file.is_file():
+        raise DataError(f"{path} has no scores.parquet; pass a run folder written by `imprint run`")
+    table = pq.read_table(file)
+    missing = [c for c in ("label", "meta") if c not in table.column_names]
+    if missing:
+        raise DataError(f"{file} lacks column(s) {missing}; is it an imprint run's scores file?")
+    labels = np.asarray(table.column("label").to_pylist(), dtype=np.int64)
+    meta = [json.loads(m) if m else {} for m in table.column("meta").to_pylist()]
+    scores = {
+        name: np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
+        for name in table.column_names
+        if name not in BASE_COLUMNS
+    }
+    if not scores:
+        raise DataError(f"{file} has no attack score columns")
+    return RunScores(path, labels, meta, scores)
+
+
+def _finite(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    return values[~np.isnan(values)]
+
+
+def perturbation_table(
+    run_dir: str | Path,
+    *,
+    fprs: Sequence[float] = DEFAULT_TRANSFER_FPRS,
+    field: str = "perturbation",
+) -> dict[str, Any]:
+    """FPR that perturbed members get at thresholds giving ``fprs`` on natural non-members.
+
+    Rows are grouped by ``meta[field]`` (natural rows: missing or ``"none"``). Per attack and
+    target FPR: the threshold, the rate at or above it for natural members (TPR), natural
+    non-members (the achieved FPR, <= target) and each perturbation group (the transferred FPR;
+    perturbed members are the B set of :func:`~imprint.metrics.threshold_transfer`). NaN scores
+    are left out and counted.
+    """
+    run = read_run(run_dir)
+    groups = np.array([str(m.get(field) or NATURAL) for m in run.meta])
+    kinds = sorted(set(groups) - {NATURAL}, key=_kind_order)
+    if not kinds:
+        raise DataError(
+            f"{run.path}: no row has meta[{field!r}] other than 'none'; score a dataset "
+            "written by `imprint perturb`"
+        )
+    natural = groups == NATURAL
+    sets = {"members": natural & (run.labels == 1), "nonmembers": natural & (run.labels == 0)}
+    sets.update({k: groups == k for k in kinds})
+    out: dict[str, Any] = {
+        "run": str(run.path),
+        "fprs": list(fprs),
+        "groups": list(sets),
+        "attacks": {},
+    }
+    for name, values in run.scores.items():
+        calib = _finite(values[sets["nonmembers"]])
+        row: dict[str, Any] = {"n": {}, "n_nan": {}, "thresholds": {}, "rates": {}}
+        for group, mask in sets.items():
+            row["n"][group] = int((mask & ~np.isnan(values)).sum())
+            row["n_nan"][group] = int((mask & np.isnan(values)).sum())
+            transfer = threshold_transfer(calib, _finite(values[mask]), fprs=fprs)
+            row["rates"][group] = {_pct(f): _json(v) for f, v in transfer.items()}
+        for f in fprs:
+            row["thresholds"][_pct(f)] = _json(threshold_at_fpr(calib, f)) if calib.size else None
+        out["attacks"][name] = row
+    return out
+
+
+def _kind_order(kind: str) -> tuple[int, str]:
+    digits = "".join(ch for ch in kind if ch.isdigit())
+    return (int(digits) if digits else 10**6, kind)
+
+
+def _json(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)
+
+
+def _bootstrap_aucs(
+    labels: NDArray[np.int64], scores: NDArray[np.float64], n: int, rng: np.random.Generator
+) -> NDArray[np.float64]:
+    """AUC of ``n`` stratified resamples (members and non-members resampled separately)."""
+    from scipy.stats import rankdata
+
+    pos, neg = scores[labels == 1], scores[labels == 0]
+    out = np.empty(n)
+    chunk = max(1, 2_000_000 // (pos.size + neg.size))
+    for start in range(0, n, chunk):
+        c = min(chunk, n - start)
+        p = pos[rng.integers(0, pos.size, size=(c, pos.size))]
+        q = neg[rng.integers(0, neg.size, size=(c, neg.size))]
+        ranks = rankdata(np.concatenate([p, q], axis=1), axis=1)
+        u = ranks[:, : pos.size].sum(axis=1) - pos.size * (pos.size + 1) / 2
+        out[start : start + c] = u / (pos.size * neg.size)
+    return out
+
+
+def auc_difference(
+    labels_a: NDArray[np.int64],
+    scores_a: NDArray[np.float64],
+    labels_b: NDArray[np.int64],
+    scores_b: NDArray[np.float64],
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """AUC(B) - AUC(A) with a percentile interval from independent stratified resamples.
+
+    The two runs are resampled independently (child generators of ``default_rng(seed)``), as
+    for two separate samples. Returns ``{"a", "b", "diff"}``, each ``{estimate, low, high}``.
+    """
+    gen_a, gen_b = np.random.default_rng(seed).spawn(2)
+    boot_a = _bootstrap_aucs(labels_a, scores_a, n_resamples, gen_a)
+    boot_b = _bootstrap_aucs(labels_b, scores_b, n_resamples, gen_b)
+    alpha = (1.0 - confidence) / 2
+    est_a, est_b = auc(labels_a, scores_a), auc(labels_b, scores_b)
+
+    def interval(estimate: float, values: NDArray[np.float64]) -> dict[str, float]:
+        low, high = np.quantile(values, [alpha, 1 - alpha])
+        return {"estimate": float(estimate), "low": float(low), "high": float(high)}
+
+    return {
+        "a": interval(est_a, boot_a),
+        "b": interval(est_b, boot_b),
+        "diff": interval(est_b - est_a, boot_b - boot_a),
+    }
+
+
+def compare_runs(
+    run_a: str | Path,
+    run_b: str | Path,
+    *,
+    fprs: Sequence[float] = DEFAULT_TRANSFER_FPRS,
+    n_resamples: int = 1000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Thresholds fixed at ``fprs`` on A's non-members, the FPR they give on B's non-members,
+    and the AUC difference B - A with its interval, for every attack both runs scored."""
+    a, b = read_run(run_a), read_run(run_b)
+    common = [c for c in a.scores if c in b.scores]
+    out: dict[str, Any] = {
+        "run_a": str(a.path),
+        "run_b": str(b.path),
+        "fprs": list(fprs),
+        "attacks": {},
+        "only_in_a": [c for c in a.scores if c not in b.scores],
+        "only_in_b": [c for c in b.scores if c not in a.scores],
+    }
+    for name in common:
+        ok_a, ok_b = ~np.isnan(a.scores[name]), ~np.isnan(b.scores[name])
+        la, sa = a.labels[ok_a], a.scores[name][ok_a]
+        lb, sb = b.labels[ok_b], b.scores[name][ok_b]
+        row: dict[str, Any] = {"n_nan_a": int((~ok_a).sum()), "n_nan_b": int((~ok_b).sum())}
+        if min(np.bincount(la, minlength=2).min(), np.bincount(lb, minlength=2).min()) == 0:
+            row["error"] = "a run lacks members or non-members with finite scores"
+            out["attacks"][name] = row
+            continue
+        transfer = threshold_transfer(sa[la == 0], sb[lb == 0], fprs=fprs)
+        row["transfer"] = {
+            _pct(f): {
+                "threshold": _json(threshold_at_fpr(sa[la == 0], f)),
+                "fpr_b": _json(transfer[f]),
+                "tpr_b": _json(float(np.mean(sb[lb == 1] >= threshold_at_fpr(sa[la == 0], f)))),
+            }
+            for f in fprs
+        }
+        row["auc"] = auc_difference(la, sa, lb, sb, n_resamples=n_resamples, seed=seed)
+        out["attacks"][name] = row
+    return out

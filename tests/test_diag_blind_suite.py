@@ -1,0 +1,156 @@
+"""Blind baseline suite: shifted vs unshifted synthetic sets, dates on WikiMIA-32, reporting."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from imprint.diagnostics import blind
+from imprint.diagnostics.blind_suite import (
+    blind_suite_report,
+    blind_suite_warning,
+    run_blind_suite,
+    strongest_blind,
+)
+from imprint.diagnostics.cli import diagnostics_app
+from imprint.diagnostics.dates import find_dates
+from imprint.diagnostics.greedy import fit_greedy_ngrams
+from imprint.errors import ConfigError, DataError
+
+WIKIMIA_32 = (
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "wikimia" / "WikiMIA_length32.jsonl"
+)
+VOCAB = [f"word{i}" for i in range(60)]
+FAST = ["tfidf_logreg", "date_detector", "greedy_ngrams"]
+
+
+def _docs(n: int, rng: np.random.Generator, extra: str = "") -> list[str]:
+    return [" ".join([*rng.choice(VOCAB, size=15), extra]).strip() for _ in range(n)]
+
+
+def _shifted(n: int = 80) -> tuple[list[str], list[int]]:
+    rng = np.random.default_rng(0)
+    members = [f"{d} in {rng.integers(2005, 2015)}" for d in _docs(n, rng, "alpha")]
+    nonmembers = [f"{d} in {rng.integers(2023, 2025)}" for d in _docs(n, rng, "beta")]
+    return members + nonmembers, [1] * n + [0] * n
+
+
+def test_shifted_set_is_separable_by_every_baseline(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(blind, "N_ESTIMATORS", 50)  # the SoK forest, smaller for speed
+    texts, labels = _shifted()
+    results = run_blind_suite(texts, labels, n_bootstrap=200, n_folds=3, sok_protocol=False)
+    assert [r.name for r in results] == [
+        "sok_bag_of_words", "tfidf_logreg", "date_detector", "greedy_ngrams"
+    ]  # fmt: skip
+    for r in results:
+        assert r.error is None and r.summary is not None
+        assert r.auc > 0.95, r.name
+        assert r.summary.auc.low <= r.auc <= r.summary.auc.high
+        assert np.isfinite(r.scores).all()  # every sample has its out-of-fold score
+    tfidf = {r.name: r for r in results}["tfidf_logreg"]
+    weights = dict(tfidf.top_features)
+    assert {"alpha", "beta"} & {f for f, _ in tfidf.top_features[:2]}
+    assert weights.get("alpha", 1) > 0 and weights.get("beta", -1) < 0  # sign = direction
+    dates = {r.name: r for r in results}["date_detector"]
+    assert dict(dates.top_features)["<later date>"] < 0  # later dates point to non-members
+    assert strongest_blind(results) is not None
+    warning = blind_suite_warning(results)
+    assert warning is not None and "distinguishable" in warning
+
+
+def test_unshifted_set_is_near_chance():
+    rng = np.random.default_rng(7)
+    texts = _docs(400, rng)
+    labels = [1, 0] * 200  # a random split of one pool
+    results = run_blind_suite(texts, labels, baselines=FAST, n_bootstrap=200, n_folds=4)
+    for r in results:
+        assert abs(r.auc - 0.5) < 0.1, (r.name, r.auc)
+    by_name = {r.name: r for r in results}
+    assert by_name["date_detector"].auc == 0.5  # no dates at all: a constant score
+    assert blind_suite_warning(results) is None
+
+
+def test_out_of_fold_scores_never_see_their_own_label():
+    # Labels independent of text, but every text unique: a model scoring its own training
+    # texts would look perfect; out-of-fold scores must not.
+    rng = np.random.default_rng(3)
+    texts = [f"unique{i} " + " ".join(rng.choice(VOCAB, size=5)) for i in range(200)]
+    labels = rng.integers(0, 2, size=200).tolist()
+    (r,) = run_blind_suite(texts, labels, baselines=["tfidf_logreg"], n_bootstrap=100)
+    assert r.auc < 0.65
+
+
+def test_year_detector_finds_years_on_wikimia_32():
+    rows = [json.loads(line) for line in WIKIMIA_32.read_text().splitlines()]
+    texts, labels = [r["input"] for r in rows], [r["label"] for r in rows]
+    with_year = sum(bool(find_dates(t).years) for t in texts)
+    assert with_year > 0.5 * len(texts)
+    assert find_dates("held in Seoul on February 18, 2023, to").latest == pytest.approx(
+        2023 + 1 / 12
+    )
+    (r,) = run_blind_suite(texts, labels, baselines=["date_detector"], n_bootstrap=200)
+    assert r.auc > 0.9
+    top = [f for f, _ in r.top_features[:5]]
+    assert "2023" in top
+    assert dict(r.top_features)["2023"] < 0  # "2023" points to non-members
+
+
+def test_greedy_decision_list():
+    texts = ["red apple pie", "red apple tart", "green pear pie", "green pear tart"] * 5
+    labels = np.array([1, 1, 0, 0] * 5)
+    fitted = fit_greedy_ngrams(texts, labels, min_support=3)
+    assert fitted.ngrams and fitted.ngrams[0] in {
+        "red",
+        "green",
+        "apple",
+        "pear",
+        "red apple",
+        "green pear",
+        "apple pie",
+        "pear pie",
+    }
+    scores = fitted.score(["red apple", "green pear", "blue plum"])
+    assert scores[0] > 0.8 and scores[1] < 0.2 and scores[2] == pytest.approx(fitted.default)
+
+
+def test_report_and_errors():
+    texts, labels = _shifted(40)
+    report = blind_suite_report(texts, labels, n_bootstrap=100, baselines=FAST)
+    assert report["strongest"] in FAST
+    assert report["auc"]["estimate"] > 0.9 and "tpr@1%" in report
+    assert set(report["baselines"]) == set(FAST)
+    assert report["warning"]
+    json.dumps(report)  # JSON-ready
+    assert "error" in blind_suite_report(texts[:3], labels[:3])
+    with pytest.raises(DataError, match="at least 5 texts per class"):
+        run_blind_suite(texts[:6], [1, 1, 1, 0, 0, 0])
+    with pytest.raises(ConfigError, match="unknown blind baseline"):
+        run_blind_suite(texts, labels, baselines=["magic"])
+    (failed,) = run_blind_suite(["a"] * 10, [1, 0] * 5, baselines=["tfidf_logreg"])
+    assert failed.error and failed.summary is None and math.isnan(failed.auc)
+    assert strongest_blind([failed]) is None
+
+
+def test_cli_blind(tmp_path: Path):
+    texts, labels = _shifted(30)
+    data = tmp_path / "d.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"text": t, "label": y}) + "\n" for t, y in zip(texts, labels, strict=True)
+        )
+    )
+    out = tmp_path / "blind.json"
+    result = CliRunner().invoke(
+        diagnostics_app,
+        ["blind", "--data", str(data), "--baseline", "date_detector", "--baseline",
+         "greedy_ngrams", "--bootstrap", "100", "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    saved = json.loads(out.read_text())
+    assert saved["strongest"] in {"date_detector", "greedy_ngrams"}
+    assert "warning" in result.output

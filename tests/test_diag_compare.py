@@ -1,0 +1,115 @@
+"""Run vs run: thresholds from A's non-members applied to B (MIMIR Table 5), AUC differences."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from imprint.diagnostics.cli import diagnostics_app
+from imprint.diagnostics.runs import auc_difference, compare_runs, read_run
+from imprint.errors import DataError
+from imprint.metrics import auc
+
+
+def _run(path: Path, labels: list[int], columns: dict[str, list[float]]) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    n = len(labels)
+    table = {
+        "id": [f"s{i}" for i in range(n)],
+        "label": labels,
+        "text": [f"text {i}" for i in range(n)],
+        "meta": ["{}"] * n,
+        **{k: np.asarray(v, dtype=float) for k, v in columns.items()},
+    }
+    pq.write_table(pa.table(table), path / "scores.parquet")
+    return path
+
+
+@pytest.fixture()
+def runs(tmp_path: Path) -> tuple[Path, Path]:
+    # A: 20 non-members scored 1..20, 5 members scored 30..34.
+    # B: 10 non-members scored 15..24, members 18, 25, 26, 27.
+    a = _run(
+        tmp_path / "a",
+        [0] * 20 + [1] * 5,
+        {"loss": [*range(1, 21), *range(30, 35)], "only_a": [0.0] * 25},
+    )
+    b = _run(
+        tmp_path / "b",
+        [0] * 10 + [1] * 4,
+        {"loss": [*range(15, 25), 18, 25, 26, 27], "only_b": [0.0] * 14},
+    )
+    return a, b
+
+
+def test_transfer_arithmetic_by_hand(runs: tuple[Path, Path]):
+    a, b = runs
+    result = compare_runs(a, b, fprs=(0.05, 0.1), n_resamples=200)
+    loss = result["attacks"]["loss"]
+    # 5 % of 20 non-members = 1 false positive allowed: threshold just above 19 (only 20 >= t).
+    # On B's non-members 15..24, the scores above 19 are 20..24: 5 of 10.
+    assert 19 < loss["transfer"]["5%"]["threshold"] < 19.0001
+    assert loss["transfer"]["5%"]["fpr_b"] == 0.5
+    assert loss["transfer"]["5%"]["tpr_b"] == 0.75  # 25, 26, 27 of 18, 25, 26, 27
+    # 10 %: 2 allowed, threshold just above 18; B: 19..24 = 6 of 10.
+    assert loss["transfer"]["10%"]["fpr_b"] == 0.6
+    assert result["only_in_a"] == ["only_a"] and result["only_in_b"] == ["only_b"]
+    assert set(result["attacks"]) == {"loss"}
+
+
+def test_auc_difference_interval(runs: tuple[Path, Path]):
+    a, b = read_run(runs[0]), read_run(runs[1])
+    sa, sb = a.scores["loss"], b.scores["loss"]
+    diff = auc_difference(a.labels, sa, b.labels, sb, n_resamples=500, seed=3)
+    assert diff["a"]["estimate"] == auc(a.labels, sa) == 1.0
+    expected_b = auc(b.labels, sb)
+    assert diff["b"]["estimate"] == pytest.approx(expected_b)
+    assert diff["diff"]["estimate"] == pytest.approx(expected_b - 1.0)
+    for part in ("a", "b", "diff"):
+        assert diff[part]["low"] <= diff[part]["estimate"] <= diff[part]["high"]
+    assert diff == auc_difference(a.labels, sa, b.labels, sb, n_resamples=500, seed=3)
+    assert diff != auc_difference(a.labels, sa, b.labels, sb, n_resamples=500, seed=4)
+
+
+def test_bootstrap_auc_matches_metrics_auc():
+    from imprint.diagnostics.runs import _bootstrap_aucs
+
+    rng = np.random.default_rng(0)
+    labels = np.array([1] * 7 + [0] * 9)
+    scores = rng.integers(0, 5, size=16).astype(float)  # many ties
+    boot = _bootstrap_aucs(labels, scores, 5, np.random.default_rng(1))
+    replay = np.random.default_rng(1)
+    pos, neg = scores[labels == 1], scores[labels == 0]
+    p = pos[replay.integers(0, 7, size=(5, 7))]
+    q = neg[replay.integers(0, 9, size=(5, 9))]
+    for i in range(5):
+        lab = np.array([1] * 7 + [0] * 9)
+        assert boot[i] == pytest.approx(auc(lab, np.concatenate([p[i], q[i]])))
+
+
+def test_compare_nan_and_single_class(tmp_path: Path):
+    a = _run(tmp_path / "a", [0, 0, 1, 1], {"x": [0.0, float("nan"), 1.0, 2.0]})
+    b = _run(tmp_path / "b", [0, 0, 0, 0], {"x": [0.0, 1.0, 2.0, 3.0]})
+    result = compare_runs(a, b, n_resamples=50)
+    assert result["attacks"]["x"]["n_nan_a"] == 1
+    assert "error" in result["attacks"]["x"]
+    with pytest.raises(DataError, match="scores.parquet"):
+        compare_runs(tmp_path / "missing", b)
+
+
+def test_cli_compare(runs: tuple[Path, Path], tmp_path: Path):
+    out = tmp_path / "cmp.json"
+    result = CliRunner().invoke(
+        diagnostics_app,
+        ["compare", str(runs[0]), str(runs[1]), "--out", str(out), "--bootstrap", "100"],
+    )
+    assert result.exit_code == 0, result.output
+    saved = json.loads(out.read_text())
+    assert saved["attacks"]["loss"]["transfer"]["5%"]["fpr_b"] == 0.5
+    assert "loss" in result.output

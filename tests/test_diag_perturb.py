@@ -1,0 +1,179 @@
+"""Perturbed members: exact edit distances, neighbours, paraphrase, the Table-4 computation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from imprint.data import Sample, load_file
+from imprint.diagnostics.cli import diagnostics_app
+from imprint.diagnostics.perturb import (
+    BigramNeighbours,
+    paraphrase,
+    perturbed_rows,
+    random_word_edits,
+    vocabulary,
+)
+from imprint.diagnostics.runs import perturbation_table
+from imprint.errors import ConfigError, DataError
+
+WIKIMIA_32 = (
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "wikimia" / "WikiMIA_length32.jsonl"
+)
+
+
+def _differing(a: str, b: str) -> int:
+    ta, tb = a.split(), b.split()
+    assert len(ta) == len(tb)
+    return sum(x != y for x, y in zip(ta, tb, strict=True))
+
+
+def _word_levenshtein(a: list[str], b: list[str]) -> int:
+    prev = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        cur = [i]
+        for j, y in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
+        prev = cur
+    return prev[-1]
+
+
+@pytest.fixture(scope="module")
+def wikimia() -> list[Sample]:
+    return list(load_file(WIKIMIA_32).samples)
+
+
+def test_random_edits_are_exact(wikimia: list[Sample]):
+    vocab = vocabulary(s.text for s in wikimia)
+    for distance in (1, 10, 25):
+        for i, sample in enumerate(wikimia[:60]):
+            rng = np.random.default_rng(i)
+            edited = random_word_edits(sample.text, distance, vocab=vocab, rng=rng)
+            assert edited is not None
+            assert _differing(sample.text, edited) == distance
+            if i < 10:
+                a, b = sample.text.split(), edited.split()
+                assert _word_levenshtein(a, b) == distance
+    text = "Alpha, beta  gamma.\n(delta) epsilon"
+    edited = random_word_edits(text, 5, vocab=["zeta", "eta"], rng=np.random.default_rng(0))
+    assert edited is not None and _differing(text, edited) == 5
+    assert edited.count(",") == 1 and "(" in edited and "  " in edited and "\n" in edited
+    assert random_word_edits("two words", 3, vocab=vocab, rng=np.random.default_rng(0)) is None
+    with pytest.raises(ConfigError):
+        random_word_edits(text, 0, vocab=vocab, rng=np.random.default_rng(0))
+
+
+def test_neighbours_are_deterministic_and_plausible():
+    pool = ["the cat sat on the mat", "the dog sat on the rug", "a cat ran to the dog"] * 3
+    table = BigramNeighbours(pool)
+    assert table.substitute("the", "cat") in {"dog", "mat", "rug"}
+    text = " ".join(["The cat sat on the mat"] * 4)  # 24 words -> ceil(5 %) = 2 edits
+    a = table.neighbour(text, 0.05, rng=np.random.default_rng(1))
+    b = table.neighbour(text, 0.05, rng=np.random.default_rng(1))
+    assert a == b and a is not None and _differing(text, a) == 2
+
+
+def test_paraphrase_with_any_callable():
+    prompts: list[str] = []
+
+    def fake(prompt: str) -> str:
+        prompts.append(prompt)
+        return "  A rewording.  " if "first" in prompt else "second text"
+
+    out = paraphrase(["first text", "second text"], fake)
+    assert out == ["A rewording.", None]  # identical answer: no paraphrase
+    assert "first text" in prompts[0]
+    with pytest.raises(ConfigError):
+        paraphrase(["x"], fake, prompt="no placeholder")
+
+
+def test_perturbed_rows(wikimia: list[Sample]):
+    samples = wikimia[:40]
+    rows, summary = perturbed_rows(samples, edits=(1, 10, 25), paraphraser=lambda p: "new text")
+    members = sum(s.label for s in samples)
+    assert summary["made"]["edit1"] == members and summary["made"]["paraphrase"] == members
+    assert summary["made"]["edit25"] + summary["skipped"].get("edit25", 0) == members
+    natural = [r for r in rows if r["perturbation"] == "none"]
+    assert len(natural) == len(samples)
+    edited = [r for r in rows if r["perturbation"] == "edit10"]
+    by_id = {s.id: s for s in samples}
+    for r in edited:
+        assert r["label"] == 0 and r["source_label"] == 1
+        assert _differing(by_id[r["source_id"]].text, r["text"]) == 10
+    again, _ = perturbed_rows(samples, edits=(1, 10, 25), paraphraser=lambda p: "new text")
+    assert again == rows  # seeded: deterministic
+    with pytest.raises(DataError):
+        perturbed_rows([s for s in samples if s.label == 1])
+
+
+def _fake_run(path: Path, labels, groups, columns) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    n = len(labels)
+    table = {
+        "id": [f"s{i}" for i in range(n)],
+        "label": labels,
+        "text": [f"t{i}" for i in range(n)],
+        "meta": [json.dumps({"perturbation": g} if g else {}) for g in groups],
+        **{k: np.asarray(v, dtype=float) for k, v in columns.items()},
+    }
+    pq.write_table(pa.table(table), path / "scores.parquet")
+    return path
+
+
+def test_perturbation_table_hand_computed(tmp_path: Path):
+    # 10 natural non-members scored 0..9; at 10 % FPR one false positive is allowed, so the
+    # threshold sits just above 8 (only 9 passes); at 1 % none: just above 9.
+    nonmembers = list(range(10))
+    members = [8.5, 9.5, 20, 30]
+    edit1 = [8.7, 9.2, 1.0, 10.0]  # >8: 3 of 4; >9: 2 of 4
+    labels = [0] * 10 + [1] * 4 + [0] * 4
+    groups = [None] * 10 + ["none"] * 4 + ["edit1"] * 4
+    scores = nonmembers + members + edit1
+    nan_col = [*scores[:-1], float("nan")]
+    run = _fake_run(tmp_path / "run", labels, groups, {"loss": scores, "zlib": nan_col})
+    table = perturbation_table(run, fprs=(0.01, 0.1))
+    assert table["groups"] == ["members", "nonmembers", "edit1"]
+    loss = table["attacks"]["loss"]
+    assert loss["rates"]["nonmembers"] == {"1%": 0.0, "10%": 0.1}
+    assert loss["rates"]["members"] == {"1%": 0.75, "10%": 1.0}
+    assert loss["rates"]["edit1"] == {"1%": 0.5, "10%": 0.75}
+    assert 9 < loss["thresholds"]["1%"] < 9.0001 and 8 < loss["thresholds"]["10%"] < 8.0001
+    zlib = table["attacks"]["zlib"]
+    assert zlib["n_nan"]["edit1"] == 1 and zlib["rates"]["edit1"]["10%"] == pytest.approx(2 / 3)
+    plain = _fake_run(tmp_path / "plain", [0, 1], [None, None], {"loss": [0.0, 1.0]})
+    with pytest.raises(DataError, match="imprint perturb"):
+        perturbation_table(plain)
+
+
+def test_cli_perturb_and_table(tmp_path: Path, wikimia: list[Sample]):
+    data = tmp_path / "d.jsonl"
+    data.write_text(
+        "".join(json.dumps({"text": s.text, "label": s.label}) + "\n" for s in wikimia[:30])
+    )
+    runner = CliRunner()
+    result = runner.invoke(
+        diagnostics_app, ["perturb", "--data", str(data), "--out", str(tmp_path / "p")]
+    )
+    assert result.exit_code == 0, result.output
+    loaded = load_file(tmp_path / "p" / "perturbed.jsonl")  # the dataset loads as-is
+    kinds = {s.meta["perturbation"] for s in loaded.samples}
+    assert kinds == {"none", "edit1", "edit10", "edit25", "neighbour5"}
+    # score the dataset with a fake attack (member-ness = fewer edits) and make the table
+    samples = loaded.samples
+    score = [0.0 if s.label == 0 and s.meta["perturbation"] == "none" else
+             10.0 - s.meta.get("edit_distance", 0) / 10 for s in samples]  # fmt: skip
+    run = _fake_run(
+        tmp_path / "run", [s.label for s in samples],
+        [s.meta["perturbation"] for s in samples], {"fake": score},
+    )  # fmt: skip
+    result = runner.invoke(diagnostics_app, ["perturb-table", str(run)])
+    assert result.exit_code == 0, result.output
+    saved = json.loads((run / "perturbation_table.json").read_text())
+    assert saved["attacks"]["fake"]["rates"]["edit25"]["1%"] == 1.0
+    assert (run / "perturbation_histograms.png").stat().st_size > 0
