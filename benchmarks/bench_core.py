@@ -77,9 +77,13 @@ def throughput(n: int, reps: int) -> dict[str, float]:
             times[name].append(time.perf_counter() - start)
     med = {k: statistics.median(v) for k, v in times.items()}
     return {
-        "texts": n, "tokens": n_tokens, "reps": reps,
-        "bare_s": med["bare"], "battery_s": med["battery"],
-        "bare_tok_per_s": n_tokens / med["bare"], "battery_tok_per_s": n_tokens / med["battery"],
+        "texts": n,
+        "tokens": n_tokens,
+        "reps": reps,
+        "bare_s": med["bare"],
+        "battery_s": med["battery"],
+        "bare_tok_per_s": n_tokens / med["bare"],
+        "battery_tok_per_s": n_tokens / med["battery"],
         "ratio": med["bare"] / med["battery"],
     }
 
@@ -112,8 +116,12 @@ def _memory_child(mode: str) -> None:
 def memory() -> dict[str, dict[str, float]]:
     out = {}
     for mode in ("score", "bare"):
-        proc = subprocess.run([sys.executable, __file__, "--memory-child", mode],
-                              capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--memory-child", mode],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
         out[mode] = json.loads(lines[-1]) if lines else {"error": proc.stderr[-500:]}
     return out
@@ -132,9 +140,11 @@ def main() -> None:
         return
     if not args.skip_throughput:
         t = throughput(args.n, args.reps)
-        print(f"throughput ({t['texts']} WikiMIA-64 texts, {t['tokens']} tokens, median of "
-              f"{t['reps']}): bare {t['bare_tok_per_s']:.0f} tok/s, battery "
-              f"{t['battery_tok_per_s']:.0f} tok/s, ratio {t['ratio']:.2f}x (target >= 0.8x)")
+        print(
+            f"throughput ({t['texts']} WikiMIA-64 texts, {t['tokens']} tokens, median of "
+            f"{t['reps']}): bare {t['bare_tok_per_s']:.0f} tok/s, battery "
+            f"{t['battery_tok_per_s']:.0f} tok/s, ratio {t['ratio']:.2f}x (target >= 0.8x)"
+        )
     if not args.skip_memory:
         m = memory()
         for mode, row in m.items():

@@ -1,4 +1,4 @@
-"""The HF backend's statistics equal a plain full-logits computation, prefix and windows included."""
+"""The HF backend's statistics equal a full-logits computation, prefix and windows included."""
 
 from __future__ import annotations
 
@@ -77,8 +77,11 @@ def test_prefix_tokens_masked_and_cache_reused(backend):
 
 
 def test_mixed_prefix_batch_keeps_order(backend):
-    requests = [ScoreRequest(TEXTS[0]), ScoreRequest(TEXTS[1], prefix="Hi there."),
-                ScoreRequest(TEXTS[2])]
+    requests = [
+        ScoreRequest(TEXTS[0]),
+        ScoreRequest(TEXTS[1], prefix="Hi there."),
+        ScoreRequest(TEXTS[2]),
+    ]
     mixed = backend.score(requests)
     alone = [backend.score([r])[0] for r in requests]
     for a, b in zip(mixed, alone, strict=True):

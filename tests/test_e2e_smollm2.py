@@ -22,11 +22,18 @@ def _shared_model_cache(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_smollm2_wikimia32_run_folder(tmp_path):
     out = tmp_path / "run"
-    result = execute_run(RunConfig(
-        model="smollm2-135m", data="wikimia:32", out=out,
-        attacks=("loss", "zlib", "lowercase", "min_k", "min_k_pp"),
-        n_per_label=40, seed=1, cache=tmp_path / "signals.sqlite", progress=False,
-    ))
+    result = execute_run(
+        RunConfig(
+            model="smollm2-135m",
+            data="wikimia:32",
+            out=out,
+            attacks=("loss", "zlib", "lowercase", "min_k", "min_k_pp"),
+            n_per_label=40,
+            seed=1,
+            cache=tmp_path / "signals.sqlite",
+            progress=False,
+        )
+    )
     metrics = json.loads((out / "metrics.json").read_text())
     table = pq.read_table(out / "scores.parquet").to_pydict()
     assert len(table["id"]) == 80

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
-import pytest
 from typer.testing import CliRunner
 
 from imprint.cli import app
@@ -26,17 +25,42 @@ runner = CliRunner()
 
 def test_run_folder_is_complete(tiny_model_dir, tiny_ref_dir, tmp_path):
     out = tmp_path / "run"
-    result = execute_run(RunConfig(
-        model=str(tiny_model_dir), data="wikimia:32", out=out, refs=(("small", str(tiny_ref_dir)),),
-        attacks=("loss", "zlib", "lowercase", "min_k", "min_k_pp", "ref"),
-        n_per_label=30, n_bootstrap=200, params={"min_k": {"sweep": (0.1, 0.5)}}, progress=False,
-    ))
-    for name in ("manifest.json", "scores.parquet", "metrics.json", "report.md", "report.html",
-                 "roc.png", "histograms.png"):
+    result = execute_run(
+        RunConfig(
+            model=str(tiny_model_dir),
+            data="wikimia:32",
+            out=out,
+            refs=(("small", str(tiny_ref_dir)),),
+            attacks=("loss", "zlib", "lowercase", "min_k", "min_k_pp", "ref"),
+            n_per_label=30,
+            n_bootstrap=200,
+            params={"min_k": {"sweep": (0.1, 0.5)}},
+            progress=False,
+        )
+    )
+    for name in (
+        "manifest.json",
+        "scores.parquet",
+        "metrics.json",
+        "report.md",
+        "report.html",
+        "roc.png",
+        "histograms.png",
+    ):
         assert (out / name).stat().st_size > 0, name
     table = pq.read_table(out / "scores.parquet").to_pydict()
-    expected = {"loss", "zlib", "zlib_char", "lowercase", "min_k", "min_k@0.1", "min_k@0.5",
-                "min_k_pp", "ref[small]", "ref_ratio[small]"}
+    expected = {
+        "loss",
+        "zlib",
+        "zlib_char",
+        "lowercase",
+        "min_k",
+        "min_k@0.1",
+        "min_k@0.5",
+        "min_k_pp",
+        "ref[small]",
+        "ref_ratio[small]",
+    }
     assert expected <= set(table)
     assert len(table["id"]) == 60 and sum(table["label"]) == 30
     metrics = json.loads((out / "metrics.json").read_text())
@@ -59,9 +83,16 @@ def test_run_folder_is_complete(tiny_model_dir, tiny_ref_dir, tmp_path):
 
 
 def test_repeated_run_does_no_forward_pass(tiny_model_dir, tmp_path):
-    cfg = dict(model=str(tiny_model_dir), data="wikimia:32", n_per_label=10, n_bootstrap=50,
-               attacks=("loss", "min_k"),
-               progress=False, blind=False, cache=tmp_path / "cache.sqlite")
+    cfg = dict(
+        model=str(tiny_model_dir),
+        data="wikimia:32",
+        n_per_label=10,
+        n_bootstrap=50,
+        attacks=("loss", "min_k"),
+        progress=False,
+        blind=False,
+        cache=tmp_path / "cache.sqlite",
+    )
     first = execute_run(RunConfig(out=tmp_path / "a", **cfg))
     second = execute_run(RunConfig(out=tmp_path / "b", **cfg))
     assert second.manifest["passes"]["target"]["scored"] == 0
@@ -76,9 +107,18 @@ def test_drops_are_counted_in_manifest_and_report(tiny_model_dir, tmp_path):
     rows += [{"text": f"other text number {i}", "label": 0} for i in range(6)]
     rows += [{"text": "short", "label": 0}, {"text": "member text number 0 here", "label": 1}]
     data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    result = execute_run(RunConfig(model=str(tiny_model_dir), data=str(data), out=tmp_path / "r",
-                                   attacks=("loss",),
-                                   min_words=2, n_bootstrap=50, progress=False, blind=False))
+    result = execute_run(
+        RunConfig(
+            model=str(tiny_model_dir),
+            data=str(data),
+            out=tmp_path / "r",
+            attacks=("loss",),
+            min_words=2,
+            n_bootstrap=50,
+            progress=False,
+            blind=False,
+        )
+    )
     dropped = result.manifest["data"]["dropped"]
     assert sum(dropped.values()) == 2, dropped
     assert "Dropped samples" in (tmp_path / "r" / "report.md").read_text()
@@ -90,23 +130,73 @@ def test_cli_lists_and_errors(tiny_model_dir, tmp_path):
     assert all(len(line.split()) > 2 for line in listed.output.strip().splitlines())
     datasets = runner.invoke(app, ["datasets"])
     assert datasets.exit_code == 0 and "wikimia:32" in datasets.output
-    bad = runner.invoke(app, ["run", "--model", str(tiny_model_dir), "--data", "wikimia:32",
-                              "--attacks", "lss", "--out", str(tmp_path / "x")])
+    bad = runner.invoke(
+        app,
+        [
+            "run",
+            "--model",
+            str(tiny_model_dir),
+            "--data",
+            "wikimia:32",
+            "--attacks",
+            "lss",
+            "--out",
+            str(tmp_path / "x"),
+        ],
+    )
     assert bad.exit_code == 2 and "did you mean loss" in bad.output
-    missing = runner.invoke(app, ["run", "--model", str(tiny_model_dir), "--data",
-                                  str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "x")])
+    missing = runner.invoke(
+        app,
+        [
+            "run",
+            "--model",
+            str(tiny_model_dir),
+            "--data",
+            str(tmp_path / "nope.jsonl"),
+            "--out",
+            str(tmp_path / "x"),
+        ],
+    )
     assert missing.exit_code == 2 and "nope.jsonl" in missing.output
-    badparam = runner.invoke(app, ["run", "--model", str(tiny_model_dir), "--data", "wikimia:32",
-                                   "--param", "min_k.k=2", "--out", str(tmp_path / "x")])
+    badparam = runner.invoke(
+        app,
+        [
+            "run",
+            "--model",
+            str(tiny_model_dir),
+            "--data",
+            "wikimia:32",
+            "--param",
+            "min_k.k=2",
+            "--out",
+            str(tmp_path / "x"),
+        ],
+    )
     assert badparam.exit_code == 2 and "(0, 1]" in badparam.output
 
 
 def test_cli_run_writes_report(tiny_model_dir, tmp_path):
     out = tmp_path / "cli-run"
-    res = runner.invoke(app, ["run", "--model", str(tiny_model_dir), "--data", "wikimia:32",
-                              "--attacks", "loss,min_k", "--n-per-label", "10",
-                              "--bootstrap", "50", "--param", "min_k.sweep=0.1,0.3",
-                              "--out", str(out)])
+    res = runner.invoke(
+        app,
+        [
+            "run",
+            "--model",
+            str(tiny_model_dir),
+            "--data",
+            "wikimia:32",
+            "--attacks",
+            "loss,min_k",
+            "--n-per-label",
+            "10",
+            "--bootstrap",
+            "50",
+            "--param",
+            "min_k.sweep=0.1,0.3",
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "report:" in res.output
     assert {"loss", "min_k", "min_k@0.1", "min_k@0.3"} <= set(
@@ -126,13 +216,35 @@ def test_sigkill_half_way_resumes_to_same_scores(tiny_model_dir, tmp_path):
     """Kill a real CLI run mid-way; the resumed run redoes nothing and matches a clean run."""
     assert (WIKIMIA / "WikiMIA_length64.jsonl").exists()
     cache = tmp_path / "killed.sqlite"
-    args = ["--model", str(tiny_model_dir), "--data", "wikimia:64", "--attacks", "loss,min_k",
-            "--token-budget", "256", "--bootstrap", "20", "--no-blind"]
+    args = [
+        "--model",
+        str(tiny_model_dir),
+        "--data",
+        "wikimia:64",
+        "--attacks",
+        "loss,min_k",
+        "--token-budget",
+        "256",
+        "--bootstrap",
+        "20",
+        "--no-blind",
+    ]
     env = {**os.environ, "IMPRINT_CACHE_DIR": str(tmp_path / "c")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "imprint", "run", *args, "--cache", str(cache),
-         "--out", str(tmp_path / "killed")],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "imprint",
+            "run",
+            *args,
+            "--cache",
+            str(cache),
+            "--out",
+            str(tmp_path / "killed"),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.time() + 120
     while _rows(cache) < 20 and time.time() < deadline and proc.poll() is None:
@@ -141,8 +253,15 @@ def test_sigkill_half_way_resumes_to_same_scores(tiny_model_dir, tmp_path):
     proc.wait()
     done_before = _rows(cache)
     assert 0 < done_before < 542, "the run must be killed half-way"
-    base = dict(model=str(tiny_model_dir), data="wikimia:64", attacks=("loss", "min_k"),
-                token_budget=256, n_bootstrap=20, blind=False, progress=False)
+    base = dict(
+        model=str(tiny_model_dir),
+        data="wikimia:64",
+        attacks=("loss", "min_k"),
+        token_budget=256,
+        n_bootstrap=20,
+        blind=False,
+        progress=False,
+    )
     resumed = execute_run(RunConfig(out=tmp_path / "resumed", cache=cache, **base))
     clean = execute_run(RunConfig(out=tmp_path / "clean", cache=tmp_path / "clean.sqlite", **base))
     passes = resumed.manifest["passes"]["target"]

@@ -78,7 +78,9 @@ def test_prefixed_requests_are_cached_separately():
         TEXTS, [Need(), Need(prefix="p")], {"target": backend}, cache, prefixes={"p": "Shots."}
     )
     plain, prefixed = signals.get(), signals.get(Need(prefix="p"))
-    assert all(float(a.logp[0]) - 0.5 == float(b.logp[0]) for a, b in zip(plain, prefixed))
+    assert all(
+        float(a.logp[0]) - 0.5 == float(b.logp[0]) for a, b in zip(plain, prefixed, strict=True)
+    )
     # each batch holds a single prefix, so the backend can reuse one KV cache per batch
     assert all(len({r.prefix for r in call}) == 1 for call in backend.calls)
 

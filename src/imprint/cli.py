@@ -89,13 +89,27 @@ def run(
     try:
         pools = dict(p.split("=", 1) for p in pool)
         config = RunConfig(
-            model=model, data=data, out=out,
+            model=model,
+            data=data,
+            out=out,
             attacks=tuple(a.strip() for a in attacks.split(",") if a.strip()),
-            refs=parse_refs(ref), params=parse_params(param), pools=pools,
-            text_field=text_field, label_field=label_field, truncate_words=truncate,
-            min_words=min_words, n_per_label=n_per_label, breakdown=breakdown, seed=seed,
-            n_bootstrap=bootstrap, device=device, dtype=dtype, max_length=max_length,
-            token_budget=token_budget, cache=cache, blind=not no_blind,
+            refs=parse_refs(ref),
+            params=parse_params(param),
+            pools=pools,
+            text_field=text_field,
+            label_field=label_field,
+            truncate_words=truncate,
+            min_words=min_words,
+            n_per_label=n_per_label,
+            breakdown=breakdown,
+            seed=seed,
+            n_bootstrap=bootstrap,
+            device=device,
+            dtype=dtype,
+            max_length=max_length,
+            token_budget=token_budget,
+            cache=cache,
+            blind=not no_blind,
         )
         execute_run(config, console=console)
     except (ImprintError, ValueError) as err:
@@ -134,14 +148,17 @@ def blind(
 
     try:
         loaded = resolve_data(data, text_field=text_field, label_field=label_field)
-        result = blind_baseline([s.text for s in loaded.samples],
-                                [s.label for s in loaded.samples], seed=seed)
+        result = blind_baseline(
+            [s.text for s in loaded.samples], [s.label for s in loaded.samples], seed=seed
+        )
     except (ImprintError, ValueError) as err:
         _fail(err)
         return
-    console.print(f"blind baseline AUC {result.auc_mean:.3f} ± {result.auc_std:.3f} "
-                  f"over {result.n_runs} splits; top words: "
-                  f"{', '.join(w for w, _ in result.top_features[:5])}")
+    console.print(
+        f"blind baseline AUC {result.auc_mean:.3f} ± {result.auc_std:.3f} "
+        f"over {result.n_runs} splits; top words: "
+        f"{', '.join(w for w, _ in result.top_features[:5])}"
+    )
     warning = blind_warning(result)
     if warning:
         console.print(f"[bold yellow]warning:[/] {warning}")

@@ -14,7 +14,7 @@ from imprint.attacks import Attack, RunContext, build_attacks
 from imprint.backends.hf import HFLogprobBackend
 from imprint.backends.models import cache_dir
 from imprint.data import LoadedData, Sample, apply_transforms, resolve_data
-from imprint.errors import CapabilityError, ConfigError, DataError
+from imprint.errors import ConfigError, DataError
 from imprint.signals.cache import SignalCache
 from imprint.signals.plan import DEFAULT_TOKEN_BUDGET, PlanReport, run_plan
 
@@ -66,9 +66,7 @@ class RunResult:
 
 def load_samples(config: RunConfig) -> tuple[LoadedData, list[Sample], dict[str, int]]:
     """Load the data spec and apply the configured transforms; drops are counted."""
-    loaded = resolve_data(
-        config.data, text_field=config.text_field, label_field=config.label_field
-    )
+    loaded = resolve_data(config.data, text_field=config.text_field, label_field=config.label_field)
     samples, dropped = apply_transforms(
         loaded.samples,
         truncate=config.truncate_words,
@@ -83,17 +81,21 @@ def load_samples(config: RunConfig) -> tuple[LoadedData, list[Sample], dict[str,
 def _prepare(
     attacks: Sequence[Attack], samples: list[Sample], run: RunContext, dropped: dict[str, int]
 ) -> tuple[list[Sample], dict[str, str]]:
-    """Run every attack's set-up; samples it takes (shots) leave the evaluation, counted."""
+    """Run every attack's set-up on the same samples; the shots they take leave the evaluation
+    for every attack (so all are compared on the same samples) and are counted as drops."""
     prefixes: dict[str, str] = {}
+    removed: dict[str, str] = {}  # sample id -> reason
     for attack in attacks:
         prep = attack.prepare(samples, run)
-        prefixes.update(prep.prefixes)
-        if prep.removed_ids:
-            before = len(samples)
-            samples = [s for s in samples if s.id not in prep.removed_ids]
-            reason = prep.reason or f"used by attack {attack.name!r}"
-            dropped[reason] = dropped.get(reason, 0) + before - len(samples)
-    return samples, prefixes
+        for key, text in prep.prefixes.items():
+            if prefixes.get(key, text) != text:
+                raise ConfigError(f"two attacks define the prefix {key!r} differently")
+            prefixes[key] = text
+        for sample_id in prep.removed_ids:
+            removed.setdefault(sample_id, prep.reason or f"used by attack {attack.name!r}")
+    for reason in removed.values():
+        dropped[reason] = dropped.get(reason, 0) + 1
+    return [s for s in samples if s.id not in removed], prefixes
 
 
 def compute_scores(
@@ -111,8 +113,13 @@ def compute_scores(
     token_attacks = [a for a in attacks if not getattr(a, "needs_backend", False)]
     needs = [n for a in token_attacks for n in a.needs()]
     signals, report = run_plan(
-        texts, needs, dict(backends), cache,
-        prefixes=prefixes, token_budget=token_budget, progress=progress,
+        texts,
+        needs,
+        dict(backends),
+        cache,
+        prefixes=prefixes,
+        token_budget=token_budget,
+        progress=progress,
     )
     scores: dict[str, np.ndarray] = {}
     for attack in attacks:
@@ -145,8 +152,9 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
     loaded, samples, dropped = load_samples(config)
     pools = {name: resolve_data(spec).samples for name, spec in config.pools.items()}
     # validate attacks before loading any model: errors here cost nothing
-    build_attacks(config.attacks, RunContext(refs=tuple(n for n, _ in config.refs)),
-                  params=config.params)
+    build_attacks(
+        config.attacks, RunContext(refs=tuple(n for n, _ in config.refs)), params=config.params
+    )
     backends = load_backends(config)
     target = backends["target"]
     run = RunContext(
@@ -158,8 +166,8 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
     )
     attacks = build_attacks(config.attacks, run, params=config.params)
     for attack in attacks:
-        if getattr(attack, "needs_backend", False) and not hasattr(target, "model"):
-            raise CapabilityError(f"attack {attack.name!r} needs a white-box backend")
+        if getattr(attack, "needs_backend", False):
+            attack.check_backend(target)  # type: ignore[attr-defined]  # before any work
     samples, prefixes = _prepare(attacks, samples, run, dropped)
     if len({s.label for s in samples}) < 2:
         raise DataError(f"{config.data}: after preparation only one class is left to evaluate")
@@ -167,8 +175,13 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
     progress = ProgressFactory(console, enabled=config.progress)
     try:
         scores, plan_report = compute_scores(
-            attacks, samples, backends, cache,
-            prefixes=prefixes, token_budget=config.token_budget, progress=progress,
+            attacks,
+            samples,
+            backends,
+            cache,
+            prefixes=prefixes,
+            token_budget=config.token_budget,
+            progress=progress,
         )
     finally:
         progress.close()
@@ -176,10 +189,16 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
     metrics = evaluate_scores(samples, scores, config=config)
     manifest = {
         "config": config,
-        "data": {"source": loaded.source, "fingerprint": loaded.fingerprint,
-                 "loaded": len(loaded.samples), "evaluated": len(samples), "dropped": dropped},
-        "models": {name: {"spec": b.spec, "fingerprint": b.fingerprint}
-                   for name, b in backends.items()},
+        "data": {
+            "source": loaded.source,
+            "fingerprint": loaded.fingerprint,
+            "loaded": len(loaded.samples),
+            "evaluated": len(samples),
+            "dropped": dropped,
+        },
+        "models": {
+            name: {"spec": b.spec, "fingerprint": b.fingerprint} for name, b in backends.items()
+        },
         "attacks": {a.name: vars(a) for a in attacks},
         "passes": plan_report.to_dict(),
         "elapsed_s": round(time.time() - started, 2),

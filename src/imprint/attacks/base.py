@@ -104,9 +104,7 @@ def get_attack_class(name: str) -> type[Attack]:
     if name not in _REGISTRY:
         close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ConfigError(
-            f"unknown attack {name!r}{hint} (known: {', '.join(sorted(_REGISTRY))})"
-        )
+        raise ConfigError(f"unknown attack {name!r}{hint} (known: {', '.join(sorted(_REGISTRY))})")
     return _REGISTRY[name]
 
 
@@ -121,7 +119,8 @@ def build_attacks(
     params = params or {}
     if list(names) == ["all"]:
         names = [
-            n for n, c in available_attacks().items()
+            n
+            for n, c in available_attacks().items()
             if c.access == "gray-box" and c.unavailable_reason(run) is None
         ]
     for key in params:

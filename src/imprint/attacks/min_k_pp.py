@@ -1,7 +1,7 @@
 """Min-K%++ (Zhang et al. 2025): standardise each token's log-prob by the model's own distribution.
 
-z_t = (log p(x_t) - mu_t) / sigma_t with mu_t = E_{v~p}[log p(v)] and sigma_t^2 = Var_{v~p}[log p(v)]
-over the vocabulary at step t; score = mean of the k% lowest z_t.
+z_t = (log p(x_t) - mu_t) / sigma_t with mu_t = E_{v~p}[log p(v)] and
+sigma_t^2 = Var_{v~p}[log p(v)] over the vocabulary at step t; score = mean of the k% lowest z_t.
 """
 
 from __future__ import annotations

@@ -97,8 +97,14 @@ class HFLogprobBackend:
                 weights = fingerprint_source(resolve_model(self.spec))
             except ConfigError:  # an in-memory model (tests): fingerprint its parameters
                 weights = _parameter_digest(self.model)
-            parts = [weights, str(self.model.dtype), str(self.max_length), str(self.stride),
-                     str(self.bos_id), SCORING_VERSION]
+            parts = [
+                weights,
+                str(self.model.dtype),
+                str(self.max_length),
+                str(self.stride),
+                str(self.bos_id),
+                SCORING_VERSION,
+            ]
             self._fingerprint = hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
         return self._fingerprint
 
@@ -127,8 +133,8 @@ class HFLogprobBackend:
             groups.setdefault(req.prefix, []).append(i)
         for prefix, idx in groups.items():
             texts = [requests[i].text for i in idx]
-            stats = self._score_plain(texts) if prefix is None else self._score_prefixed(
-                prefix, texts
+            stats = (
+                self._score_plain(texts) if prefix is None else self._score_prefixed(prefix, texts)
             )
             for i, s in zip(idx, stats, strict=True):
                 out[i] = s
@@ -150,7 +156,9 @@ class HFLogprobBackend:
             mask[r, : len(row.ids)] = 1
         hidden = self._hidden(input_ids, mask, None)
         # position p predicts token p + 1
-        pred = [(r, p) for r, row in enumerate(rows) for p in range(row.first - 1, len(row.ids) - 1)]
+        pred = [
+            (r, p) for r, row in enumerate(rows) for p in range(row.first - 1, len(row.ids) - 1)
+        ]
         return self._collect(rows, hidden, pred, input_ids, len(texts), offset=1)
 
     def _score_prefixed(self, prefix: str, texts: list[str]) -> list[TokenStats]:
@@ -186,9 +194,7 @@ class HFLogprobBackend:
             output = base(input_ids=ids, use_cache=True)
             cache = output.cache
             self._prefix_cache.clear()  # one live prefix at a time bounds memory
-            self._prefix_cache[prefix] = (
-                cache, output.last_hidden_state[:, -1:], ids.shape[1]
-            )
+            self._prefix_cache[prefix] = (cache, output.last_hidden_state[:, -1:], ids.shape[1])
         return self._prefix_cache[prefix]
 
     def _hidden(self, input_ids: torch.Tensor, mask: torch.Tensor, past: Any) -> torch.Tensor:

@@ -74,8 +74,8 @@ def register_model_scheme(prefix: str, to_spec: Callable[[str], str], *, force: 
 def resolve_model(spec: str) -> ModelSource:
     """Turn a user's model spec into a :class:`ModelSource` (no weights are loaded)."""
     if spec in ALIASES:
-        path = ALIASES[spec]()
-        return ModelSource(spec, str(Path(path).parent), Path(path).name)
+        alias_path = Path(ALIASES[spec]())
+        return ModelSource(spec, str(alias_path.parent), alias_path.name)
     scheme, _, arg = spec.partition(":")
     if arg and scheme in _SCHEMES:
         return resolve_model(_SCHEMES[scheme](arg))
@@ -144,7 +144,7 @@ def materialize(source: ModelSource) -> ModelSource:
     tokenizer = AutoTokenizer.from_pretrained(source.location, **kwargs)
     model = AutoModelForCausalLM.from_pretrained(source.location, **kwargs)
     # the weights are already de-quantised to float tensors: save them as a plain model
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -160,8 +160,14 @@ def materialize(source: ModelSource) -> ModelSource:
     return ModelSource(source.spec, str(target))
 
 
-_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
-           "float16": "float16", "fp16": "float16"}
+_DTYPES = {
+    "float32": "float32",
+    "fp32": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+}
 
 
 def pick_device(device: str) -> str:
@@ -201,5 +207,5 @@ def load_causal_lm(spec: str, *, dtype: str = "auto", device: str = "auto") -> t
             f"could not load model {spec!r} from {source.location!r}: {err}. Offline, use a "
             "local folder, gguf:PATH or an alias"
         ) from err
-    model.to(device).eval()
+    model.to(device).eval()  # type: ignore[arg-type]
     return model, tokenizer

@@ -1,4 +1,4 @@
-"""Metrics for a run: every score column with intervals, the blind baseline, breakdowns, warnings."""
+"""Metrics for a run: score columns with intervals, the blind baseline, breakdowns, warnings."""
 
 from __future__ import annotations
 

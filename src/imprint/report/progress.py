@@ -22,9 +22,14 @@ class ProgressFactory:
             )
 
             self._progress = Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("tokens"), TimeElapsedColumn(), TimeRemainingColumn(),
-                console=console, transient=False,
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("tokens"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=console,
+                transient=False,
             )
             self._progress.start()
 

@@ -44,9 +44,7 @@ def breakdown_rows(metrics: dict[str, Any]) -> tuple[list[str], list[list[str]]]
     groups = metrics["breakdown"]["groups"]
     names = list(metrics["attacks"])
     header = ["attack", *groups]
-    rows = [
-        [n, *(fmt(g[n]["auc"]) if n in g else "n/a" for g in groups.values())] for n in names
-    ]
+    rows = [[n, *(fmt(g[n]["auc"]) if n in g else "n/a" for g in groups.values())] for n in names]
     return header, rows
 
 
@@ -60,17 +58,22 @@ def render_markdown(metrics: dict[str, Any], manifest: dict[str, Any], plots: li
     ]
     if metrics["warnings"]:
         parts.append("\n".join(f"> **Warning:** {w}" for w in metrics["warnings"]))
-    parts += ["## Attacks", "Higher score = more likely member. Intervals: 95 % stratified "
-              f"bootstrap, {cfg['n_bootstrap']} resamples, seed {cfg['seed']}. The blind row "
-              "never sees the model (SoK bag-of-words random forest, mean +- 1.96 sd over 5 "
-              "splits): attack AUCs near it measure the benchmark, not membership.",
-              _md_table(HEADER, metric_rows(metrics))]
+    parts += [
+        "## Attacks",
+        "Higher score = more likely member. Intervals: 95 % stratified "
+        f"bootstrap, {cfg['n_bootstrap']} resamples, seed {cfg['seed']}. The blind row "
+        "never sees the model (SoK bag-of-words random forest, mean +- 1.96 sd over 5 "
+        "splits): attack AUCs near it measure the benchmark, not membership.",
+        _md_table(HEADER, metric_rows(metrics)),
+    ]
     if "breakdown" in metrics:
         header, rows = breakdown_rows(metrics)
         parts += [f"## AUC by `{metrics['breakdown']['field']}`", _md_table(header, rows)]
     if data["dropped"]:
-        parts += ["## Dropped samples", _md_table(
-            ["reason", "count"], [[k, str(v)] for k, v in data["dropped"].items()])]
+        parts += [
+            "## Dropped samples",
+            _md_table(["reason", "count"], [[k, str(v)] for k, v in data["dropped"].items()]),
+        ]
     parts += ["## Plots", *(f"![{p}]({p})" for p in plots)]
     return "\n\n".join(parts) + "\n"
 
@@ -97,13 +100,19 @@ def render_html(markdown_text: str, out: Path, plots: list[str]) -> str:
             body.append(f"<p>{_inline(block)}</p>")
     for plot in plots:
         data = base64.b64encode((out / plot).read_bytes()).decode()
-        body.append(f'<figure><img alt="{plot}" src="data:image/png;base64,{data}">'
-                    f"<figcaption>{plot}</figcaption></figure>")
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
-             "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px}"
-             "img{max-width:100%}p.warn{background:#fff3cd;padding:8px}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>imprint report</title>"
-            f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n")
+        body.append(
+            f'<figure><img alt="{plot}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{plot}</figcaption></figure>"
+        )
+    style = (
+        "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px}"
+        "img{max-width:100%}p.warn{background:#fff3cd;padding:8px}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>imprint report</title>"
+        f"<style>{style}</style></head><body>{''.join(body)}</body></html>\n"
+    )
 
 
 def _inline(text: str) -> str:

@@ -140,14 +140,18 @@ def _fetch_or_score(
     by_prefix: dict[str | None, list[tuple[Key, ScoreRequest]]] = {}
     for key, req in missing:
         by_prefix.setdefault(req.prefix, []).append((key, req))
-    lengths = {k: n for k, n in zip(
-        [k for k, _ in missing], backend.count_tokens([r.text for _, r in missing]), strict=True
-    )}
+    lengths = {
+        k: n
+        for k, n in zip(
+            [k for k, _ in missing], backend.count_tokens([r.text for _, r in missing]), strict=True
+        )
+    }
     advance = progress(f"scoring with {model}", sum(lengths.values())) if progress else None
     max_length = getattr(backend, "max_length", None)
     for group in by_prefix.values():
-        for idx in batches_by_budget([lengths[k] for k, _ in group], token_budget,
-                                     max_length=max_length):
+        for idx in batches_by_budget(
+            [lengths[k] for k, _ in group], token_budget, max_length=max_length
+        ):
             batch = [group[i] for i in idx]
             stats = backend.score([r for _, r in batch])
             cache.put_many(zip([k for k, _ in batch], stats, strict=True))
