@@ -116,8 +116,8 @@ def test_chunked_reduction_equals_unchunked(monkeypatch):
     full = reduce_mod.reduce_logits(head(hidden), targets)
     monkeypatch.setattr(reduce_mod, "_CHUNK_ELEMENTS", 301 * 5)  # 5 positions per chunk
     chunked = reduce_mod.reduce_hidden(hidden, targets, head, vocab_size=301)
-    for key in full:
-        torch.testing.assert_close(chunked[key], full[key])
+    for key in full:  # float sums may differ in the last bits with the chunk shape
+        torch.testing.assert_close(chunked[key], full[key], atol=1e-4, rtol=1e-4)
 
 
 def test_fingerprint_changes_with_scoring_settings(tiny_model_dir, backend):

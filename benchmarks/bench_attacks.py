@@ -1,0 +1,116 @@
+"""Gray-box battery costs, measured side by side in one run (smollm2-135m, WikiMIA-64 texts).
+
+1. ReCaLL with a 10-shot prefix against the LOSS attack alone on the same texts. ReCaLL needs
+   LL(x) (shared with LOSS) and LL(x | P); P's KV cache is computed once and reused, so only the
+   tokens of x are run per sample. Also shown: the naive cost (P re-encoded for every sample).
+   Target: recall <= 1.5x loss.
+2. The full gray-box battery (every gray-box attack, neighbours excluded) against the bare model
+   forward, in forward tokens actually needed (x, lower(x), P+x counted as x, PAC's augmentations).
+   Target: >= 0.7x bare throughput.
+
+Run: python benchmarks/bench_attacks.py [--n 200] [--reps 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+WIKIMIA = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikimia"
+
+
+def median_times(fns: dict[str, Callable[[], object]], reps: int) -> dict[str, float]:
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(reps):  # interleaved so machine noise hits every variant alike
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main() -> None:
+    import torch
+
+    from imprint.attacks import RunContext, build_attacks
+    from imprint.backends.hf import HFLogprobBackend
+    from imprint.data import Sample
+    from imprint.signals.cache import SignalCache
+    from imprint.signals.needs import Need
+    from imprint.signals.plan import DEFAULT_TOKEN_BUDGET, batches_by_budget, run_plan
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+
+    rows = [json.loads(line) for line in (WIKIMIA / "WikiMIA_length64.jsonl").open()]
+    samples = [Sample(f"w{i}", r["input"], int(r["label"])) for i, r in enumerate(rows)]
+    pool = tuple(s for s in samples[args.n :] if s.label == 0)
+    samples = samples[: args.n]
+    texts = [s.text for s in samples]
+    backend = HFLogprobBackend("smollm2-135m", device="cpu")
+    run = RunContext(
+        seed=0, tokenize=backend.encode, target_fingerprint=backend.fingerprint,
+        pools={"nonmembers": pool},
+    )
+    names = ["loss", "zlib", "lowercase", "min_k", "min_k_pp", "surp", "dc_pdd", "recall", "pac"]
+    attacks = build_attacks(names, run)
+    prefixes: dict[str, str] = {}
+    for attack in attacks:
+        prefixes.update(attack.prepare(samples, run).prefixes)
+    prefix = prefixes["recall"]
+    battery_needs = [n for a in attacks for n in a.needs()]
+
+    def plan(needs: list[Need], these: list[str] | None = None) -> dict[str, int]:
+        cache = SignalCache(None)
+        signals, report = run_plan(these or texts, needs, {"target": backend}, cache,
+                                   prefixes=prefixes)
+        if needs is battery_needs:
+            for attack in attacks:
+                attack.score(signals)
+        return report.to_dict()["target"]
+
+    @torch.no_grad()
+    def bare() -> None:
+        lengths = backend.count_tokens(texts)
+        for idx in batches_by_budget(lengths, DEFAULT_TOKEN_BUDGET):
+            rows_ = [[backend.bos_id, *backend.encode(texts[i])] for i in idx]
+            width = max(map(len, rows_))
+            ids = torch.full((len(rows_), width), backend.pad_id)
+            mask = torch.zeros_like(ids)
+            for r, row in enumerate(rows_):
+                ids[r, : len(row)] = torch.tensor(row)
+                mask[r, : len(row)] = 1
+            backend.model(input_ids=ids, attention_mask=mask).logits.float()
+
+    naive_texts = [prefix + t for t in texts]  # P re-run for every sample
+    battery_tokens = plan(battery_needs)["scored_tokens"]
+    bare_tokens = sum(backend.count_tokens(texts))
+    bare()  # warm-up
+    med = median_times({
+        "bare": bare,
+        "loss": lambda: plan([Need()]),
+        "recall": lambda: plan([Need(), Need(prefix="recall")]),
+        "recall_naive": lambda: plan([Need(), Need()], naive_texts + texts),
+        "battery": lambda: plan(battery_needs),
+    }, args.reps)
+    prefix_tokens = len(backend.encode(prefix))
+    print(f"{args.n} WikiMIA-64 texts, {bare_tokens} tokens; 10-shot prefix {prefix_tokens} "
+          f"tokens; median of {args.reps}")
+    print(f"loss {med['loss']:.2f}s, recall {med['recall']:.2f}s -> recall/loss "
+          f"{med['recall'] / med['loss']:.2f}x (target <= 1.5x); naive recall (prefix re-run per "
+          f"sample) {med['recall_naive'] / med['loss']:.2f}x")
+    bare_tps = bare_tokens / med["bare"]
+    battery_tps = battery_tokens / med["battery"]
+    print(f"battery ({', '.join(names)}): {battery_tokens} forward tokens needed in "
+          f"{med['battery']:.2f}s = {battery_tps:.0f} tok/s; bare forward {bare_tps:.0f} tok/s "
+          f"-> {battery_tps / bare_tps:.2f}x (target >= 0.7x)")
+
+
+if __name__ == "__main__":
+    main()
