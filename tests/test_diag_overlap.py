@@ -208,11 +208,15 @@ def test_cli_build_score_filter(tmp_path: Path):
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     runner = CliRunner()
     idx = tmp_path / "idx"
+    half = _write_jsonl(tmp_path / "c2.jsonl", corpus[15:])
+    _write_jsonl(path, corpus[:15])
     result = runner.invoke(
         diagnostics_app,
-        ["overlap", "build", "--corpus", str(path), "--n", "7", "--n", "4", "--out", str(idx)],
-    )
+        ["overlap", "build", "--corpus", str(path), str(half), "--n", "7", "--n", "4",
+         "--out", str(idx)],
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
+    assert [c["documents"] for c in NgramIndex.open(idx).manifest["corpus"]] == [15, 15]
     out = tmp_path / "scores.jsonl"
     result = runner.invoke(
         diagnostics_app,

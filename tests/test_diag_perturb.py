@@ -177,3 +177,12 @@ def test_cli_perturb_and_table(tmp_path: Path, wikimia: list[Sample]):
     saved = json.loads((run / "perturbation_table.json").read_text())
     assert saved["attacks"]["fake"]["rates"]["edit25"]["1%"] == 1.0
     assert (run / "perturbation_histograms.png").stat().st_size > 0
+
+
+def test_hf_generator_on_a_tiny_local_model(tiny_model_dir: Path):
+    from imprint.diagnostics.perturb import hf_generator
+
+    generate = hf_generator(str(tiny_model_dir), max_new_tokens=4, device="cpu")
+    answer = generate("Paraphrase: the quick brown fox")
+    assert isinstance(answer, str)
+    assert answer == generate("Paraphrase: the quick brown fox")  # greedy: deterministic

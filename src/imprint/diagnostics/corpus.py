@@ -210,7 +210,7 @@ def iter_batches(
     paths: Iterable[str | Path],
     stats: list[CorpusFileStats],
     *,
-    batch_chars: int = 2_000_000,
+    batch_chars: int = 1_000_000,
     text_field: str | None = None,
     unit: Unit = "line",
     progress: Callable[[int], None] | None = None,

@@ -54,13 +54,14 @@ _NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
 @functools.cache
 def _full_table() -> dict[int, str | None]:
     """``str.translate`` table: punctuation -> deleted, any whitespace -> ' ' (all of Unicode)."""
-    chars = list(map(chr, range(sys.maxunicode + 1)))
-    categories = map(unicodedata.category, chars)
-    table: dict[int, str | None] = {
-        ord(ch): None for ch, cat in zip(chars, categories, strict=True) if cat[0] == "P"
-    }
-    table.update({ord(ch): None for ch in string.punctuation})
-    table.update({ord(ch): " " for ch in chars if ch.isspace()})
+    table: dict[int, str | None] = {ord(ch): None for ch in string.punctuation}
+    for start in range(0, sys.maxunicode + 1, 1 << 16):  # in blocks: bounded memory
+        chars = list(map(chr, range(start, min(start + (1 << 16), sys.maxunicode + 1))))
+        for ch, cat in zip(chars, map(unicodedata.category, chars), strict=True):
+            if cat[0] == "P":
+                table[ord(ch)] = None
+            elif ch.isspace():
+                table[ord(ch)] = " "
     return table
 
 
