@@ -1,0 +1,515 @@
+"""Build a privacy game: split a pool, add canaries, fine-tune on the members, write the folder.
+
+A game folder holds::
+
+    model/       the fine-tuned model (save_pretrained: safetensors + tokenizer)
+    data.jsonl   one candidate per line: id, text, label, meta {kind, repetitions, group, split}
+    game.json    the manifest: config, hash, per-epoch loss, versions, member ids, fingerprints
+
+Folders are written to a temporary sibling and renamed into place, so a folder with a
+``game.json`` is complete. A complete game with the same config hash is reused (``force=True``
+rebuilds it); a folder holding something else is never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from imprint.backends.models import cache_dir, fingerprint_source, load_causal_lm, resolve_model
+from imprint.data import MEMBER, NON_MEMBER, Sample
+from imprint.errors import ConfigError
+from imprint.game.config import GENERATE, GameConfig, config_hash
+from imprint.game.texts import (
+    NATURAL_PROMPTS,
+    SHIFT_PROMPTS,
+    generate_texts,
+    load_pool,
+    pool_fingerprint,
+    random_token_texts,
+)
+from imprint.game.train import check_trainable, encode_sequences, prepare_model, save_model, train
+
+__all__ = ["MANIFEST", "build_game", "build_games", "default_game_dir", "read_manifest"]
+
+MANIFEST = "game.json"
+DATA = "data.jsonl"
+MODEL = "model"
+#: Nucleus sampling for pool texts (canaries are sampled from the full distribution).
+POOL_TOP_P = 0.95
+
+
+@dataclass
+class _Plan:
+    """What a build needs before any model is loaded."""
+
+    config: GameConfig
+    model_fingerprint: str
+    pool: list[Sample] | None  # None: generated
+    pool_info: dict[str, Any]
+    key: str
+
+
+def default_game_dir(key: str) -> Path:
+    return cache_dir() / "games" / key
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    """The manifest of a complete game folder, else None."""
+    try:
+        data = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("complete") else None
+
+
+def _plan(config: GameConfig) -> _Plan:
+    model_fp = fingerprint_source(resolve_model(config.model))
+    pool: list[Sample] | None = None
+    info: dict[str, Any] = {"source": config.pool}
+    if config.pool == GENERATE:
+        pool_fp = GENERATE
+    else:
+        texts, loaded, dropped = load_pool(config.pool, words=config.words)
+        if len(texts) < config.pool_size:
+            note = f" after removing {dropped}" if dropped else ""
+            raise_pool_small(config, len(texts), note)
+        pool, pool_fp = texts, pool_fingerprint(texts)
+        info.update(
+            available=len(texts),
+            dropped=dropped,
+            file_fingerprint=loaded.fingerprint if loaded else None,
+        )
+    info["fingerprint"] = pool_fp
+    key = config_hash(config, model_fingerprint=model_fp, pool_fingerprint=pool_fp)
+    return _Plan(config, model_fp, pool, info, key)
+
+
+def raise_pool_small(config: GameConfig, n: int, note: str) -> None:
+    from imprint.errors import DataError
+
+    raise DataError(
+        f"pool {config.pool!r} has {n} usable texts{note}, but pool_size={config.pool_size} "
+        "were asked for. Fix: lower pool_size or add texts (a pool is never silently shrunk)."
+    )
+
+
+def _targets(plan: _Plan, epochs: Sequence[int], out: Path | None) -> dict[int, Path]:
+    if out is None:
+        return {e: default_game_dir(_key_for(plan, e)) for e in epochs}
+    if len(epochs) == 1:
+        return {epochs[0]: Path(out)}
+    return {e: Path(out) / f"epochs-{e}" for e in epochs}
+
+
+def _key_for(plan: _Plan, epochs: int) -> str:
+    return config_hash(
+        plan.config.with_epochs(epochs),
+        model_fingerprint=plan.model_fingerprint,
+        pool_fingerprint=plan.pool_info["fingerprint"],
+    )
+
+
+def _needs_build(folder: Path, key: str, *, force: bool) -> bool:
+    """False when ``folder`` holds this game already; raises when it holds something else."""
+    if not folder.exists():
+        return True
+    if folder.is_file():
+        raise ConfigError(f"game output {folder} is a file; pass a folder path")
+    manifest = read_manifest(folder)
+    if manifest is None:
+        if any(folder.iterdir()):
+            raise ConfigError(
+                f"output folder {folder} is not empty and holds no complete game ({MANIFEST}); "
+                "refusing to overwrite it. Pass an empty or new folder."
+            )
+        return True
+    if force:
+        return True
+    if manifest.get("config_hash") != key:
+        raise ConfigError(
+            f"{folder} holds a different game (config hash {manifest.get('config_hash')}, "
+            f"asked {key}); pass force=True (--force) to replace it, or another folder"
+        )
+    return False
+
+
+def build_game(
+    config: GameConfig,
+    *,
+    out: Path | str | None = None,
+    force: bool = False,
+    device: str = "auto",
+    console: Any = None,
+    progress: bool = True,
+) -> Path:
+    """Build (or reuse) the game ``config`` describes; return its folder.
+
+    ``out`` defaults to ``cache_dir()/games/<config hash>``. A complete game already there with
+    the same hash is reused unless ``force``. Bad input (pool too small, texts over
+    ``max_length``, untrainable model, ...) raises ConfigError/DataError before training.
+    """
+    return build_games(
+        config,
+        (config.epochs,),
+        out=out,
+        force=force,
+        device=device,
+        console=console,
+        progress=progress,
+    )[config.epochs]
+
+
+def build_games(
+    config: GameConfig,
+    epochs: Sequence[int],
+    *,
+    out: Path | str | None = None,
+    force: bool = False,
+    device: str = "auto",
+    console: Any = None,
+    progress: bool = True,
+) -> dict[int, Path]:
+    """One game per epoch count, from a single training run snapshotted after each count.
+
+    ``config.epochs`` is ignored; game ``e`` is ``config`` with ``epochs=e`` and is identical to
+    what :func:`build_game` makes for it (see :mod:`imprint.game.train`). With ``out`` and
+    several counts, game ``e`` goes to ``out/epochs-e``.
+    """
+    counts = sorted(set(epochs))
+    if not counts:
+        raise ConfigError("epochs must list at least one epoch count")
+    config = config.with_epochs(counts[-1])  # validates every count's config at once
+    for e in counts:
+        config.with_epochs(e)
+    plan = _plan(config)
+    targets = _targets(plan, counts, Path(out) if out is not None else None)
+    todo = [e for e in counts if _needs_build(targets[e], _key_for(plan, e), force=force)]
+    if todo:
+        _build(
+            plan, {e: targets[e] for e in todo}, device=device, console=console, progress=progress
+        )
+    return targets
+
+
+# -- the build ------------------------------------------------------------------------------------
+
+
+def _say(console: Any, message: str) -> None:
+    if console is not None:
+        console.print(message)
+
+
+def _build(
+    plan: _Plan, targets: dict[int, Path], *, device: str, console: Any, progress: bool
+) -> None:
+    config = plan.config
+    timings: dict[str, float] = {}
+    started = time.time()
+    _say(console, f"[bold]game[/]: loading base model {config.model} ...")
+    model, tokenizer = load_causal_lm(config.model, dtype="float32", device=device)
+    timings["load_s"] = round(time.time() - started, 2)
+    context = int(getattr(model.config, "max_position_embeddings", 0) or 0)
+    if context and config.max_length > context:
+        raise ConfigError(
+            f"max_length={config.max_length} exceeds the context of {config.model!r} "
+            f"({context} tokens); lower max_length"
+        )
+    check_trainable(model, config, config.model)
+    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    if bos is None:
+        raise ConfigError(f"model {config.model!r}: tokenizer has neither BOS nor EOS token")
+    t0 = time.time()
+    records = _make_records(plan, model, tokenizer, console=console, progress=progress)
+    timings["texts_s"] = round(time.time() - t0, 2)
+    encoded = encode_sequences(
+        tokenizer, {r["id"]: r["text"] for r in records}, max_length=config.max_length, bos_id=bos
+    )
+    sequences = [encoded[r["id"]] for r in records for _ in range(r["meta"]["repetitions"])]
+    model = prepare_model(model, config, config.model)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else bos
+    t0 = time.time()
+
+    all_losses: list[float] = []
+
+    def hook(epoch: int, loss: float, trained: Any) -> None:
+        all_losses.append(loss)
+        if epoch in targets:
+            _write_game(
+                plan,
+                targets[epoch],
+                epoch,
+                trained,
+                tokenizer,
+                records,
+                list(all_losses),
+                {**timings, "train_s": round(time.time() - t0, 2)},
+                len(sequences),
+            )
+            _say(console, f"[bold]game[/]: {epoch} epoch(s) written to {targets[epoch]}")
+
+    train(
+        model,
+        sequences,
+        config,
+        pad_id=pad,
+        epochs=max(targets),
+        on_epoch_end=hook,
+        console=console,
+        progress=progress,
+    )
+
+
+def _natural_records(
+    plan: _Plan, model: Any, tokenizer: Any, *, console: Any, progress: bool
+) -> list[dict[str, Any]]:
+    """Pool texts with labels: a seeded 50/50 split (or, with shift, two distributions)."""
+    config = plan.config
+    n_mem = config.n_members
+    rng = np.random.default_rng([config.seed, 1])
+    if plan.pool is not None:
+        chosen = sorted(rng.choice(len(plan.pool), size=config.pool_size, replace=False))
+        pool = [plan.pool[i] for i in chosen]
+        members = set(rng.permutation(config.pool_size)[:n_mem].tolist())
+        return [_record(s.id, s.text, i in members, "natural", 1) for i, s in enumerate(pool)]
+    assert config.words is not None
+    with _bar(console, progress, "generating pool", config.pool_size) as advance:
+        if config.shift:
+            texts = generate_texts(
+                model,
+                tokenizer,
+                n_mem,
+                words=config.words,
+                prompts=NATURAL_PROMPTS,
+                seed=config.seed,
+                temperature=config.pool_temperature,
+                top_p=POOL_TOP_P,
+                advance=advance,
+            )
+            texts += generate_texts(
+                model,
+                tokenizer,
+                config.pool_size - n_mem,
+                words=config.words,
+                prompts=SHIFT_PROMPTS,
+                seed=config.seed + 7919,
+                temperature=config.pool_temperature,
+                top_p=POOL_TOP_P,
+                avoid=set(texts),
+                advance=advance,
+            )
+            labels = [True] * n_mem + [False] * (config.pool_size - n_mem)
+        else:
+            texts = generate_texts(
+                model,
+                tokenizer,
+                config.pool_size,
+                words=config.words,
+                prompts=NATURAL_PROMPTS,
+                seed=config.seed,
+                temperature=config.pool_temperature,
+                top_p=POOL_TOP_P,
+                advance=advance,
+            )
+            members = set(rng.permutation(config.pool_size)[:n_mem].tolist())
+            labels = [i in members for i in range(config.pool_size)]
+    order = rng.permutation(config.pool_size)  # ids reveal neither prompt nor label
+    return [
+        _record(f"text-{k:05d}", texts[i], labels[i], "natural", 1) for k, i in enumerate(order)
+    ]
+
+
+def _canary_records(
+    config: GameConfig,
+    model: Any,
+    tokenizer: Any,
+    avoid: set[str],
+    *,
+    console: Any,
+    progress: bool,
+) -> list[dict[str, Any]]:
+    reps = config.canary_repetitions
+    n = 2 * config.n_canaries
+    if n == 0:
+        return []
+    words = config.canary_words
+    assert words is not None
+    if config.canary_generator == "random":
+        texts = random_token_texts(tokenizer, n, words=words, seed=config.seed, avoid=avoid)
+    else:
+        with _bar(console, progress, "generating canaries", n) as advance:
+            texts = generate_texts(
+                model,
+                tokenizer,
+                n,
+                words=words,
+                prompts=("",),
+                seed=config.seed + 104729,
+                temperature=config.canary_temperature,
+                avoid=avoid,
+                advance=advance,
+            )
+    k = config.canaries_per_repetition
+    records = []
+    order = np.random.default_rng([config.seed, 2]).permutation(n)
+    for j, i in enumerate(order):  # text i: member if i < n/2; group reps[(i % (n/2)) // k]
+        member = i < n // 2
+        r = reps[(i % (n // 2)) // k]
+        records.append(_record(f"canary-{j:05d}", texts[i], member, "canary", r))
+    return records
+
+
+def _record(key: str, text: str, member: bool, kind: str, r: int) -> dict[str, Any]:
+    group = "natural" if kind == "natural" else f"canary x{r}"
+    return {
+        "id": key,
+        "text": text,
+        "label": MEMBER if member else NON_MEMBER,
+        "meta": {
+            "kind": kind,
+            "repetitions": r if member else 0,
+            "group": group,
+            "split": "member" if member else "nonmember",
+        },
+    }
+
+
+def _make_records(
+    plan: _Plan, model: Any, tokenizer: Any, *, console: Any, progress: bool
+) -> list[dict[str, Any]]:
+    natural = _natural_records(plan, model, tokenizer, console=console, progress=progress)
+    canaries = _canary_records(
+        plan.config,
+        model,
+        tokenizer,
+        {r["text"] for r in natural},
+        console=console,
+        progress=progress,
+    )
+    return natural + canaries
+
+
+class _bar:
+    """A rich progress bar as a context manager yielding ``advance(n)``."""
+
+    def __init__(self, console: Any, enabled: bool, label: str, total: int) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self._bar = Progress(
+            TextColumn(label),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not enabled,
+        )
+        self._task = self._bar.add_task(label, total=total)
+
+    def __enter__(self) -> Any:
+        self._bar.start()
+        return lambda n: self._bar.advance(self._task, n)
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.stop()
+
+
+# -- writing --------------------------------------------------------------------------------------
+
+
+def _versions(method: str) -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    names = ["llm-imprint", "torch", "transformers", "numpy", "safetensors"]
+    if method == "lora":
+        names.append("peft")
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def _write_game(
+    plan: _Plan,
+    folder: Path,
+    epochs: int,
+    model: Any,
+    tokenizer: Any,
+    records: list[dict[str, Any]],
+    losses: list[float],
+    timings: dict[str, float],
+    n_sequences: int,
+) -> None:
+    config = plan.config.with_epochs(epochs)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.tmp-"))
+    try:
+        save_model(model, tokenizer, tmp / MODEL, lora=config.method == "lora")
+        rows = sorted(records, key=lambda r: r["id"])
+        with (tmp / DATA).open("w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+        manifest = _manifest(plan, config, rows, losses, timings, n_sequences)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+        if folder.exists():
+            shutil.rmtree(folder)  # only reached for an empty folder or a game being replaced
+        os.replace(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _manifest(
+    plan: _Plan,
+    config: GameConfig,
+    rows: list[dict[str, Any]],
+    losses: list[float],
+    timings: dict[str, float],
+    n_sequences: int,
+) -> dict[str, Any]:
+    from imprint.data import fingerprint_samples
+
+    groups: dict[str, dict[str, int]] = {}
+    for r in rows:
+        g = groups.setdefault(r["meta"]["group"], {"member": 0, "nonmember": 0})
+        g[r["meta"]["split"]] += 1
+    samples = [Sample(r["id"], r["text"], r["label"]) for r in rows]
+    return {
+        "imprint_game": 1,
+        "complete": True,
+        "config_hash": config_hash(
+            config,
+            model_fingerprint=plan.model_fingerprint,
+            pool_fingerprint=plan.pool_info["fingerprint"],
+        ),
+        "seed": config.seed,
+        "config": config.to_dict(),
+        "base_model": {"spec": config.model, "fingerprint": plan.model_fingerprint},
+        "pool": plan.pool_info,
+        "data_fingerprint": fingerprint_samples(samples),
+        "train_loss": losses,
+        "training_sequences": n_sequences,
+        "groups": groups,
+        "members": [r["id"] for r in rows if r["label"] == MEMBER],
+        "nonmembers": [r["id"] for r in rows if r["label"] == NON_MEMBER],
+        "versions": _versions(config.method),
+        "timings": timings,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }

@@ -1,0 +1,206 @@
+"""Configuration of a randomized privacy game: a frozen, validated dataclass and its hash.
+
+Every field changes what the game *is* (its split, texts or weights), so every field goes into the
+game's hash; where the game is written and on which device it trains do not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from imprint.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_LR",
+    "GENERATE",
+    "GENERATORS",
+    "MAX_CANARIES",
+    "METHODS",
+    "GameConfig",
+    "config_hash",
+]
+
+#: ``pool=GENERATE`` samples the pool texts from the base model instead of reading a file.
+GENERATE = "generate"
+METHODS = ("full", "lora", "top")
+GENERATORS = ("sampled", "random")
+#: Learning rate used when ``lr`` is not given, per training method.
+DEFAULT_LR = {"full": 5e-5, "top": 1e-4, "lora": 1e-3}
+#: Upper bound on distinct canaries (members + non-members): each one is sampled from the model,
+#: so this bounds the time spent before training; raise it deliberately if you need more.
+MAX_CANARIES = 2000
+#: Bump when the meaning of a built game changes (invalidates cached games).
+GAME_FORMAT = 1
+
+
+def _positive_int(value: Any, name: str, *, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _positive_float(value: Any, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(f"{name} must be a positive number, got {value!r}")
+
+
+@dataclass(frozen=True)
+class GameConfig:
+    """A privacy game: which base model, which texts, how members are trained in.
+
+    The pool (``pool_size`` texts, from a file or ``"generate"``d by the base model) is split at
+    random (``seed``) into members (``pool_size // 2``) and non-members. Members are trained into
+    the base model for ``epochs`` epochs with ``method`` (``full`` fine-tune, ``lora`` adapters
+    merged before saving, or ``top``: only the top ``top_layers`` transformer blocks and the final
+    norm). Canaries: for each ``r`` in ``canary_repetitions``, ``canaries_per_repetition`` unique
+    texts are each inserted ``r`` times into the training data, and as many never-trained
+    canaries from the same generator become non-members of the group ``canary x{r}``.
+
+    ``lr=None`` picks :data:`DEFAULT_LR` for the method; ``canary_words=None`` uses ``words``.
+    ``words=None`` keeps file texts whole (a generated pool needs a word count).
+    ``max_canary_share`` bounds the fraction of training sequences (one per repetition) that are
+    canaries, so that a few canaries repeated many times do not swamp the natural members.
+    ``shift=True`` draws the non-members from a different distribution (other prompts), the
+    distribution-shift trap: attacks and the blind baseline then both "succeed".
+    """
+
+    model: str = "smollm2-135m"
+    pool: str = GENERATE
+    pool_size: int = 200
+    words: int | None = 48
+    seed: int = 0
+    method: str = "full"
+    epochs: int = 3
+    lr: float | None = None
+    batch_size: int = 8
+    max_length: int = 128
+    weight_decay: float = 0.0
+    top_layers: int = 2
+    lora_rank: int = 8
+    lora_alpha: int = 16
+    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    canary_repetitions: tuple[int, ...] = (1, 10)
+    canaries_per_repetition: int = 4
+    canary_generator: str = "sampled"
+    canary_temperature: float = 1.5
+    canary_words: int | None = None
+    max_canary_share: float = 0.5
+    pool_temperature: float = 1.0
+    shift: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "canary_repetitions", tuple(self.canary_repetitions))
+        object.__setattr__(self, "lora_targets", tuple(self.lora_targets))
+        if self.lr is None and self.method in DEFAULT_LR:
+            object.__setattr__(self, "lr", DEFAULT_LR[self.method])
+        if self.canary_words is None:
+            object.__setattr__(self, "canary_words", self.words or 32)
+        self._validate()
+
+    # -- validation -------------------------------------------------------------------------------
+    def _validate(self) -> None:
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ConfigError("model must be a model spec (alias, folder, gguf:PATH, hub id)")
+        if not isinstance(self.pool, str) or not self.pool.strip():
+            raise ConfigError(f"pool must be a file path or {GENERATE!r}, got {self.pool!r}")
+        _positive_int(self.pool_size, "pool_size", minimum=4)
+        if self.words is not None:
+            _positive_int(self.words, "words")
+        elif self.pool == GENERATE:
+            raise ConfigError("a generated pool needs words (words per text), not None")
+        _positive_int(self.seed, "seed", minimum=0)
+        if self.method not in METHODS:
+            raise ConfigError(f"unknown training method {self.method!r}; use one of {METHODS}")
+        _positive_int(self.epochs, "epochs")
+        _positive_float(self.lr, "lr")
+        _positive_int(self.batch_size, "batch_size")
+        _positive_int(self.max_length, "max_length", minimum=8)
+        if not isinstance(self.weight_decay, int | float) or self.weight_decay < 0:
+            raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
+        _positive_int(self.top_layers, "top_layers")
+        _positive_int(self.lora_rank, "lora_rank")
+        _positive_int(self.lora_alpha, "lora_alpha")
+        if not self.lora_targets or not all(isinstance(t, str) and t for t in self.lora_targets):
+            raise ConfigError(f"lora_targets must name modules, got {self.lora_targets!r}")
+        if self.shift and self.pool != GENERATE:
+            raise ConfigError(
+                "shift=True draws non-members from a different generated distribution; it needs "
+                f"pool={GENERATE!r} (a file pool has no second distribution to draw from)"
+            )
+        _positive_float(self.pool_temperature, "pool_temperature")
+        self._validate_canaries()
+
+    def _validate_canaries(self) -> None:
+        reps = self.canary_repetitions
+        for r in reps:
+            _positive_int(r, "every canary repetition count")
+        if len(set(reps)) != len(reps):
+            raise ConfigError(f"canary_repetitions has duplicates: {reps}; list each count once")
+        if self.canary_generator not in GENERATORS:
+            raise ConfigError(
+                f"unknown canary generator {self.canary_generator!r}; use one of {GENERATORS}"
+            )
+        _positive_float(self.canary_temperature, "canary_temperature")
+        _positive_int(self.canary_words, "canary_words")
+        if not reps:
+            return
+        _positive_int(self.canaries_per_repetition, "canaries_per_repetition")
+        n_canaries = 2 * self.canaries_per_repetition * len(reps)
+        if n_canaries > MAX_CANARIES:
+            raise ConfigError(
+                f"{n_canaries} canaries asked for (members and non-members: 2 x "
+                f"{self.canaries_per_repetition} per repetition count x {len(reps)} counts); at "
+                f"most {MAX_CANARIES} are generated. Lower canaries_per_repetition or the number "
+                "of repetition counts."
+            )
+        if not 0 < self.max_canary_share < 1:
+            raise ConfigError(f"max_canary_share must be in (0, 1), got {self.max_canary_share}")
+        canary_seqs = self.canaries_per_repetition * sum(reps)
+        share = canary_seqs / (canary_seqs + self.n_members)
+        if share > self.max_canary_share:
+            raise ConfigError(
+                f"canaries would be {share:.0%} of the training sequences ({canary_seqs} canary "
+                f"sequences = {self.canaries_per_repetition} x sum{reps} vs {self.n_members} "
+                f"natural members), above max_canary_share={self.max_canary_share}; the game "
+                "would mostly train on canaries. Fix: lower the repetition counts or "
+                "canaries_per_repetition, raise pool_size, or raise max_canary_share."
+            )
+
+    # -- derived ----------------------------------------------------------------------------------
+    @property
+    def n_members(self) -> int:
+        """Natural members: half the pool (rounded down)."""
+        return self.pool_size // 2
+
+    @property
+    def n_canaries(self) -> int:
+        """Canary members (= canary non-members)."""
+        return self.canaries_per_repetition * len(self.canary_repetitions)
+
+    def with_epochs(self, epochs: int) -> GameConfig:
+        return replace(self, epochs=epochs)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["canary_repetitions"] = list(self.canary_repetitions)
+        out["lora_targets"] = list(self.lora_targets)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GameConfig:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def config_hash(config: GameConfig, *, model_fingerprint: str, pool_fingerprint: str) -> str:
+    """Content key of a game: config, base weights, pool contents and the game format."""
+    payload = {
+        "config": config.to_dict(),
+        "model_fingerprint": model_fingerprint,
+        "pool_fingerprint": pool_fingerprint,
+        "format": GAME_FORMAT,
+    }
+    blob = json.dumps(payload, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]

@@ -1,0 +1,384 @@
+"""``imprint demo``: a privacy game on SmolLM2-135M, attacked, measured and reported.
+
+The demo builds (or reuses) a small game with a generated pool, runs every gray-box attack plus
+the blind baseline through the run pipeline (the base model serves as the reference model) and
+reports what a sound benchmark should show, *measured*, never assumed:
+
+- the blind baseline is at chance (its interval contains 0.5): the split is random;
+- LOSS finds the members (its AUC interval lies above 0.5);
+- detection rises with the number of times a canary was seen.
+
+``epochs=(1, 2, 4)`` trains once, snapshots after each count and plots AUC against epochs.
+``shift=True`` also builds a game whose non-members come from another distribution and shows the
+trap: attack AUCs and the blind baseline rise together, and the blind-baseline warning fires.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from imprint.errors import ConfigError
+from imprint.game.build import build_games
+from imprint.game.config import GENERATE, GameConfig
+
+__all__ = ["DEMO_DEFAULTS", "DemoResult", "run_demo"]
+
+#: The demo's game: small enough for a 2-core CPU (see the module docstring of imprint.game).
+DEMO_DEFAULTS: dict[str, Any] = {
+    "pool_size": 160,
+    "words": 32,
+    "canary_repetitions": (1, 3, 10),
+    "canaries_per_repetition": 4,
+    "epochs": (3,),
+}
+#: Score columns plotted against epochs (those present in the run).
+PLOTTED = ("loss", "ref[base]", "zlib", "min_k", "min_k_pp")
+LEAD = "loss"
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """Folders and figures of a demo. ``figures[label]`` holds, per game (label ``e3`` for 3
+    epochs, ``shift-e3`` for the shifted game), the blind and attack AUCs with intervals and the
+    LOSS AUC per canary group; ``checks`` are the measured claims with pass/fail."""
+
+    out: Path
+    games: dict[str, Path]
+    runs: dict[str, Path]
+    figures: dict[str, dict[str, Any]]
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    plots: list[Path] = field(default_factory=list)
+
+
+def run_demo(
+    *,
+    epochs: Sequence[int] = DEMO_DEFAULTS["epochs"],
+    shift: bool = False,
+    out: Path | str = Path("imprint-demo"),
+    model: str = "smollm2-135m",
+    pool: str = GENERATE,
+    pool_size: int = DEMO_DEFAULTS["pool_size"],
+    words: int = DEMO_DEFAULTS["words"],
+    canary_repetitions: Sequence[int] = DEMO_DEFAULTS["canary_repetitions"],
+    canaries_per_repetition: int = DEMO_DEFAULTS["canaries_per_repetition"],
+    canary_generator: str = "sampled",
+    method: str = "full",
+    lr: float | None = None,
+    max_length: int = 128,
+    seed: int = 0,
+    attacks: Sequence[str] = ("all",),
+    reference: bool = True,
+    blind: bool = True,
+    n_bootstrap: int = 1000,
+    device: str = "auto",
+    force: bool = False,
+    console: Any = None,
+    progress: bool = True,
+) -> DemoResult:
+    """Build or reuse the demo game(s), attack them, write ``out/demo.md`` and ``demo.json``.
+
+    ``reference=True`` adds the base model as the reference ``base`` when the ``ref`` attack runs
+    (the ideal reference: the target without the members). ``blind=False`` skips the blind
+    baseline (its checks then fail: nothing was measured). Returns folders and measured figures.
+    """
+    from imprint.run import RunConfig, execute_run
+
+    out = Path(out)
+    counts = sorted(set(epochs))
+    if not counts:
+        raise ConfigError("epochs must list at least one epoch count, e.g. 3 or 1,2,4")
+    config = GameConfig(
+        model=model,
+        pool=pool,
+        pool_size=pool_size,
+        words=words,
+        seed=seed,
+        method=method,
+        epochs=counts[-1],
+        lr=lr,
+        max_length=max_length,
+        canary_repetitions=tuple(canary_repetitions),
+        canaries_per_repetition=canaries_per_repetition,
+        canary_generator=canary_generator,
+    )
+    use_ref = reference and ("all" in attacks or "ref" in attacks)
+    variants = [("", config)] + ([("shift-", _shift(config))] if shift else [])
+    games: dict[str, Path] = {}
+    runs: dict[str, Path] = {}
+    figures: dict[str, dict[str, Any]] = {}
+    for prefix, cfg in variants:
+        built = build_games(
+            cfg, counts, force=force, device=device, console=console, progress=progress
+        )
+        for e, folder in built.items():
+            label = f"{prefix}e{e}"
+            games[label] = folder
+            run_cfg = RunConfig(
+                model=f"game:{folder}",
+                data=f"game:{folder}",
+                out=out / f"run-{label}",
+                attacks=tuple(attacks),
+                refs=(("base", model),) if use_ref else (),
+                breakdown="group",
+                seed=seed,
+                n_bootstrap=n_bootstrap,
+                device=device,
+                blind=blind,
+                progress=progress,
+            )
+            if console is not None:
+                console.rule(f"attacking game {label} ({e} epochs{', shifted' if prefix else ''})")
+            result = execute_run(run_cfg, console=console)
+            runs[label] = result.out
+            figures[label] = _figures(result.metrics)
+    checks = _checks(figures, counts, shift=shift)
+    plots = _plots(figures, counts, out, config)
+    demo = DemoResult(out, games, runs, figures, checks, plots)
+    _write(demo, config, counts)
+    if console is not None:
+        _print(demo, console)
+    return demo
+
+
+def _shift(config: GameConfig) -> GameConfig:
+    from dataclasses import replace
+
+    return replace(config, shift=True)
+
+
+# -- figures and checks ---------------------------------------------------------------------------
+
+
+def _auc(row: dict[str, Any] | None) -> dict[str, float | None] | None:
+    if not row or "auc" not in row:
+        return None
+    return {k: row["auc"].get(k) for k in ("estimate", "low", "high")}
+
+
+def _reps(group: str) -> int | None:
+    match = re.fullmatch(r"canary x(\d+)", group)
+    return int(match.group(1)) if match else None
+
+
+def _figures(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The demo's numbers from a run's metrics: blind, every attack, LOSS per canary group."""
+    attacks = {name: _auc(row) for name, row in metrics.get("attacks", {}).items()}
+    groups = metrics.get("breakdown", {}).get("groups", {})
+    by_group = {
+        g: {name: _auc(row.get(name)) for name in attacks}
+        for g, row in groups.items()
+        if "error" not in row
+    }
+    canaries = sorted(
+        ((r, by_group[g]) for g in by_group if (r := _reps(g)) is not None), key=lambda t: t[0]
+    )
+    blind = metrics.get("blind", {})
+    return {
+        "blind": _auc(blind),
+        "blind_warning": blind.get("warning"),
+        "warnings": list(metrics.get("warnings", [])),
+        "attacks": attacks,
+        "groups": by_group,
+        "canary_reps": [r for r, _ in canaries],
+        "canary_auc": {name: [row.get(name) for _, row in canaries] for name in attacks},
+    }
+
+
+def _contains_half(auc: dict[str, Any] | None) -> bool:
+    return bool(auc and auc["low"] is not None and auc["low"] <= 0.5 <= auc["high"])
+
+
+def _above_half(auc: dict[str, Any] | None) -> bool:
+    return bool(auc and auc["low"] is not None and auc["low"] > 0.5)
+
+
+def _fmt(auc: dict[str, Any] | None) -> str:
+    if not auc or auc.get("estimate") is None:
+        return "n/a"
+    return f"{auc['estimate']:.3f} [{auc['low']:.3f}, {auc['high']:.3f}]"
+
+
+def _checks(figures: dict[str, dict[str, Any]], counts: list[int], *, shift: bool) -> list:
+    checks = []
+    last = f"e{counts[-1]}"
+    fig = figures[last]
+    checks.append(
+        {
+            "claim": f"blind baseline at chance ({last}): interval contains 0.5",
+            "passed": _contains_half(fig["blind"]),
+            "value": _fmt(fig["blind"]),
+        }
+    )
+    checks.append(
+        {
+            "claim": f"LOSS finds members ({last}): AUC interval above 0.5",
+            "passed": _above_half(fig["attacks"].get(LEAD)),
+            "value": _fmt(fig["attacks"].get(LEAD)),
+        }
+    )
+    trend = [a["estimate"] if a else None for a in fig["canary_auc"].get(LEAD, [])]
+    known = [t for t in trend if t is not None]
+    rising = (
+        len(known) == len(trend) >= 2
+        and all(b >= a for a, b in zip(known, known[1:], strict=False))
+        and known[-1] > known[0]
+    )
+    checks.append(
+        {
+            "claim": f"LOSS detection rises with canary repetitions ({last})",
+            "passed": rising,
+            "value": ", ".join(
+                f"x{r}: {_fmt(a)}"
+                for r, a in zip(fig["canary_reps"], fig["canary_auc"].get(LEAD, []), strict=True)
+            ),
+        }
+    )
+    if shift:
+        sfig = figures[f"shift-{last}"]
+        checks.append(
+            {
+                "claim": "shift: blind baseline rises above chance and its warning fires",
+                "passed": _above_half(sfig["blind"]) and bool(sfig["blind_warning"]),
+                "value": f"{_fmt(fig['blind'])} -> {_fmt(sfig['blind'])}",
+            }
+        )
+        base, shifted = fig["attacks"].get(LEAD), sfig["attacks"].get(LEAD)
+        checks.append(
+            {
+                "claim": "shift: LOSS AUC rises although training is unchanged",
+                "passed": bool(
+                    base
+                    and shifted
+                    and None not in (base["estimate"], shifted["estimate"])
+                    and shifted["estimate"] > base["estimate"]
+                ),
+                "value": f"{_fmt(base)} -> {_fmt(shifted)}",
+            }
+        )
+    return checks
+
+
+# -- output ---------------------------------------------------------------------------------------
+
+
+def _plots(
+    figures: dict[str, dict[str, Any]], counts: list[int], out: Path, config: GameConfig
+) -> list[Path]:
+    from imprint.report.plots import plot_metric_vs
+
+    plots: list[Path] = []
+    nan = float("nan")
+
+    def triple(aucs: list[dict[str, Any] | None]) -> tuple[list[float], list[float], list[float]]:
+        return tuple(  # type: ignore[return-value]
+            [nan if a is None or a[k] is None else float(a[k]) for a in aucs]
+            for k in ("estimate", "low", "high")
+        )
+
+    if len(counts) > 1:
+        series = {}
+        first = figures[f"e{counts[0]}"]["attacks"]
+        for name in (n for n in PLOTTED if n in first):
+            series[name] = triple([figures[f"e{e}"]["attacks"].get(name) for e in counts])
+        series["blind baseline"] = triple([figures[f"e{e}"]["blind"] for e in counts])
+        plots.append(
+            plot_metric_vs(
+                counts,
+                series,
+                out / "auc_vs_epochs.png",
+                xlabel="epochs",
+                ylabel="AUC",
+                title=f"privacy game on {config.model}: AUC vs epochs",
+            )
+        )
+    reps = figures[f"e{counts[-1]}"]["canary_reps"]
+    if len(reps) > 1:
+        series = {
+            f"LOSS, {e} epochs": triple(figures[f"e{e}"]["canary_auc"].get(LEAD, []))
+            for e in counts
+        }
+        plots.append(
+            plot_metric_vs(
+                reps,
+                series,
+                out / "auc_vs_repetitions.png",
+                xlabel="canary repetitions",
+                ylabel="AUC",
+                title="canary detection vs repetitions",
+                logx=True,
+            )
+        )
+    return plots
+
+
+def _markdown(demo: DemoResult, config: GameConfig) -> str:
+    lines = [
+        "# imprint demo: a randomized privacy game",
+        "",
+        f"Base model `{config.model}`; pool {config.pool_size} texts of {config.words} words "
+        f"({config.pool}); method {config.method}, lr {config.lr}; canaries "
+        f"{config.canaries_per_repetition} per repetition count {list(config.canary_repetitions)}"
+        f" ({config.canary_generator}). Intervals are 95 % bootstrap (blind: mean +- 1.96 sd).",
+        "",
+        "## Measured claims",
+        "",
+    ]
+    for c in demo.checks:
+        lines.append(f"- {'PASS' if c['passed'] else 'FAIL'}: {c['claim']}: {c['value']}")
+    for label, fig in demo.figures.items():
+        lines += [
+            "",
+            f"## Game {label} (run folder `{demo.runs[label]}`)",
+            "",
+            f"- blind baseline AUC: {_fmt(fig['blind'])}",
+        ]
+        lines += [f"- {name}: {_fmt(auc)}" for name, auc in fig["attacks"].items()]
+        lines += ["", "LOSS AUC by group:", ""]
+        lines += [f"- {g}: {_fmt(row.get(LEAD))}" for g, row in fig["groups"].items()]
+        lines += [f"- warning: {w}" for w in fig["warnings"]]
+    lines += ["", *[f"![{p.stem}]({p.name})" for p in demo.plots], ""]
+    return "\n".join(lines)
+
+
+def _write(demo: DemoResult, config: GameConfig, counts: list[int]) -> None:
+    demo.out.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "config": config.to_dict(),
+        "epochs": counts,
+        "games": {k: str(v) for k, v in demo.games.items()},
+        "runs": {k: str(v) for k, v in demo.runs.items()},
+        "figures": demo.figures,
+        "checks": demo.checks,
+        "plots": [str(p) for p in demo.plots],
+    }
+    (demo.out / "demo.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    (demo.out / "demo.md").write_text(_markdown(demo, config), encoding="utf-8")
+
+
+def _print(demo: DemoResult, console: Any) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="imprint demo: measured, not assumed")
+    reps = next(iter(demo.figures.values()))["canary_reps"]
+    for h in ("game", "blind AUC", "LOSS AUC", "ref[base] AUC", *[f"LOSS x{r}" for r in reps]):
+        table.add_column(escape(h))
+    for label, fig in demo.figures.items():
+        canary = [_fmt(a) for a in fig["canary_auc"].get(LEAD, [])]
+        table.add_row(
+            label,
+            _fmt(fig["blind"]),
+            _fmt(fig["attacks"].get(LEAD)),
+            _fmt(fig["attacks"].get("ref[base]")),
+            *canary,
+        )
+    console.print(table)
+    for c in demo.checks:
+        mark = "[green]PASS[/]" if c["passed"] else "[red]FAIL[/]"
+        console.print(f"{mark} {escape(c['claim'])}: {escape(c['value'])}")
+    console.print(f"demo report: {demo.out / 'demo.md'}")

@@ -1,0 +1,58 @@
+"""``game:DIR`` as a model spec (the fine-tuned ``DIR/model``) and a data spec (``DIR/data.jsonl``).
+
+The data scheme lifts the nested ``meta`` object of each line into ``Sample.meta``, so metrics
+can be broken down by ``group``, ``kind``, ``repetitions`` or ``split``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from imprint.data import LoadedData, load_file
+from imprint.errors import ConfigError, DataError
+from imprint.game.build import DATA, MANIFEST, MODEL, read_manifest
+
+__all__ = ["game_dir", "game_model_spec", "load_game_data"]
+
+
+def game_dir(arg: str, *, error: type[Exception] = ConfigError) -> Path:
+    """The folder of a complete game named by ``arg``, else ``error`` saying what is wrong."""
+    folder = Path(arg).expanduser()
+    if not arg or not folder.is_dir():
+        raise error(
+            f"game:{arg}: {folder} is not a folder; pass game:DIR with DIR a folder made by "
+            "`imprint game build --out DIR`"
+        )
+    if read_manifest(folder) is None:
+        what = "has an incomplete or unreadable" if (folder / MANIFEST).exists() else "has no"
+        raise error(
+            f"game:{arg}: {folder} is not an imprint game ({what} {MANIFEST}); build one with "
+            f"`imprint game build --out {folder}` (with --force to replace a broken one)"
+        )
+    for part in (MODEL, DATA):
+        if not (folder / part).exists():
+            raise error(f"game:{arg}: {folder / part} is missing; rebuild the game with --force")
+    return folder
+
+
+def game_model_spec(arg: str) -> str:
+    """``game:DIR`` -> the spec of the game's fine-tuned model folder."""
+    return str(game_dir(arg, error=ConfigError).resolve() / MODEL)
+
+
+def load_game_data(arg: str, **field_kwargs: Any) -> LoadedData:
+    """``game:DIR`` -> the game's candidates, labelled, with the game's meta fields flattened."""
+    folder = game_dir(arg, error=DataError)
+    field_kwargs = {k: v for k, v in field_kwargs.items() if v is not None}
+    field_kwargs.setdefault("id_field", "id")
+    loaded = load_file(folder / DATA, **field_kwargs)
+    samples = []
+    for s in loaded.samples:
+        meta = dict(s.meta)
+        nested = meta.pop("meta", None)
+        if isinstance(nested, dict):
+            meta.update(nested)
+        samples.append(replace(s, meta=meta))
+    return replace(loaded, samples=tuple(samples), source=f"game:{arg}")

@@ -1,0 +1,261 @@
+"""Texts of a game: the pool (a file, or sampled from the base model) and the canaries.
+
+Generated texts are sampled with a fixed seed per batch, so the same seed, model and settings give
+the same texts. Every text is cut to its first ``words`` words joined by single spaces (texts the
+model ends early are re-sampled with a fresh seed), so members and non-members have one length.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from imprint.data import LoadedData, Sample, fingerprint_samples, resolve_data
+from imprint.errors import DataError
+
+__all__ = [
+    "NATURAL_PROMPTS",
+    "SHIFT_PROMPTS",
+    "generate_texts",
+    "load_pool",
+    "random_token_texts",
+    "word_tokens",
+]
+
+#: Generic prompts for a generated pool: members and non-members are drawn from them alike.
+NATURAL_PROMPTS: tuple[str, ...] = (
+    "Once upon a time,",
+    "Yesterday I",
+    "The history of the town",
+    "Scientists have found that",
+    "My favourite place is",
+    "The best way to learn",
+    "In the news today,",
+    "A good friend",
+)
+#: Prompts of a different topic: with ``shift=True`` the non-members come from these.
+SHIFT_PROMPTS: tuple[str, ...] = (
+    "Recipe: to cook a simple soup,",
+    "In the kitchen, the chef",
+    "The secret of a good cake is",
+    "Ingredients for dinner tonight:",
+)
+
+GEN_BATCH = 16
+MAX_ROUNDS = 8
+
+Advance = Callable[[int], None]
+
+
+def _cut(text: str, words: int | None) -> str:
+    parts = text.split()
+    return " ".join(parts[:words]) if words is not None else text
+
+
+def load_pool(spec: str, *, words: int | None) -> tuple[list[Sample], LoadedData | None, dict]:
+    """Texts of a pool file (``.txt``: one text per line; else any data spec, labels ignored).
+
+    Returns ``(samples, loaded, dropped)``: samples cut to ``words`` words (duplicates after the
+    cut removed and counted in ``dropped``), in file order.
+    """
+    path = Path(spec).expanduser()
+    loaded: LoadedData | None = None
+    if path.suffix.lower() == ".txt":
+        if not path.is_file():
+            raise DataError(f"pool file {spec!r} does not exist; pass a file or 'generate'")
+        lines = path.read_text(encoding="utf-8").splitlines()
+        samples = [
+            Sample(f"{path.stem}:{i}", line.strip(), 0)
+            for i, line in enumerate(lines, 1)
+            if line.strip()
+        ]
+        if not samples:
+            raise DataError(f"pool file {spec!r} has no non-empty lines")
+    else:
+        try:
+            loaded = resolve_data(spec, require_both_classes=False)
+        except DataError as err:
+            hint = ""
+            if "no label field" in str(err):
+                hint = (
+                    " (a pool's labels are ignored, but the loaders need a label column: add "
+                    "one, or give the texts as a .txt file with one text per line)"
+                )
+            raise DataError(f"pool {spec!r}: {err}{hint}") from err
+        samples = list(loaded.samples)
+    out: list[Sample] = []
+    seen: set[str] = set()
+    dropped: dict[str, int] = {}
+    for s in samples:
+        text = _cut(s.text, words)
+        if text in seen:
+            dropped["duplicate text"] = dropped.get("duplicate text", 0) + 1
+            continue
+        seen.add(text)
+        out.append(Sample(s.id, text, 0, {}))
+    return out, loaded, dropped
+
+
+def pool_fingerprint(samples: Sequence[Sample]) -> str:
+    return fingerprint_samples(Sample(s.id, s.text, 0) for s in samples)
+
+
+def _bos_id(tokenizer: Any) -> int:
+    bos = tokenizer.bos_token_id
+    bos = bos if bos is not None else tokenizer.eos_token_id
+    if bos is None:
+        raise DataError("the tokenizer has neither a BOS nor an EOS token; cannot generate")
+    return int(bos)
+
+
+def _sample_batch(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[str],
+    *,
+    seed: int,
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float,
+) -> list[str]:
+    """One batch of continuations (prompt not included), left-padded, seeded."""
+    import torch
+
+    bos = _bos_id(tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else bos
+    encoded = [[bos, *tokenizer(p, add_special_tokens=False)["input_ids"]] for p in prompts]
+    width = max(len(e) for e in encoded)
+    ids = torch.tensor([[pad] * (width - len(e)) + e for e in encoded])
+    mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded])
+    device = next(model.parameters()).device
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        out = model.generate(
+            input_ids=ids.to(device),
+            attention_mask=mask.to(device),
+            do_sample=True,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=0,
+            max_new_tokens=max_new_tokens,
+            min_new_tokens=max_new_tokens,
+            pad_token_id=pad,
+        )
+    return [tokenizer.decode(row[width:], skip_special_tokens=True) for row in out.tolist()]
+
+
+def generate_texts(
+    model: Any,
+    tokenizer: Any,
+    n: int,
+    *,
+    words: int,
+    prompts: Sequence[str],
+    seed: int,
+    temperature: float,
+    top_p: float = 1.0,
+    avoid: set[str] | None = None,
+    advance: Advance | None = None,
+) -> list[str]:
+    """``n`` distinct texts of exactly ``words`` words sampled from ``model``.
+
+    Prompt ``i % len(prompts)`` steers text ``i``; the prompt is not part of the text. Texts that
+    come out short or duplicate (also of ``avoid``) are re-sampled, for at most
+    :data:`MAX_ROUNDS` rounds; then a :class:`DataError` says how many could be made.
+    """
+    avoid = set(avoid or ())
+    texts: list[str | None] = [None] * n
+    max_new = math.ceil(words * 1.6) + 4
+    batch_no = 0
+    for round_no in range(MAX_ROUNDS):
+        missing = [i for i, t in enumerate(texts) if t is None]
+        if not missing:
+            break
+        for start in range(0, len(missing), GEN_BATCH):
+            chunk = missing[start : start + GEN_BATCH]
+            outs = _sample_batch(
+                model,
+                tokenizer,
+                [prompts[i % len(prompts)] for i in chunk],
+                seed=seed * 1_000_003 + batch_no,
+                max_new_tokens=max_new if round_no == 0 else max_new * 2,
+                temperature=temperature,
+                top_p=top_p,
+            )
+            batch_no += 1
+            for i, raw in zip(chunk, outs, strict=True):
+                text = _cut(raw, words)
+                if len(raw.split()) >= words and text not in avoid:
+                    texts[i] = text
+                    avoid.add(text)
+            if advance is not None:
+                advance(sum(texts[i] is not None for i in chunk))
+    done = [t for t in texts if t is not None]
+    if len(done) < n:
+        raise DataError(
+            f"could generate only {len(done)} of {n} distinct texts of {words} words in "
+            f"{MAX_ROUNDS} rounds (the model keeps ending early or repeating itself). Fix: ask "
+            "for fewer or shorter texts, a higher temperature, or give a pool file."
+        )
+    return done
+
+
+def word_tokens(tokenizer: Any) -> list[tuple[int, str]]:
+    """Token ids that decode to one printable word with a leading space (e.g. ``" cat"``)."""
+    special = set(tokenizer.all_special_ids)
+    out = []
+    for i in range(len(tokenizer)):
+        if i in special:
+            continue
+        piece = tokenizer.decode([i])
+        word = piece[1:]
+        if (
+            piece.startswith(" ")
+            and word.isprintable()
+            and word
+            and not any(c.isspace() for c in word)
+        ):
+            out.append((i, piece))
+    return out
+
+
+def random_token_texts(
+    tokenizer: Any,
+    n: int,
+    *,
+    words: int,
+    seed: int,
+    avoid: set[str] | None = None,
+) -> list[str]:
+    """``n`` distinct texts of ``words`` uniformly random token ids, decoded.
+
+    Ids are drawn from the tokens that decode to one word with a leading space (see
+    :func:`word_tokens`), so each text has exactly ``words`` words and no broken bytes.
+    """
+    vocab = word_tokens(tokenizer)
+    if len(vocab) < 2:
+        raise DataError(
+            "the tokenizer has fewer than 2 word tokens (a leading space and a printable word); "
+            "random canaries need them. Use canary_generator='sampled'."
+        )
+    rng = np.random.default_rng([seed, 7])
+    avoid = set(avoid or ())
+    out: list[str] = []
+    for _ in range(n * MAX_ROUNDS):
+        if len(out) == n:
+            break
+        picks = rng.integers(0, len(vocab), size=words)
+        text = "".join(vocab[k][1] for k in picks).strip()
+        if text not in avoid:
+            out.append(text)
+            avoid.add(text)
+    if len(out) < n:
+        raise DataError(
+            f"could make only {len(out)} of {n} distinct random canaries of {words} words from "
+            f"this tokenizer's {len(vocab)} word tokens. Fix: more canary words or fewer canaries."
+        )
+    return out
