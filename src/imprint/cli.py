@@ -135,33 +135,21 @@ def list_datasets() -> None:
         typer.echo(f"{info.name:<14} {info.description}  [{where}]")
 
 
-@app.command()
-def blind(
-    data: Annotated[str, typer.Option(help="data spec")],
-    seed: Annotated[int, typer.Option()] = 0,
-    text_field: Annotated[str | None, typer.Option()] = None,
-    label_field: Annotated[str | None, typer.Option()] = None,
-) -> None:
-    """Model-less blind baseline (SoK bag-of-words random forest) on a data set."""
-    from imprint.data import resolve_data
-    from imprint.diagnostics import blind_baseline, blind_warning
+def _mount_subcommands() -> None:
+    """Commands that live with their pipeline stage (diagnostics, games)."""
+    from imprint.diagnostics import cli as diag
 
-    try:
-        loaded = resolve_data(data, text_field=text_field, label_field=label_field)
-        result = blind_baseline(
-            [s.text for s in loaded.samples], [s.label for s in loaded.samples], seed=seed
-        )
-    except (ImprintError, ValueError) as err:
-        _fail(err)
-        return
-    console.print(
-        f"blind baseline AUC {result.auc_mean:.3f} ± {result.auc_std:.3f} "
-        f"over {result.n_runs} splits; top words: "
-        f"{', '.join(w for w, _ in result.top_features[:5])}"
-    )
-    warning = blind_warning(result)
-    if warning:
-        console.print(f"[bold yellow]warning:[/] {warning}")
+    app.command("blind")(diag.blind)
+    app.add_typer(diag.overlap_app, name="overlap")
+    data_app = typer.Typer(no_args_is_help=True, help="Data transforms.")
+    data_app.command("filter")(diag.data_filter)
+    app.add_typer(data_app, name="data")
+    app.command("perturb")(diag.perturb)
+    app.command("perturb-table")(diag.perturb_table)
+    app.command("compare")(diag.compare)
+
+
+_mount_subcommands()
 
 
 def main() -> None:  # pragma: no cover - console entry

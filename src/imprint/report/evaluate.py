@@ -9,7 +9,12 @@ from typing import Any
 import numpy as np
 
 from imprint.data import Sample
-from imprint.diagnostics import BLIND_WARN_DELTA, blind_baseline, blind_warning
+from imprint.diagnostics import (
+    BLIND_WARN_DELTA,
+    blind_baseline,
+    blind_suite_report,
+    blind_warning,
+)
 from imprint.errors import DataError
 from imprint.metrics import UndefinedMetricWarning, bootstrap_metrics
 
@@ -60,10 +65,20 @@ def evaluate_scores(
     }
     if config.blind:
         metrics["blind"] = blind_metrics(samples, seed=config.seed)
-        if metrics["blind"].get("warning"):
-            metrics["warnings"].append(metrics["blind"]["warning"])
-        elif "error" in metrics["blind"]:
-            metrics["warnings"].append(f"blind baseline not computed: {metrics['blind']['error']}")
+        suite = blind_suite_report(
+            [s.text for s in samples],
+            labels.tolist(),
+            seed=config.seed,
+            n_bootstrap=config.n_bootstrap,
+        )
+        metrics["blind_suite"] = suite
+        # the warning comes from the strongest model-less classifier (SoK forest included)
+        warning = suite.get("warning") or metrics["blind"].get("warning")
+        if warning:
+            metrics["warnings"].append(warning)
+        for name, row in (("SoK blind baseline", metrics["blind"]), ("blind suite", suite)):
+            if "error" in row:
+                metrics["warnings"].append(f"{name} not computed: {row['error']}")
     if config.breakdown:
         metrics["breakdown"] = breakdown_metrics(samples, scores, config.breakdown, **kwargs)
     for column, row in metrics["attacks"].items():
