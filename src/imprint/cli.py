@@ -148,6 +148,11 @@ def _mount_subcommands() -> None:
     app.command("perturb-table")(diag.perturb_table)
     app.command("compare")(diag.compare)
 
+    from imprint.game import cli as game
+
+    app.add_typer(game.game_app, name="game")
+    app.command("demo")(game.demo)
+
 
 _mount_subcommands()
 

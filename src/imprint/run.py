@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+import imprint.game  # noqa: F401  (registers the game:DIR model and data schemes)
 from imprint.attacks import Attack, RunContext, build_attacks
 from imprint.backends.hf import HFLogprobBackend
 from imprint.backends.models import cache_dir
