@@ -10,8 +10,11 @@ from imprint.attacks import (  # noqa: F401 (register)
     min_k_pp,
     neighborhood,
     pac,
+    petal,
     recall,
     ref,
+    samia,
+    simmia,
     surp,
     zlib,
 )

@@ -1,0 +1,120 @@
+"""SaMIA (Kaneko et al. 2024): sampling-based pseudo-likelihood from generated text only.
+
+The prefix is the first ``floor(prefix_ratio * n_words)`` whitespace words of x (default 50 %);
+the model continues it ``n_samples`` times (default 10, top-k 50, temperature 1) and each
+continuation is compared with the true suffix by ROUGE-1 recall (clipped unigram overlap /
+reference unigrams, lowercase alphanumeric tokens):
+
+    samia(x)      = (1/n) sum_j ROUGE1(c_j, suffix)
+    samia_zlib(x) = (1/n) sum_j ROUGE1(c_j, suffix) * zlib_bytes(c_j)
+
+Members are reproduced more often, so both are higher for members (higher = member). The zlib
+variant (the paper's SaMIA*zlib) weights each candidate by its zlib-compressed length, which
+down-weights degenerate, repetitive candidates.
+
+Deviations from the reference code, following the paper instead: every text gets its own
+``n_samples`` candidates and its own average (no single shared candidate, no averaging across a
+batch); prefix and suffix are split at the same word index (the reference splits the suffix at a
+nominal length). Candidates are capped at ``max_tokens`` new tokens (0 = 3 tokens per suffix
+word) where the reference generates up to 1,024 tokens in total.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from imprint.attacks.base import Attack, check_fraction, register
+from imprint.attacks.words import rouge1_recall
+from imprint.backends.base import SAMPLING
+from imprint.backends.text import as_text_backend
+from imprint.errors import CapabilityError, ConfigError
+from imprint.signals.needs import Need, SignalSet
+
+
+def split_prefix(text: str, ratio: float) -> tuple[str, str]:
+    """(prefix, reference suffix): the first ``floor(ratio * n)`` whitespace words, the rest."""
+    words = text.split()
+    k = int(len(words) * ratio)
+    return " ".join(words[:k]), " ".join(words[k:])
+
+
+def zlib_size(text: str) -> int:
+    """Bytes of the zlib-compressed, stripped UTF-8 text."""
+    return len(zlib.compress(text.strip().encode("utf-8")))
+
+
+def samia_scores(candidates: Sequence[str], suffix: str) -> tuple[float, float]:
+    """(samia, samia_zlib) of one text from its candidates; see the module docstring."""
+    if not candidates:
+        raise ConfigError("SaMIA needs at least one candidate continuation per text")
+    rouge = np.array([rouge1_recall(c, suffix) for c in candidates])
+    sizes = np.array([zlib_size(c) for c in candidates], dtype=float)
+    return float(rouge.mean()), float((rouge * sizes).mean())
+
+
+@register("samia")
+@dataclass(frozen=True)
+class SaMIA(Attack):
+    n_samples: int = 10
+    prefix_ratio: float = 0.5
+    max_tokens: int = 0  # 0 = 3 new tokens per reference suffix word
+    top_k: int = 50
+    temperature: float = 1.0
+    seed: int = 0
+
+    summary = "ROUGE-1 recall of sampled continuations of the first half (and x zlib size)"
+    paper = "Kaneko et al. 2024, Sampling-based Pseudo-Likelihood for Membership Inference Attacks"
+    access = "black-box"
+    needs_backend: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        check_fraction("samia prefix_ratio", self.prefix_ratio)
+        if self.prefix_ratio == 1:
+            raise ConfigError("samia prefix_ratio must leave a suffix to compare: use < 1")
+        if self.n_samples < 1 or self.max_tokens < 0 or self.top_k < 0 or self.temperature < 0:
+            raise ConfigError(
+                "samia needs n_samples >= 1, max_tokens >= 0, top_k >= 0, temperature >= 0; "
+                f"got {self.n_samples}, {self.max_tokens}, {self.top_k}, {self.temperature}"
+            )
+
+    def needs(self) -> tuple[Need, ...]:
+        return ()
+
+    def columns(self) -> tuple[str, ...]:
+        return ("samia", "samia_zlib")
+
+    def check_backend(self, backend: Any) -> None:
+        """Raise CapabilityError before any work when ``backend`` cannot generate text."""
+        if SAMPLING not in getattr(backend, "capabilities", frozenset()):
+            raise CapabilityError(f"samia needs text generation; {backend!r} cannot sample")
+        as_text_backend(backend)
+
+    def score_with_backend(self, backend: Any, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """Columns ``samia``, ``samia_zlib``, each of shape (len(texts),), higher = member."""
+        sampler = as_text_backend(backend)
+        splits = [split_prefix(t, self.prefix_ratio) for t in texts]
+        out = {"samia": np.zeros(len(texts)), "samia_zlib": np.zeros(len(texts))}
+        groups: dict[int, list[int]] = {}  # one sample() call per token budget
+        for i, (_, suffix) in enumerate(splits):
+            budget = self.max_tokens or max(8, 3 * len(suffix.split()))
+            groups.setdefault(budget, []).append(i)
+        for budget, idx in sorted(groups.items()):
+            candidates = sampler.sample(
+                [splits[i][0] for i in idx],
+                self.n_samples,
+                budget,
+                seed=self.seed + budget,
+                temperature=self.temperature,
+                top_k=self.top_k,
+            )
+            for i, cands in zip(idx, candidates, strict=True):
+                out["samia"][i], out["samia_zlib"][i] = samia_scores(cands, splits[i][1])
+        return out
+
+    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+        raise ConfigError("samia is black-box: call score_with_backend(backend, texts)")

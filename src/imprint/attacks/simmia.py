@@ -1,0 +1,262 @@
+"""SimMIA (Yi and Li 2026, "Membership Inference on LLMs in the Wild"): word-by-word sampling,
+embedding similarity and relative aggregation over a non-member prefix; text-only access.
+
+For a text of L words x_1..x_L (regex words, :mod:`imprint.attacks.words`) and every position
+i >= 2, the model gives N samples (default 100) of the next word after x_<i, and N after
+P + x_<i, where P joins ``n_shots`` non-member texts (default 7), each followed by ``separator``.
+A context's word score is the mean similarity of the samples to the true word,
+
+    s(x_i | ctx) = (1/N) sum_j (cos(E(x_i), E(w_j)) + 1) / 2      (E = all-MiniLM-L6-v2),
+
+and the membership score is
+
+    simmia(x) = -(1 / (L-1)) sum_{i>=2} s(x_i | P + x_<i) / s(x_i | x_<i).
+
+Non-member context pulls a member's predictions away from its memorised continuation more than a
+non-member's (the ReCaLL argument), so the ratio is lower for members and minus the mean ratio
+is higher for members (higher = member). The mean runs over the L-1 scored positions.
+Variants: ``simmia_star`` (SimMIA*) replaces s by the exact-match rate with Laplace smoothing,
+(count(w_j == x_i) + 1) / (N + 2); ``exact_numbers=True`` uses that rate for words that are
+numbers in the embedding score too (embeddings rate every number as near-identical). A sample
+without a word (end of text) has similarity 0.
+
+Sampling: black-box backends (HTTP, vLLM) get one ``sample`` call per prompt x_<i with n = N
+and a chat instruction asking for the next word only. Local models take the fast path of
+:mod:`imprint.attacks.next_word` (one pass over x, a batched token tree for multi-token words,
+P's KV cache reused), whose sampling law equals generate-per-prefix. ``mode="expected"`` (local
+only) replaces the N samples by the expectation under the model's top-k next tokens, each
+completed greedily, which removes sampling noise.
+
+Shots come from the run's ``nonmembers`` pool, else from the evaluation non-members, which then
+leave the evaluation (``Preparation.removed_ids``); ``prepare`` must run before scoring, or pass
+``prefix=`` to :meth:`SimMIA.score_with_backend`. Texts of fewer than two words score NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from imprint.attacks.base import Attack, Preparation, RunContext, register
+from imprint.attacks.embed import Embedder, default_embedder
+from imprint.attacks.next_word import LocalNextWordSampler, NextWordConfig, WordDist
+from imprint.attacks.recall import check_shots
+from imprint.attacks.shots import nonmember_shots
+from imprint.attacks.words import first_word, is_number, split_words
+from imprint.backends.base import SAMPLING
+from imprint.backends.text import TextBackend, as_text_backend
+from imprint.data.sample import Sample, text_hash
+from imprint.errors import CapabilityError, ConfigError
+from imprint.signals.needs import Need, SignalSet
+
+PREFIX = "simmia"
+MODES = ("sample", "expected")
+
+
+def exact_rate(true_word: str, dist: WordDist, n: int) -> float:
+    """Laplace-smoothed exact-match rate (count + 1) / (n + 2); weights are rescaled to n."""
+    total = sum(dist.values())
+    hits = dist.get(true_word, 0.0) * (n / total if total else 0.0)
+    return (hits + 1.0) / (n + 2.0)
+
+
+def embedding_score(true_word: str, dist: WordDist, vectors: dict[str, np.ndarray]) -> float:
+    """Weighted mean of (cos + 1) / 2 between the true word and the sampled words, in [0, 1].
+
+    ``vectors`` maps every word (true and sampled) to a unit vector; "" (no word) scores 0.
+    """
+    total = sum(dist.values())
+    if total <= 0:
+        return 0.0
+    target = vectors[true_word]
+    acc = sum(weight * (float(vectors[w] @ target) + 1.0) / 2.0 for w, weight in dist.items() if w)
+    return acc / total
+
+
+def relative_score(s_prefixed: np.ndarray, s_plain: np.ndarray) -> float:
+    """-mean_i s(x_i | P + x_<i) / s(x_i | x_<i); arrays of shape (L-1,); higher = member."""
+    if len(s_plain) == 0:
+        return float("nan")
+    ratio = np.asarray(s_prefixed, float) / np.maximum(np.asarray(s_plain, float), 1e-12)
+    return -float(np.mean(ratio))
+
+
+def word_scores(
+    words: Sequence[str],
+    dists: Sequence[WordDist],
+    embedder: Embedder,
+    *,
+    n: int,
+    exact_numbers: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(embedding scores, exact-match scores), each of shape (L-1,), for words 2..L."""
+    targets = list(words[1:])
+    vocab = sorted({*targets, *(w for d in dists for w in d if w)})
+    vectors = dict(zip(vocab, embedder.embed(vocab), strict=True)) if vocab else {}
+    exact = np.array([exact_rate(t, d, n) for t, d in zip(targets, dists, strict=True)])
+    emb = np.array(
+        [
+            exact[i] if exact_numbers and is_number(t) else embedding_score(t, d, vectors)
+            for i, (t, d) in enumerate(zip(targets, dists, strict=True))
+        ]
+    )
+    return emb, exact
+
+
+def is_local_model(backend: Any) -> bool:
+    """Whether ``backend`` is a local transformers model the fast path can drive."""
+    return all(hasattr(backend, a) for a in ("model", "tokenizer", "encode", "bos_id", "_head"))
+
+
+@register("simmia")
+@dataclass(frozen=True)
+class SimMIA(Attack):
+    n_samples: int = 100
+    n_shots: int = 7
+    separator: str = "\n\n"
+    top_k: int = 50
+    temperature: float = 1.0
+    max_word_tokens: int = 8
+    exact_numbers: bool = False
+    mode: str = "sample"
+    seed: int = 0
+
+    summary = "-mean next-word similarity ratio, non-member prefix vs none (word sampling)"
+    paper = "Yi and Li 2026, Membership Inference on LLMs in the Wild (SimMIA)"
+    access = "black-box"
+    needs_backend: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        check_shots("simmia", self.n_shots, self.separator)
+        if self.mode not in MODES:
+            raise ConfigError(f"simmia mode must be one of {MODES}, got {self.mode!r}")
+        self.sampling_config()  # validates n_samples, top_k, temperature, max_word_tokens
+
+    def sampling_config(self) -> NextWordConfig:
+        return NextWordConfig(
+            n=self.n_samples,
+            top_k=self.top_k,
+            temperature=self.temperature,
+            max_word_tokens=self.max_word_tokens,
+            expected=self.mode == "expected",
+        )
+
+    def needs(self) -> tuple[Need, ...]:
+        return ()
+
+    def columns(self) -> tuple[str, ...]:
+        return ("simmia", "simmia_star")
+
+    def prepare(self, samples: Sequence[Sample], run: RunContext) -> Preparation:
+        shots = nonmember_shots(samples, run, self.n_shots, attack="simmia")
+        prefix = shots.prefix(self.separator)
+        object.__setattr__(self, "_shot_prefix", prefix)  # read by score_with_backend
+        return Preparation(
+            prefixes={PREFIX: prefix},
+            removed_ids=shots.removed_ids,
+            reason=f"simmia: {len(shots.samples)} non-member shots from {shots.source}",
+        )
+
+    def check_backend(self, backend: Any) -> None:
+        """Raise CapabilityError before any work when ``backend`` cannot serve this mode."""
+        if self.mode == "expected" and not is_local_model(backend):
+            raise CapabilityError(
+                "simmia mode='expected' needs a local model's next-token distribution; "
+                f"{backend!r} only returns text — use mode='sample'"
+            )
+        if SAMPLING not in getattr(backend, "capabilities", frozenset()):
+            raise CapabilityError(f"simmia needs text generation; {backend!r} cannot sample")
+        if not is_local_model(backend):
+            as_text_backend(backend)
+
+    def score_with_backend(
+        self,
+        backend: Any,
+        texts: Sequence[str],
+        *,
+        prefix: str | None = None,
+        embedder: Embedder | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Columns ``simmia`` and ``simmia_star``, shape (len(texts),), higher = member."""
+        prefix = prefix if prefix is not None else getattr(self, "_shot_prefix", None)
+        if not prefix:
+            raise ConfigError(
+                "simmia has no non-member prefix: run prepare(samples, run) first or pass prefix="
+            )
+        self.check_backend(backend)
+        embedder = embedder or default_embedder()
+        plain, prefixed = self.distributions(backend, texts, prefix)
+        out = {"simmia": np.full(len(texts), np.nan), "simmia_star": np.full(len(texts), np.nan)}
+        for t, text in enumerate(texts):
+            words = [w.text for w in split_words(text)]
+            scores = [
+                word_scores(
+                    words, d[t], embedder, n=self.n_samples, exact_numbers=self.exact_numbers
+                )
+                for d in (plain, prefixed)
+            ]
+            out["simmia"][t] = relative_score(scores[1][0], scores[0][0])
+            out["simmia_star"][t] = relative_score(scores[1][1], scores[0][1])
+        return out
+
+    def distributions(
+        self, backend: Any, texts: Sequence[str], prefix: str
+    ) -> tuple[list[list[WordDist]], list[list[WordDist]]]:
+        """Next-word weights per text and word position, without and with the prefix P."""
+        if is_local_model(backend):
+            sampler = LocalNextWordSampler(backend, self.sampling_config())
+            runs = []
+            for ctx, flag in ((None, 0), (prefix, 1)):
+                runs.append(
+                    [sampler.distributions(t, prefix=ctx, rng=self._rng(t, flag)) for t in texts]
+                )
+            return runs[0], runs[1]
+        text_backend = as_text_backend(backend)
+        return (
+            self._sample_remote(text_backend, texts, ""),
+            self._sample_remote(text_backend, texts, prefix),
+        )
+
+    def _rng(self, text: str, flag: int) -> np.random.Generator:
+        return np.random.default_rng([self.seed, int(text_hash(text)[:12], 16), flag])
+
+    def _sample_remote(
+        self, backend: TextBackend, texts: Sequence[str], prefix: str
+    ) -> list[list[WordDist]]:
+        """One ``sample`` call over every prompt P + x_<i of every text (the backend batches)."""
+        spans = [split_words(t) for t in texts]
+        prompts = [prefix + t[: w.end] for t, ws in zip(texts, spans, strict=True) for w in ws[:-1]]
+        outputs = (
+            backend.sample(
+                prompts,
+                self.n_samples,
+                self.max_word_tokens,
+                seed=self.seed + (1 if prefix else 0),
+                temperature=self.temperature,
+                top_k=self.top_k,
+                task="next_word",
+            )
+            if prompts
+            else []
+        )
+        result: list[list[WordDist]] = []
+        start = 0
+        for ws in spans:
+            chunk = outputs[start : start + max(len(ws) - 1, 0)]
+            start += len(chunk)
+            result.append([_count_words(samples) for samples in chunk])
+        return result
+
+    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+        raise ConfigError("simmia is black-box: call score_with_backend(backend, texts)")
+
+
+def _count_words(samples: Sequence[str]) -> WordDist:
+    dist: WordDist = {}
+    for sample in samples:
+        word = first_word(sample, ended=True)[0]
+        dist[word] = dist.get(word, 0.0) + 1.0
+    return dist

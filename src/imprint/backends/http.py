@@ -1,0 +1,303 @@
+"""Text-only access to any OpenAI-compatible server (``/v1/completions``, ``/v1/chat/completions``).
+
+- ``n`` samples per request (split into requests of at most ``max_n_per_request``).
+- Up to ``max_concurrency`` requests in flight (a thread pool over one pooled HTTP client).
+- Retries with exponential backoff and full jitter (``Retry-After`` honoured) on 429, 5xx,
+  timeouts, connection errors and malformed bodies; other 4xx fail at once with the reason.
+- The API key is read from the environment variable ``api_key_env`` when the backend is built;
+  it is sent only in the ``Authorization`` header and never logged, repr'd or counted.
+- ``usage()``: requests, attempts, retries by reason, failures, prompt and completion tokens.
+
+Chat endpoints get an instruction: continue the text (``task="continue"``) or, for SimMIA, give
+only the next word (``task="next_word"``, the paper's way of asking a chat model for one word).
+Needs ``httpx``: ``pip install 'llm-imprint[api]'``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from imprint.backends.base import SAMPLING
+from imprint.backends.text import TASKS, Task, check_sample_args
+from imprint.errors import ConfigError, ImprintError, MissingDependencyError
+
+log = logging.getLogger(__name__)
+
+MODES = ("completions", "chat")
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+INSTRUCTIONS: dict[str, str] = {
+    "continue": (
+        "Continue the following text. Reply with the continuation only, without repeating the "
+        "text.\n\nText: {prompt}"
+    ),
+    "next_word": (
+        "Predict the next word of the following text. Reply with exactly one word: the word "
+        "that comes next. Do not repeat the text, do not explain.\n\nText: {prompt}"
+    ),
+}
+
+
+class APIError(ImprintError):
+    """The server refused or kept failing; the message says which request and why."""
+
+
+class _Retry(Exception):
+    def __init__(self, reason: str, wait: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.wait = reason, wait
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff: sleep ~ U(0, min(cap, base * 2**attempt)), ``max_retries`` times."""
+
+    max_retries: int = 6
+    base_s: float = 0.5
+    cap_s: float = 30.0
+
+    def delay(self, attempt: int, rng: random.Random, hint: float | None) -> float:
+        if hint is not None:
+            return min(max(hint, 0.0), self.cap_s)
+        return rng.uniform(0, min(self.cap_s, self.base_s * 2**attempt))
+
+
+class OpenAICompatibleBackend:
+    """Samples text from an OpenAI-compatible API; see the module docstring.
+
+    ``base_url`` ends with the API root, e.g. ``http://127.0.0.1:8000/v1``. ``top_k`` is sent
+    only when set (vLLM and llama.cpp servers accept it; OpenAI ignores or rejects it).
+    """
+
+    capabilities = frozenset({SAMPLING})
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        name: str = "target",
+        mode: str = "completions",
+        api_key_env: str | None = "OPENAI_API_KEY",
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        max_concurrency: int = 8,
+        max_n_per_request: int = 128,
+        timeout_s: float = 60.0,
+        retry: RetryPolicy | None = None,
+        seed: int = 0,
+    ) -> None:
+        if mode not in MODES:
+            raise ConfigError(f"mode must be one of {MODES}, got {mode!r}")
+        if max_concurrency < 1 or max_n_per_request < 1 or timeout_s <= 0:
+            raise ConfigError("max_concurrency, max_n_per_request and timeout_s must be positive")
+        try:
+            import httpx
+        except ImportError as err:
+            raise MissingDependencyError("httpx", "api") from err
+        self.base_url, self.model, self.name, self.mode = base_url.rstrip("/"), model, name, mode
+        self.spec = f"{self.base_url}#{model}"
+        self.api_key_env = api_key_env
+        self.temperature, self.top_k = temperature, top_k
+        self.max_concurrency, self.max_n_per_request = max_concurrency, max_n_per_request
+        self.retry = retry or RetryPolicy()
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._usage: dict[str, Any] = {
+            "requests": 0,
+            "attempts": 0,
+            "retries": {},
+            "failed": 0,
+            "samples": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+        }
+        key = os.environ.get(api_key_env) if api_key_env else None
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._httpx = httpx
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=timeout_s,
+            limits=httpx.Limits(max_connections=max_concurrency),
+        )
+
+    def __repr__(self) -> str:  # never shows the key, only where it comes from
+        return (
+            f"OpenAICompatibleBackend({self.base_url!r}, model={self.model!r}, mode={self.mode!r}, "
+            f"api_key_env={self.api_key_env!r})"
+        )
+
+    @property
+    def fingerprint(self) -> str:
+        return f"{self.spec}|{self.mode}|{self.temperature}|{self.top_k}"
+
+    def usage(self) -> dict[str, Any]:
+        with self._lock:
+            return {**self._usage, "retries": dict(self._usage["retries"])}
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> OpenAICompatibleBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- sampling --------------------------------------------------------------------------------
+    def sample(
+        self,
+        prompts: Sequence[str],
+        n: int,
+        max_tokens: int,
+        stop: Sequence[str] | None = None,
+        *,
+        seed: int | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        task: Task = "continue",
+    ) -> list[list[str]]:
+        """``n`` continuations per prompt, shape (len(prompts), n), in prompt order."""
+        temperature = self.temperature if temperature is None else temperature
+        top_k = self.top_k if top_k is None else top_k
+        check_sample_args(n, max_tokens, temperature, top_k)
+        if task not in TASKS:
+            raise ConfigError(f"task must be one of {TASKS}, got {task!r}")
+        jobs = []
+        for p, prompt in enumerate(prompts):
+            for start in range(0, n, self.max_n_per_request):
+                k = min(self.max_n_per_request, n - start)
+                body = self._body(prompt, k, max_tokens, stop, temperature, top_k, task)
+                if seed is not None:
+                    body["seed"] = seed + p * 1_000 + start
+                jobs.append((p, body))
+        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
+            results = list(pool.map(lambda job: self._request(job[1]), jobs))
+        out: list[list[str]] = [[] for _ in prompts]
+        for (p, _), texts in zip(jobs, results, strict=True):
+            out[p].extend(texts)
+        return out
+
+    def _body(
+        self,
+        prompt: str,
+        n: int,
+        max_tokens: int,
+        stop: Sequence[str] | None,
+        temperature: float,
+        top_k: int | None,
+        task: str,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "n": n,
+            "max_tokens": max_tokens,
+            "temperature": temperature,
+        }
+        if self.mode == "chat":
+            content = INSTRUCTIONS[task].format(prompt=prompt)
+            body["messages"] = [{"role": "user", "content": content}]
+        else:
+            body["prompt"] = prompt
+        if stop:
+            body["stop"] = list(stop)[:4]
+        if top_k and temperature > 0:
+            body["top_k"] = top_k
+        return body
+
+    def _request(self, body: dict[str, Any]) -> list[str]:
+        """POST one request, retrying transient failures; returns its ``n`` texts."""
+        url = f"{self.base_url}/{'chat/completions' if self.mode == 'chat' else 'completions'}"
+        attempt = 0
+        while True:
+            self._count("attempts")
+            try:
+                texts = self._post(url, body)
+            except _Retry as retry:
+                if attempt >= self.retry.max_retries:
+                    self._count("failed")
+                    raise APIError(
+                        f"{url}: gave up after {attempt + 1} attempts (last: {retry.reason}); "
+                        "raise RetryPolicy.max_retries or check the server"
+                    ) from None
+                self._count_retry(retry.reason)
+                with self._lock:
+                    wait = self.retry.delay(attempt, self._rng, retry.wait)
+                log.warning(
+                    "retrying %s after %s (attempt %d, %.2fs)", url, retry.reason, attempt + 1, wait
+                )
+                time.sleep(wait)
+                attempt += 1
+                continue
+            self._count("requests")
+            return texts
+
+    def _post(self, url: str, body: dict[str, Any]) -> list[str]:
+        httpx = self._httpx
+        try:
+            response = self._client.post(url, json=body)
+        except httpx.TimeoutException:
+            raise _Retry("timeout") from None
+        except httpx.TransportError as err:
+            raise _Retry(f"connection error ({type(err).__name__})") from None
+        if response.status_code in RETRY_STATUS:
+            raise _Retry(str(response.status_code), _retry_after(response.headers))
+        if response.status_code >= 400:
+            self._count("failed")
+            hint = (
+                f"; check the API key in ${self.api_key_env}"
+                if response.status_code in (401, 403)
+                else ""
+            )
+            raise APIError(
+                f"{url} answered {response.status_code}: {_snippet(response.text)}{hint}"
+            )
+        return self._parse(response.text, body["n"])
+
+    def _parse(self, raw: str, n: int) -> list[str]:
+        try:
+            data = json.loads(raw)
+            choices = sorted(data["choices"], key=lambda c: c.get("index", 0))
+            if self.mode == "chat":
+                texts = [str(c["message"]["content"] or "") for c in choices]
+            else:
+                texts = [str(c["text"]) for c in choices]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise _Retry("malformed body") from None
+        if len(texts) != n:
+            raise _Retry(f"malformed body ({len(texts)} choices for n={n})")
+        usage = data.get("usage") or {}
+        with self._lock:
+            self._usage["samples"] += n
+            self._usage["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
+            self._usage["completion_tokens"] += int(usage.get("completion_tokens") or 0)
+        return texts
+
+    def _count(self, key: str) -> None:
+        with self._lock:
+            self._usage[key] += 1
+
+    def _count_retry(self, reason: str) -> None:
+        with self._lock:
+            retries = self._usage["retries"]
+            retries[reason] = retries.get(reason, 0) + 1
+
+
+def _retry_after(headers: Any) -> float | None:
+    value = headers.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _snippet(text: str, limit: int = 200) -> str:
+    return " ".join(text.split())[:limit]

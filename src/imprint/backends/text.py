@@ -1,0 +1,258 @@
+"""Black-box access: a backend that only returns generated text.
+
+``TextBackend.sample(prompts, n, max_tokens, stop, *, seed) -> list[list[str]]`` returns, for each
+prompt, ``n`` continuations (the generated text only, without the prompt, cut at the first stop
+string). Implementations: :class:`HFTextBackend` (local transformers model, seeded top-k /
+temperature sampling), :class:`VLLMTextBackend` (optional ``vllm`` extra) and
+:class:`imprint.backends.http.OpenAICompatibleBackend` (any OpenAI-compatible server).
+
+``task`` tells chat endpoints what to ask for (``"continue"`` the text, or only its
+``"next_word"``); completion backends ignore it. ``usage()`` counts queries and tokens for the
+run manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from imprint.backends.base import SAMPLING
+from imprint.errors import CapabilityError, ConfigError, MissingDependencyError
+
+Task = Literal["continue", "next_word"]
+TASKS = ("continue", "next_word")
+
+
+@runtime_checkable
+class TextBackend(Protocol):
+    """Generated text only (black-box). ``temperature=0`` asks for greedy decoding."""
+
+    name: str
+    capabilities: frozenset[str]
+
+    def sample(
+        self,
+        prompts: Sequence[str],
+        n: int,
+        max_tokens: int,
+        stop: Sequence[str] | None = None,
+        *,
+        seed: int | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        task: Task = "continue",
+    ) -> list[list[str]]:
+        """``n`` continuations per prompt: a list of shape (len(prompts), n) of strings."""
+        ...
+
+    def usage(self) -> dict[str, Any]:
+        """Query and token counters (for the manifest)."""
+        ...
+
+
+def cut_at_stop(text: str, stop: Sequence[str] | None) -> str:
+    """``text`` up to (not including) the earliest occurrence of any stop string."""
+    if not stop:
+        return text
+    cuts = [i for i in (text.find(s) for s in stop if s) if i >= 0]
+    return text[: min(cuts)] if cuts else text
+
+
+def check_sample_args(n: int, max_tokens: int, temperature: float, top_k: int | None) -> None:
+    if n < 1:
+        raise ConfigError(f"n (samples per prompt) must be >= 1, got {n}")
+    if max_tokens < 1:
+        raise ConfigError(f"max_tokens must be >= 1, got {max_tokens}")
+    if temperature < 0:
+        raise ConfigError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+    if top_k is not None and top_k < 0:
+        raise ConfigError(f"top_k must be >= 0 (0 = no top-k filter), got {top_k}")
+
+
+class HFTextBackend:
+    """Seeded sampling from a local transformers causal LM (``generate``, left-padded batches).
+
+    Wraps an :class:`imprint.backends.hf.HFLogprobBackend` (sharing its model, tokenizer and
+    BOS policy: every prompt starts after one BOS token) or loads ``spec``. Defaults follow
+    SaMIA: top-k 50, temperature 1. ``max_rows`` bounds prompts x samples per ``generate`` call.
+    """
+
+    capabilities = frozenset({SAMPLING})
+
+    def __init__(
+        self,
+        spec_or_backend: Any,
+        *,
+        name: str = "target",
+        temperature: float = 1.0,
+        top_k: int = 50,
+        max_rows: int = 256,
+        device: str = "auto",
+        dtype: str = "auto",
+    ) -> None:
+        from imprint.backends.hf import HFLogprobBackend
+
+        if isinstance(spec_or_backend, str):
+            spec_or_backend = HFLogprobBackend(spec_or_backend, device=device, dtype=dtype)
+        self.hf = spec_or_backend
+        self.name = name
+        self.spec = getattr(self.hf, "spec", "")
+        self.temperature, self.top_k, self.max_rows = temperature, top_k, max_rows
+        check_sample_args(1, 1, temperature, top_k)
+        self._usage = {"prompts": 0, "samples": 0, "generate_calls": 0, "completion_tokens": 0}
+
+    @property
+    def fingerprint(self) -> str:
+        parts = [self.hf.fingerprint, str(self.temperature), str(self.top_k)]
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
+
+    def usage(self) -> dict[str, Any]:
+        return dict(self._usage)
+
+    def __repr__(self) -> str:
+        return f"HFTextBackend({self.spec!r}, temperature={self.temperature}, top_k={self.top_k})"
+
+    def sample(
+        self,
+        prompts: Sequence[str],
+        n: int,
+        max_tokens: int,
+        stop: Sequence[str] | None = None,
+        *,
+        seed: int | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        task: Task = "continue",
+    ) -> list[list[str]]:
+        """``n`` continuations per prompt, shape (len(prompts), n); seeded per batch."""
+        temperature = self.temperature if temperature is None else temperature
+        top_k = self.top_k if top_k is None else top_k
+        check_sample_args(n, max_tokens, temperature, top_k)
+        per_batch = max(1, self.max_rows // n)
+        out: list[list[str]] = []
+        for b, start in enumerate(range(0, len(prompts), per_batch)):
+            batch = list(prompts[start : start + per_batch])
+            batch_seed = None if seed is None else seed + b
+            out.extend(self._generate(batch, n, max_tokens, stop, batch_seed, temperature, top_k))
+        self._usage["prompts"] += len(prompts)
+        self._usage["samples"] += len(prompts) * n
+        return out
+
+    def _generate(
+        self,
+        prompts: list[str],
+        n: int,
+        max_tokens: int,
+        stop: Sequence[str] | None,
+        seed: int | None,
+        temperature: float,
+        top_k: int,
+    ) -> list[list[str]]:
+        import torch
+
+        rows = [[self.hf.bos_id, *self.hf.encode(p)] for p in prompts]
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.hf.pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, row in enumerate(rows):  # left padding: generation continues every row's end
+            ids[i, width - len(row) :] = torch.tensor(row)
+            mask[i, width - len(row) :] = 1
+        sampling: dict[str, Any] = (
+            {"do_sample": True, "temperature": temperature, "top_k": top_k, "top_p": 1.0}
+            if temperature > 0
+            else {"do_sample": False}
+        )
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            if seed is not None:
+                torch.manual_seed(seed)
+            generated = self.hf.model.generate(
+                input_ids=ids.to(self.hf.device),
+                attention_mask=mask.to(self.hf.device),
+                max_new_tokens=max_tokens,
+                num_return_sequences=n,
+                pad_token_id=self.hf.pad_id,
+                **sampling,
+            )
+        self._usage["generate_calls"] += 1
+        new = generated[:, width:].cpu().tolist()
+        texts = [cut_at_stop(self._decode(row), stop) for row in new]
+        return [texts[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+    def _decode(self, ids: list[int]) -> str:
+        eos = self.hf.tokenizer.eos_token_id
+        if eos is not None and eos in ids:
+            ids = ids[: ids.index(eos)]
+        self._usage["completion_tokens"] += len(ids)
+        return self.hf.tokenizer.decode(ids, skip_special_tokens=True)
+
+
+class VLLMTextBackend:
+    """Sampling with vLLM (prefix caching on): ``pip install 'llm-imprint[vllm]'``.
+
+    ``spec`` is a hub id or local folder vLLM can load. Imported lazily; a missing vllm raises
+    :class:`MissingDependencyError` naming the extra.
+    """
+
+    capabilities = frozenset({SAMPLING})
+
+    def __init__(
+        self, spec: str, *, name: str = "target", temperature: float = 1.0, top_k: int = 50
+    ) -> None:
+        try:
+            import vllm
+        except ImportError as err:
+            raise MissingDependencyError("vllm", "vllm") from err
+        self._vllm = vllm
+        self.spec, self.name = spec, name
+        self.temperature, self.top_k = temperature, top_k
+        self.llm = vllm.LLM(model=spec, enable_prefix_caching=True)
+        self._usage = {"prompts": 0, "samples": 0, "completion_tokens": 0}
+
+    def usage(self) -> dict[str, Any]:
+        return dict(self._usage)
+
+    def sample(
+        self,
+        prompts: Sequence[str],
+        n: int,
+        max_tokens: int,
+        stop: Sequence[str] | None = None,
+        *,
+        seed: int | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        task: Task = "continue",
+    ) -> list[list[str]]:
+        temperature = self.temperature if temperature is None else temperature
+        top_k = self.top_k if top_k is None else top_k
+        check_sample_args(n, max_tokens, temperature, top_k)
+        params = self._vllm.SamplingParams(
+            n=n,
+            max_tokens=max_tokens,
+            stop=list(stop or []) or None,
+            seed=seed,
+            temperature=temperature,
+            top_k=top_k if top_k and temperature > 0 else -1,
+        )
+        results = self.llm.generate(list(prompts), params, use_tqdm=False)
+        self._usage["prompts"] += len(prompts)
+        self._usage["samples"] += len(prompts) * n
+        out = []
+        for result in results:
+            self._usage["completion_tokens"] += sum(len(o.token_ids) for o in result.outputs)
+            out.append([o.text for o in result.outputs])
+        return out
+
+
+def as_text_backend(backend: Any) -> TextBackend:
+    """``backend`` itself if it samples text, an :class:`HFTextBackend` over a local gray-box
+    backend, else :class:`CapabilityError` (before any work)."""
+    if callable(getattr(backend, "sample", None)):
+        return backend  # type: ignore[no-any-return]
+    if hasattr(backend, "model") and hasattr(backend, "encode") and hasattr(backend, "bos_id"):
+        return HFTextBackend(backend, name=getattr(backend, "name", "target"))
+    raise CapabilityError(
+        f"backend {type(backend).__name__} cannot generate text; black-box attacks need a "
+        "TextBackend (local model, vLLM or an OpenAI-compatible API)"
+    )

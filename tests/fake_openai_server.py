@@ -1,0 +1,148 @@
+"""A real OpenAI-compatible HTTP server on loopback for tests, with scheduled faults.
+
+``FakeOpenAIServer(generate, api_key=..., faults=[...])`` serves ``POST /v1/completions`` and
+``POST /v1/chat/completions`` from a thread (``http.server.ThreadingHTTPServer``). ``generate``
+maps (prompt, n, max_tokens, stop, seed, temperature) to ``n`` continuations, e.g. a local
+:class:`imprint.backends.text.HFTextBackend` over the tiny test model.
+
+``faults`` is consumed one entry per request, in arrival order (then no more faults):
+``None`` (serve normally), ``"429"`` (rate limit, ``Retry-After: 0``), ``"500"``, ``"503"``,
+``"timeout"`` (sleep ``stall_s`` before answering, longer than the client's timeout),
+``"malformed"`` (200 with a body that is not JSON), ``"short"`` (200 with too few choices),
+``"drop"`` (close the connection without an answer).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Generate = Callable[[str, int, int, "list[str] | None", "int | None", float], list[str]]
+TEXT_MARKER = "Text: "
+
+
+class FakeOpenAIServer:
+    """See the module docstring. Use as a context manager; ``base_url`` ends with ``/v1``."""
+
+    def __init__(
+        self,
+        generate: Generate,
+        *,
+        api_key: str | None = None,
+        faults: Sequence[str | None] = (),
+        stall_s: float = 1.0,
+    ) -> None:
+        self.generate, self.api_key, self.stall_s = generate, api_key, stall_s
+        self.faults = list(faults)
+        self.log: list[dict[str, Any]] = []  # path, fault, n, authorised — never the key
+        self._lock = threading.Lock()
+        self._model_lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> FakeOpenAIServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def next_fault(self) -> str | None:
+        with self._lock:
+            return self.faults.pop(0) if self.faults else None
+
+    def answer(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The JSON answer to a well-formed request."""
+        n, max_tokens = int(body.get("n", 1)), int(body.get("max_tokens", 16))
+        chat = path.endswith("/chat/completions")
+        prompt = body["messages"][-1]["content"] if chat else body["prompt"]
+        if chat:  # answer the instruction by continuing the text after its marker
+            prompt = prompt.split(TEXT_MARKER, 1)[-1]
+        with self._model_lock:
+            texts = self.generate(
+                prompt,
+                n,
+                max_tokens,
+                body.get("stop"),
+                body.get("seed"),
+                float(body.get("temperature", 1.0)),
+            )
+        if chat:
+            choices = [
+                {"index": i, "message": {"role": "assistant", "content": t.strip()}}
+                for i, t in enumerate(texts)
+            ]
+        else:
+            choices = [
+                {"index": i, "text": t, "finish_reason": "length"} for i, t in enumerate(texts)
+            ]
+        usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": n * max_tokens}
+        return {"object": "text_completion", "choices": choices, "usage": usage}
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server API)
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                authorised = server.api_key is None or (
+                    self.headers.get("Authorization") == f"Bearer {server.api_key}"
+                )
+                fault = server.next_fault() if authorised else None
+                with server._lock:
+                    server.log.append(
+                        {"path": self.path, "fault": fault, "n": body.get("n"), "ok": authorised}
+                    )
+                if not authorised:
+                    return self._send(401, {"error": {"message": "invalid API key"}})
+                if self.path not in ("/v1/completions", "/v1/chat/completions"):
+                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                self._serve(fault, body)
+
+            def _serve(self, fault: str | None, body: dict[str, Any]) -> None:
+                if fault in ("429", "500", "503"):
+                    headers = {"Retry-After": "0"} if fault == "429" else {}
+                    return self._send(int(fault), {"error": {"message": fault}}, headers)
+                if fault == "drop":
+                    self.close_connection = True
+                    return None
+                if fault == "timeout":
+                    time.sleep(server.stall_s)
+                if fault == "malformed":
+                    return self._send_raw(200, b'{"choices": [ {"text": "trunc')
+                answer = server.answer(self.path, body)
+                if fault == "short":
+                    answer["choices"] = answer["choices"][:-1]
+                self._send(200, answer)
+
+            def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None):
+                self._send_raw(status, json.dumps(payload).encode(), headers)
+
+            def _send_raw(self, status: int, raw: bytes, headers: dict[str, str] | None = None):
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(raw)))
+                    for key, value in (headers or {}).items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(raw)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client timed out and left
+
+        return Handler

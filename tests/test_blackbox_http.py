@@ -1,0 +1,131 @@
+"""The OpenAI-compatible client against a real loopback server backed by the tiny local model:
+faults are retried and counted, the API key never leaks, refusals fail with the reason."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from fake_openai_server import FakeOpenAIServer
+
+from imprint.attacks.samia import SaMIA
+from imprint.attacks.simmia import SimMIA
+from imprint.backends.http import APIError, OpenAICompatibleBackend, RetryPolicy
+from imprint.backends.text import HFTextBackend
+
+pytest.importorskip("httpx")
+
+KEY = "sk-test-3f9a1c77e2b4-do-not-log"
+ENV = "IMPRINT_TEST_API_KEY"
+FAST = RetryPolicy(max_retries=8, base_s=0.01, cap_s=0.05)
+
+
+@pytest.fixture(scope="module")
+def tiny_text(tiny_model_dir) -> HFTextBackend:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield HFTextBackend(str(tiny_model_dir), device="cpu")
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture()
+def generate(tiny_text):
+    def run(prompt, n, max_tokens, stop, seed, temperature):
+        return tiny_text.sample([prompt], n, max_tokens, stop, seed=seed, temperature=temperature)[
+            0
+        ]
+
+    return run
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch):
+    monkeypatch.setenv(ENV, KEY)
+
+
+def client(server: FakeOpenAIServer, **kwargs) -> OpenAICompatibleBackend:
+    kwargs.setdefault("retry", FAST)
+    return OpenAICompatibleBackend(
+        server.base_url, "tiny", api_key_env=ENV, timeout_s=0.5, max_concurrency=4, **kwargs
+    )
+
+
+def test_completions_survive_every_fault_and_count_retries(generate, caplog):
+    faults = ["429", "500", "timeout", "malformed", "503", "short", "drop"]
+    with FakeOpenAIServer(generate, api_key=KEY, faults=faults, stall_s=1.0) as server:
+        caplog.set_level(logging.DEBUG)
+        with client(server) as backend:
+            out = backend.sample(["The quick brown", "In 2023 the"], 3, 4, seed=1)
+            usage = backend.usage()
+    assert [len(o) for o in out] == [3, 3] and all(isinstance(t, str) for o in out for t in o)
+    assert usage["requests"] == 2 and usage["samples"] == 6 and usage["failed"] == 0
+    assert sum(usage["retries"].values()) == len(faults)
+    assert usage["attempts"] == 2 + len(faults)
+    assert {"429", "500", "503", "timeout"} <= set(usage["retries"])
+    assert sum(v for k, v in usage["retries"].items() if k.startswith("malformed")) == 2
+    assert usage["completion_tokens"] == 6 * 4
+    for text in (caplog.text, repr(backend), str(usage), str(vars(backend))):
+        assert KEY not in text
+    assert "retrying" in caplog.text
+
+
+def test_chat_mode_asks_for_the_next_word_and_n_per_request(generate):
+    with FakeOpenAIServer(generate, api_key=KEY) as server:
+        with client(server, mode="chat", max_n_per_request=2) as backend:
+            out = backend.sample(["Hurricane Ana was"], 5, 3, seed=0, task="next_word")
+            assert backend.usage()["requests"] == 3  # n=5 in requests of 2, 2, 1
+        assert sorted(entry["n"] for entry in server.log) == [1, 2, 2]
+        assert all(entry["path"] == "/v1/chat/completions" for entry in server.log)
+    assert len(out[0]) == 5
+
+
+def test_wrong_key_fails_at_once_naming_the_variable(generate, monkeypatch):
+    monkeypatch.setenv(ENV, "sk-wrong")
+    with FakeOpenAIServer(generate, api_key=KEY) as server, client(server) as backend:
+        with pytest.raises(APIError, match=ENV) as err:
+            backend.sample(["x"], 1, 2)
+        assert KEY not in str(err.value) and "sk-wrong" not in str(err.value)
+        assert backend.usage()["attempts"] == 1
+
+
+def test_gives_up_after_max_retries(generate):
+    policy = RetryPolicy(max_retries=2, base_s=0.0, cap_s=0.0)
+    with (
+        FakeOpenAIServer(generate, api_key=KEY, faults=["500"] * 10) as server,
+        client(server, retry=policy) as backend,
+    ):
+        with pytest.raises(APIError, match="gave up after 3 attempts"):
+            backend.sample(["x"], 1, 2)
+        assert backend.usage()["failed"] == 1
+
+
+def test_samia_and_simmia_run_over_http_with_faults(generate, tiny_text):
+    texts = ["The quick brown fox jumps over the lazy dog.", "In 2023 the council met in Seoul."]
+    faults = ["429", None, "500", "malformed"]
+    with FakeOpenAIServer(generate, api_key=KEY, faults=faults) as srv, client(srv) as backend:
+        samia = SaMIA(n_samples=3).score_with_backend(backend, texts)
+        simmia = SimMIA(n_samples=4, n_shots=1, max_word_tokens=3).score_with_backend(
+            backend, texts, prefix="A shot text.\n\n", embedder=HashEmbedder()
+        )
+        usage = backend.usage()
+    assert all(v.shape == (2,) for v in (*samia.values(), *simmia.values()))
+    assert sum(usage["retries"].values()) == 3
+    # SimMIA asks once per word position per context: (10 - 1) + (8 - 1) prompts, twice
+    assert usage["requests"] == 2 + 2 * (9 + 7)
+
+
+class HashEmbedder:
+    """Deterministic unit vectors from a string hash (no model)."""
+
+    def embed(self, strings):
+        import hashlib
+
+        import numpy as np
+
+        rows = []
+        for s in strings:
+            seed = int(hashlib.sha256(s.strip().encode()).hexdigest()[:8], 16)
+            v = np.random.default_rng(seed).normal(size=8)
+            rows.append(v / np.linalg.norm(v))
+        return np.array(rows, dtype=np.float32)

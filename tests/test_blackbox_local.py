@@ -1,0 +1,222 @@
+"""Local black-box paths on the tiny model: the fast next-word sampler against brute force (one
+full forward per prefix), seeded text sampling, PETAL, and a run of SaMIA/SimMIA/PETAL."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from imprint.attacks.next_word import LocalNextWordSampler, NextWordConfig
+from imprint.attacks.petal import PETAL, fit_line, log_similarity
+from imprint.attacks.simmia import SimMIA
+from imprint.attacks.words import first_word, split_words
+from imprint.backends.base import ScoreRequest
+from imprint.backends.hf import HFLogprobBackend
+from imprint.backends.text import HFTextBackend, as_text_backend
+from imprint.run import RunConfig, execute_run
+
+TEXT = "The council met in Seoul, to discuss the budget."
+PREFIX = "Numbers like 1, 10 and 100 appear.\n\n"
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir) -> HFLogprobBackend:
+    return HFLogprobBackend(str(tiny_model_dir), device="cpu")
+
+
+class HashEmbedder:
+    def embed(self, strings):
+        import hashlib
+
+        rows = []
+        for s in strings:
+            seed = int(hashlib.sha256(s.strip().encode()).hexdigest()[:8], 16)
+            v = np.random.default_rng(seed).normal(size=8)
+            rows.append(v / np.linalg.norm(v))
+        return np.array(rows, dtype=np.float32)
+
+
+@torch.no_grad()
+def brute_force(backend, prompt_ids, cfg, *, expected):
+    """Exact next-word weights by full forwards of every partial word (no cache, no tree)."""
+    eos = backend.tokenizer.eos_token_id
+    dist: dict[str, float] = {}
+
+    def top(ids):
+        logits = backend.model(input_ids=torch.tensor([ids])).logits[0, -1].float()
+        values, idx = torch.topk(logits / cfg.temperature, cfg.top_k)
+        return idx.tolist(), torch.softmax(values.double(), -1).tolist()
+
+    def walk(gen, mass, depth):
+        ids, probs = top(prompt_ids + gen)
+        pairs = list(zip(ids, probs, strict=True))
+        if expected and depth > 0:
+            pairs = [(ids[int(np.argmax(probs))], 1.0)]
+        for token, p in pairs:
+            if token == eos:
+                word, final = first_word(decode(gen), ended=True)
+            else:
+                new = [*gen, token]
+                word, final = first_word(decode(new), ended=len(new) >= cfg.max_word_tokens)
+            if final:
+                dist[word] = dist.get(word, 0.0) + mass * p
+            else:
+                walk([*gen, token], mass * p, depth + 1)
+
+    def decode(ids):
+        return backend.tokenizer.decode(ids, skip_special_tokens=True)
+
+    walk([], 1.0, 0)
+    return dist
+
+
+def prompt_ids(backend, text, word, prefix):
+    ctx = [backend.bos_id, *(backend.encode(prefix) if prefix else [])]
+    return ctx + backend.encode(text[: split_words(text)[word - 1].end])
+
+
+@pytest.mark.parametrize("prefix", [None, PREFIX])
+def test_expected_mode_equals_brute_force(tiny, prefix):
+    cfg = NextWordConfig(top_k=3, temperature=0.7, max_word_tokens=3, expected=True, node_batch=5)
+    dists = LocalNextWordSampler(tiny, cfg).distributions(
+        TEXT, prefix=prefix, rng=np.random.default_rng(0)
+    )
+    assert len(dists) == len(split_words(TEXT)) - 1
+    for i, dist in enumerate(dists, start=1):
+        exact = brute_force(tiny, prompt_ids(tiny, TEXT, i, prefix), cfg, expected=True)
+        assert dist.keys() == exact.keys()
+        for word, mass in exact.items():
+            assert dist[word] == pytest.approx(mass, abs=1e-5)
+
+
+def test_sampled_word_frequencies_follow_the_exact_distribution(tiny):
+    cfg = NextWordConfig(n=20_000, top_k=3, temperature=1.0, max_word_tokens=3)
+    sampler = LocalNextWordSampler(tiny, cfg)
+    dists = sampler.distributions(TEXT, prefix=PREFIX, rng=np.random.default_rng(1))
+    for i in (1, 4, 6):
+        exact = brute_force(tiny, prompt_ids(tiny, TEXT, i, PREFIX), cfg, expected=False)
+        assert sum(dists[i - 1].values()) == cfg.n
+        for word, p in exact.items():  # 5 standard errors
+            assert dists[i - 1].get(word, 0) / cfg.n == pytest.approx(p, abs=5 * (p / cfg.n) ** 0.5)
+    # far fewer tokens through the model than generate-per-prefix would need
+    assert sampler.forwarded_tokens < 0.05 * cfg.n * (len(dists) * 3)
+
+
+def test_sampling_is_seeded(tiny):
+    cfg = NextWordConfig(n=30, top_k=5, max_word_tokens=3)
+    run = [
+        LocalNextWordSampler(tiny, cfg).distributions(
+            TEXT, prefix=None, rng=np.random.default_rng(7)
+        )
+        for _ in range(2)
+    ]
+    assert run[0] == run[1]
+    text = HFTextBackend(tiny)
+    a = text.sample(["The quick", "In 2023 the council"], 3, 5, seed=11)
+    b = text.sample(["The quick", "In 2023 the council"], 3, 5, seed=11)
+    assert a == b and [len(x) for x in a] == [3, 3]
+    assert text.usage()["samples"] == 12
+
+
+def test_greedy_generation_ignores_batch_padding(tiny):
+    text = HFTextBackend(tiny)
+    together = text.sample(["The quick brown fox", "In"], 1, 4, temperature=0)
+    alone = [text.sample([p], 1, 4, temperature=0)[0] for p in ["The quick brown fox", "In"]]
+    assert together == alone
+    cut = text.sample(["The quick brown fox"], 1, 4, temperature=0, stop=[together[0][0][1:3]])
+    assert len(cut[0][0]) < len(together[0][0]) or not together[0][0][1:3]
+
+
+def test_simmia_local_expected_mode_runs_and_is_deterministic(tiny):
+    attack = SimMIA(n_shots=1, top_k=4, max_word_tokens=3, mode="expected")
+    args = (tiny, [TEXT, "In 2023 the council met."])
+    first = attack.score_with_backend(*args, prefix=PREFIX, embedder=HashEmbedder())
+    second = attack.score_with_backend(*args, prefix=PREFIX, embedder=HashEmbedder())
+    assert np.isfinite(first["simmia"]).all() and np.array_equal(first["simmia"], second["simmia"])
+
+
+def test_petal_local_matches_a_manual_computation(tiny, tiny_ref_dir):
+    surrogate = HFLogprobBackend(str(tiny_ref_dir), device="cpu")
+    emb = HashEmbedder()
+    score = PETAL(surrogate=str(tiny_ref_dir)).score_with_backend(
+        tiny, [TEXT], surrogate=surrogate, embedder=emb
+    )["petal"][0]
+    sur = surrogate.score([ScoreRequest(TEXT)])[0]
+    dec = surrogate.tokenizer.decode
+    sim_s = log_similarity(
+        emb, [dec([t]) for t in sur.token_ids[1:]], [dec([g]) for g in sur.argmax[1:]]
+    )
+    slope, intercept = fit_line(sim_s, sur.logp[1:])
+    tgt = tiny.score([ScoreRequest(TEXT)])[0]
+    dec = tiny.tokenizer.decode
+    sim_t = log_similarity(
+        emb, [dec([t]) for t in tgt.token_ids[1:]], [dec([g]) for g in tgt.argmax[1:]]
+    )
+    assert score == pytest.approx(np.mean(slope * sim_t + intercept))
+
+
+def test_petal_text_only_target_asks_for_greedy_tokens(tiny, tiny_ref_dir):
+    class TextOnly:  # hides the model: only generated text comes out
+        def __init__(self, inner):
+            self.inner, self.capabilities, self.name = inner, inner.capabilities, "t"
+
+        def sample(self, *args, **kwargs):
+            return self.inner.sample(*args, **kwargs)
+
+        def usage(self):
+            return self.inner.usage()
+
+    target = TextOnly(HFTextBackend(tiny))
+    surrogate = HFLogprobBackend(str(tiny_ref_dir), device="cpu")
+    out = PETAL(surrogate="x").score_with_backend(
+        target, [TEXT], surrogate=surrogate, embedder=HashEmbedder()
+    )
+    assert np.isfinite(out["petal"]).all()
+    assert target.usage()["prompts"] == len(surrogate.encode(TEXT)) - 1
+    assert as_text_backend(target) is target
+
+
+def test_run_with_blackbox_attacks_on_a_wikimia_subset(
+    tiny_model_dir, tiny_ref_dir, tmp_path, monkeypatch
+):
+    from conftest import WIKIMIA
+
+    rows = [json.loads(line) for line in (WIKIMIA / "WikiMIA_length32.jsonl").open()]
+    subset = [r for r in rows if r["label"] == 1][:6] + [r for r in rows if r["label"] == 0][:8]
+    data = tmp_path / "subset.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in subset))
+    monkeypatch.setattr("imprint.attacks.simmia.default_embedder", HashEmbedder)
+    monkeypatch.setattr("imprint.attacks.petal.default_embedder", HashEmbedder)
+    result = execute_run(
+        RunConfig(
+            model=str(tiny_model_dir),
+            data=str(data),
+            out=tmp_path / "run",
+            attacks=("samia", "simmia", "petal"),
+            params={
+                "samia": {"n_samples": 2, "max_tokens": 6},
+                "simmia": {"n_samples": 4, "n_shots": 2, "max_word_tokens": 2},
+                "petal": {"surrogate": str(tiny_ref_dir)},
+            },
+            device="cpu",
+            cache=tmp_path / "signals.sqlite",
+            progress=False,
+            n_bootstrap=50,
+            blind=False,
+        )
+    )
+    assert len(result.samples) == 12  # two non-member shots left the evaluation
+    for column in ("samia", "samia_zlib", "simmia", "simmia_star", "petal"):
+        assert np.isfinite(result.scores[column]).all(), column
+    assert result.manifest["data"]["dropped"]
