@@ -110,3 +110,17 @@ def test_stats_round_trip():
     for field in TokenStats.FIELDS:
         np.testing.assert_array_equal(getattr(back, field), getattr(stats, field))
     assert make_key("fp", "x") != make_key("fp", "x", "prefix")
+
+
+def test_prefix_that_cannot_fit_fails_before_any_pass():
+    backend = CountingBackend()
+    long_prefix = " ".join(["shot"] * 70)  # 71 tokens with BOS, context 64
+    with pytest.raises(ConfigError, match="n_shots"):
+        run_plan(
+            TEXTS,
+            [Need(), Need(prefix="p")],
+            {"target": backend},
+            SignalCache(None),
+            prefixes={"p": long_prefix},
+        )
+    assert backend.calls == []

@@ -104,6 +104,8 @@ def run_plan(
                     ScoreRequest(v, prefix)
                 )
         layout[need] = rows
+    for model, requests in wanted.items():
+        check_context(backends[model], model, requests.values())
     report = PlanReport()
     results: dict[str, dict[Key, TokenStats]] = {}
     for model, requests in wanted.items():
@@ -118,6 +120,29 @@ def run_plan(
         for need, rows in layout.items()
     }
     return SignalSet(texts, data), report
+
+
+def check_context(backend: LogprobBackend, model: str, requests: Iterable[ScoreRequest]) -> None:
+    """Fail before any forward pass when a prefix plus a text cannot fit the context.
+
+    (Texts alone never fail: the backend scores them with a sliding window.)
+    """
+    max_length = getattr(backend, "max_length", None)
+    by_prefix: dict[str, list[str]] = {}
+    for req in requests:
+        if req.prefix is not None:
+            by_prefix.setdefault(req.prefix, []).append(req.text)
+    if not max_length:
+        return
+    for prefix, texts in by_prefix.items():
+        prefix_len = backend.count_tokens([prefix])[0]  # BOS + prefix
+        longest = max(backend.count_tokens(texts)) - 1
+        if prefix_len + longest > max_length:
+            raise ConfigError(
+                f"model {model!r}: a prefix of {prefix_len} tokens plus texts of up to {longest} "
+                f"tokens exceeds its context of {max_length}; use fewer shots (e.g. --param "
+                "recall.n_shots=3), truncate texts (--truncate N) or leave prefix attacks out"
+            )
 
 
 def _fetch_or_score(
