@@ -55,7 +55,9 @@ def main() -> None:
     texts = [s.text for s in samples]
     backend = HFLogprobBackend("smollm2-135m", device="cpu")
     run = RunContext(
-        seed=0, tokenize=backend.encode, target_fingerprint=backend.fingerprint,
+        seed=0,
+        tokenize=backend.encode,
+        target_fingerprint=backend.fingerprint,
         pools={"nonmembers": pool},
     )
     names = ["loss", "zlib", "lowercase", "min_k", "min_k_pp", "surp", "dc_pdd", "recall", "pac"]
@@ -68,8 +70,9 @@ def main() -> None:
 
     def plan(needs: list[Need], these: list[str] | None = None) -> dict[str, int]:
         cache = SignalCache(None)
-        signals, report = run_plan(these or texts, needs, {"target": backend}, cache,
-                                   prefixes=prefixes)
+        signals, report = run_plan(
+            these or texts, needs, {"target": backend}, cache, prefixes=prefixes
+        )
         if needs is battery_needs:
             for attack in attacks:
                 attack.score(signals)
@@ -92,24 +95,33 @@ def main() -> None:
     battery_tokens = plan(battery_needs)["scored_tokens"]
     bare_tokens = sum(backend.count_tokens(texts))
     bare()  # warm-up
-    med = median_times({
-        "bare": bare,
-        "loss": lambda: plan([Need()]),
-        "recall": lambda: plan([Need(), Need(prefix="recall")]),
-        "recall_naive": lambda: plan([Need(), Need()], naive_texts + texts),
-        "battery": lambda: plan(battery_needs),
-    }, args.reps)
+    med = median_times(
+        {
+            "bare": bare,
+            "loss": lambda: plan([Need()]),
+            "recall": lambda: plan([Need(), Need(prefix="recall")]),
+            "recall_naive": lambda: plan([Need(), Need()], naive_texts + texts),
+            "battery": lambda: plan(battery_needs),
+        },
+        args.reps,
+    )
     prefix_tokens = len(backend.encode(prefix))
-    print(f"{args.n} WikiMIA-64 texts, {bare_tokens} tokens; 10-shot prefix {prefix_tokens} "
-          f"tokens; median of {args.reps}")
-    print(f"loss {med['loss']:.2f}s, recall {med['recall']:.2f}s -> recall/loss "
-          f"{med['recall'] / med['loss']:.2f}x (target <= 1.5x); naive recall (prefix re-run per "
-          f"sample) {med['recall_naive'] / med['loss']:.2f}x")
+    print(
+        f"{args.n} WikiMIA-64 texts, {bare_tokens} tokens; 10-shot prefix {prefix_tokens} "
+        f"tokens; median of {args.reps}"
+    )
+    print(
+        f"loss {med['loss']:.2f}s, recall {med['recall']:.2f}s -> recall/loss "
+        f"{med['recall'] / med['loss']:.2f}x (target <= 1.5x); naive recall (prefix re-run per "
+        f"sample) {med['recall_naive'] / med['loss']:.2f}x"
+    )
     bare_tps = bare_tokens / med["bare"]
     battery_tps = battery_tokens / med["battery"]
-    print(f"battery ({', '.join(names)}): {battery_tokens} forward tokens needed in "
-          f"{med['battery']:.2f}s = {battery_tps:.0f} tok/s; bare forward {bare_tps:.0f} tok/s "
-          f"-> {battery_tps / bare_tps:.2f}x (target >= 0.7x)")
+    print(
+        f"battery ({', '.join(names)}): {battery_tokens} forward tokens needed in "
+        f"{med['battery']:.2f}s = {battery_tps:.0f} tok/s; bare forward {bare_tps:.0f} tok/s "
+        f"-> {battery_tps / bare_tps:.2f}x (target >= 0.7x)"
+    )
 
 
 if __name__ == "__main__":
