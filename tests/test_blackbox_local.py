@@ -15,7 +15,8 @@ from imprint.attacks.simmia import SimMIA
 from imprint.attacks.words import first_word, split_words
 from imprint.backends.base import ScoreRequest
 from imprint.backends.hf import HFLogprobBackend
-from imprint.backends.text import HFTextBackend, as_text_backend
+from imprint.backends.text import HFTextBackend, VLLMTextBackend, as_text_backend
+from imprint.errors import MissingDependencyError
 from imprint.run import RunConfig, execute_run
 
 TEXT = "The council met in Seoul, to discuss the budget."
@@ -144,6 +145,26 @@ def test_simmia_local_expected_mode_runs_and_is_deterministic(tiny):
     first = attack.score_with_backend(*args, prefix=PREFIX, embedder=HashEmbedder())
     second = attack.score_with_backend(*args, prefix=PREFIX, embedder=HashEmbedder())
     assert np.isfinite(first["simmia"]).all() and np.array_equal(first["simmia"], second["simmia"])
+
+
+def test_a_wrapped_local_model_takes_the_fast_path(tiny):
+    attack = SimMIA(n_samples=6, n_shots=1, top_k=4, max_word_tokens=3)
+    kwargs = {"prefix": PREFIX, "embedder": HashEmbedder()}
+    direct = attack.score_with_backend(tiny, [TEXT], **kwargs)
+    wrapped_backend = HFTextBackend(tiny)
+    wrapped = attack.score_with_backend(wrapped_backend, [TEXT], **kwargs)
+    assert direct["simmia"] == pytest.approx(wrapped["simmia"])
+    assert wrapped_backend.usage()["generate_calls"] == 0
+
+
+def test_vllm_backend_names_its_extra_when_missing():
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        with pytest.raises(MissingDependencyError, match=r"llm-imprint\[vllm\]"):
+            VLLMTextBackend("some/model")
+    else:
+        pytest.skip("vllm is installed")
 
 
 def test_petal_local_matches_a_manual_computation(tiny, tiny_ref_dir):

@@ -27,7 +27,7 @@ import numpy as np
 
 from imprint.attacks.base import Attack, register
 from imprint.attacks.embed import Embedder, default_embedder
-from imprint.attacks.simmia import is_local_model
+from imprint.attacks.simmia import is_local_model, local_model
 from imprint.backends.base import SAMPLING, ScoreRequest, TokenStats
 from imprint.backends.text import as_text_backend
 from imprint.errors import CapabilityError, ConfigError
@@ -87,7 +87,7 @@ class PETAL(Attack):
 
     def check_backend(self, backend: Any) -> None:
         """Refuse a target that is the surrogate itself, or that cannot give greedy tokens."""
-        if getattr(backend, "spec", None) == self.surrogate:
+        if getattr(local_model(backend) or backend, "spec", None) == self.surrogate:
             raise ConfigError(
                 f"petal: the surrogate ({self.surrogate!r}) is the target itself; PETAL calibrates "
                 "on a different model — pass surrogate=<another model spec>"
@@ -110,9 +110,10 @@ class PETAL(Attack):
         surrogate = surrogate or self._surrogate(backend)
         embedder = embedder or default_embedder()
         sur_stats = surrogate.score([ScoreRequest(t) for t in texts])
-        if is_local_model(backend):
+        local = local_model(backend)
+        if local is not None:
             target_pairs = [
-                _token_pairs(backend, s) for s in backend.score([ScoreRequest(t) for t in texts])
+                _token_pairs(local, s) for s in local.score([ScoreRequest(t) for t in texts])
             ]
         else:
             target_pairs = [_remote_pairs(backend, surrogate, s) for s in sur_stats]

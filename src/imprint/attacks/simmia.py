@@ -106,9 +106,19 @@ def word_scores(
     return emb, exact
 
 
+def local_model(backend: Any) -> Any | None:
+    """The local transformers backend behind ``backend`` (an HFLogprobBackend itself, or the one
+    an HFTextBackend wraps), which the fast paths can drive; None for text-only backends."""
+    for candidate in (backend, getattr(backend, "hf", None)):
+        attrs = ("model", "tokenizer", "encode", "bos_id", "_head")
+        if candidate is not None and all(hasattr(candidate, a) for a in attrs):
+            return candidate
+    return None
+
+
 def is_local_model(backend: Any) -> bool:
-    """Whether ``backend`` is a local transformers model the fast path can drive."""
-    return all(hasattr(backend, a) for a in ("model", "tokenizer", "encode", "bos_id", "_head"))
+    """Whether :func:`local_model` finds a local model behind ``backend``."""
+    return local_model(backend) is not None
 
 
 @register("simmia")
@@ -206,8 +216,9 @@ class SimMIA(Attack):
         self, backend: Any, texts: Sequence[str], prefix: str
     ) -> tuple[list[list[WordDist]], list[list[WordDist]]]:
         """Next-word weights per text and word position, without and with the prefix P."""
-        if is_local_model(backend):
-            sampler = LocalNextWordSampler(backend, self.sampling_config())
+        local = local_model(backend)
+        if local is not None:
+            sampler = LocalNextWordSampler(local, self.sampling_config())
             runs = []
             for ctx, flag in ((None, 0), (prefix, 1)):
                 runs.append(
