@@ -38,7 +38,7 @@ class FakeOpenAIServer:
     ) -> None:
         self.generate, self.api_key, self.stall_s = generate, api_key, stall_s
         self.faults = list(faults)
-        self.log: list[dict[str, Any]] = []  # path, fault, n, authorised — never the key
+        self.log: list[dict[str, Any]] = []  # path, fault, n, top_k, ok: never the key
         self._lock = threading.Lock()
         self._model_lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -106,7 +106,13 @@ class FakeOpenAIServer:
                 fault = server.next_fault() if authorised else None
                 with server._lock:
                     server.log.append(
-                        {"path": self.path, "fault": fault, "n": body.get("n"), "ok": authorised}
+                        {
+                            "path": self.path,
+                            "fault": fault,
+                            "n": body.get("n"),
+                            "top_k": body.get("top_k"),
+                            "ok": authorised,
+                        }
                     )
                 if not authorised:
                     return self._send(401, {"error": {"message": "invalid API key"}})

@@ -80,6 +80,16 @@ def test_chat_mode_asks_for_the_next_word_and_n_per_request(generate):
     assert len(out[0]) == 5
 
 
+def test_top_k_is_sent_only_to_servers_declared_to_take_it(generate):
+    with FakeOpenAIServer(generate) as server:
+        with client(server) as plain:
+            plain.sample(["x"], 1, 2, top_k=50)  # accepted, not sent
+        with client(server, top_k=40) as vllm_like:
+            vllm_like.sample(["x"], 1, 2)
+            vllm_like.sample(["x"], 1, 2, top_k=5)
+        assert [entry["top_k"] for entry in server.log] == [None, 40, 5]
+
+
 def test_wrong_key_fails_at_once_naming_the_variable(generate, monkeypatch):
     monkeypatch.setenv(ENV, "sk-wrong")
     with FakeOpenAIServer(generate, api_key=KEY) as server, client(server) as backend:

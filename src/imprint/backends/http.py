@@ -74,7 +74,8 @@ class OpenAICompatibleBackend:
     """Samples text from an OpenAI-compatible API; see the module docstring.
 
     ``base_url`` ends with the API root, e.g. ``http://127.0.0.1:8000/v1``. ``top_k`` is sent
-    only when set (vLLM and llama.cpp servers accept it; OpenAI ignores or rejects it).
+    only when the backend is built with one (vLLM and llama.cpp servers accept it, OpenAI rejects
+    it); then a per-call ``top_k`` overrides it, otherwise per-call values are not sent.
     """
 
     capabilities = frozenset({SAMPLING})
@@ -167,7 +168,7 @@ class OpenAICompatibleBackend:
     ) -> list[list[str]]:
         """``n`` continuations per prompt, shape (len(prompts), n), in prompt order."""
         temperature = self.temperature if temperature is None else temperature
-        top_k = self.top_k if top_k is None else top_k
+        top_k = None if self.top_k is None else (self.top_k if top_k is None else top_k)
         check_sample_args(n, max_tokens, temperature, top_k)
         if task not in TASKS:
             raise ConfigError(f"task must be one of {TASKS}, got {task!r}")
