@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+import httpx  # noqa: F401  (the api extra; installed by the dev extra)
 import pytest
 import torch
 from fake_openai_server import FakeOpenAIServer
@@ -13,8 +14,6 @@ from imprint.attacks.samia import SaMIA
 from imprint.attacks.simmia import SimMIA
 from imprint.backends.http import APIError, OpenAICompatibleBackend, RetryPolicy
 from imprint.backends.text import HFTextBackend
-
-pytest.importorskip("httpx")
 
 KEY = "sk-test-3f9a1c77e2b4-do-not-log"
 ENV = "IMPRINT_TEST_API_KEY"
