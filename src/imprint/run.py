@@ -200,7 +200,9 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
         "models": {
             name: {"spec": b.spec, "fingerprint": b.fingerprint} for name, b in backends.items()
         },
-        "attacks": {a.name: vars(a) for a in attacks},
+        "attacks": {
+            a.name: {k: v for k, v in vars(a).items() if not k.startswith("_")} for a in attacks
+        },
         "passes": plan_report.to_dict(),
         "elapsed_s": round(time.time() - started, 2),
     }
