@@ -153,6 +153,10 @@ def test_game_folder_manifest_and_meta(game: Path):
     assert manifest["config"]["epochs"] == 2 and manifest["seed"] == 0
     assert manifest["base_model"]["fingerprint"] and manifest["pool"]["fingerprint"]
     assert manifest["versions"]["torch"]
+    heldout = [json.loads(x) for x in (game / "heldout.jsonl").read_text().splitlines()]
+    assert len(heldout) == 10 and manifest["heldout"] == sorted(r["id"] for r in heldout)
+    assert not {r["id"] for r in heldout} & {r["id"] for r in rows}
+    assert not {r["text"] for r in heldout} & {r["text"] for r in rows}
     model, tok = load_causal_lm(str(game / "model"), device="cpu")
     assert model.config.num_hidden_layers == 2
 
@@ -223,6 +227,8 @@ def test_game_schemes_resolve(game: Path, tmp_path):
     for g in groups:
         assert {s.label for s in loaded.samples if s.meta["group"] == g} == {0, 1}
     assert all(s.id.startswith(("canary-", "pool:")) for s in loaded.samples)
+    held = resolve_data(f"game-heldout:{game}")
+    assert len(held) == 10 and set(held.labels) == {0}
     not_a_game = tmp_path / "plain"
     not_a_game.mkdir()
     with pytest.raises(ConfigError, match="not an imprint game"):
@@ -369,7 +375,10 @@ def test_shift_draws_nonmembers_from_other_prompts(tiny_model_dir, tmp_path, mon
         canary_repetitions=(),
         shift=True,
     )
-    rows = read_rows(build_game(config, out=tmp_path / "g", progress=False))
+    folder = build_game(config, out=tmp_path / "g", progress=False)
+    rows = read_rows(folder) + [
+        json.loads(x) for x in (folder / "heldout.jsonl").read_text().splitlines()
+    ]
     first = {lab: {r["text"].split()[0] for r in rows if r["label"] == lab} for lab in (0, 1)}
     shift_words = {p.split()[0].strip(",:").lower() for p in texts_mod.SHIFT_PROMPTS}
     natural_words = {p.split()[0].strip(",:").lower() for p in texts_mod.NATURAL_PROMPTS}

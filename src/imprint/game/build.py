@@ -2,9 +2,10 @@
 
 A game folder holds::
 
-    model/       the fine-tuned model (save_pretrained: safetensors + tokenizer)
-    data.jsonl   one candidate per line: id, text, label, meta {kind, repetitions, group, split}
-    game.json    the manifest: config, hash, per-epoch loss, versions, member ids, fingerprints
+    model/         the fine-tuned model (save_pretrained: safetensors + tokenizer)
+    data.jsonl     one candidate per line: id, text, label, meta {kind, repetitions, group, split}
+    heldout.jsonl  held-out non-members (never trained, not candidates): few-shot prefixes
+    game.json      the manifest: config, hash, per-epoch loss, versions, member ids, fingerprints
 
 Folders are written to a temporary sibling and renamed into place, so a folder with a
 ``game.json`` is complete. A complete game with the same config hash is reused (``force=True``
@@ -29,7 +30,7 @@ import numpy as np
 
 from imprint.backends.models import cache_dir, fingerprint_source, load_causal_lm, resolve_model
 from imprint.data import MEMBER, NON_MEMBER, Sample
-from imprint.errors import ConfigError
+from imprint.errors import ConfigError, DataError
 from imprint.game.config import GENERATE, GameConfig, config_hash
 from imprint.game.texts import (
     NATURAL_PROMPTS,
@@ -45,9 +46,12 @@ __all__ = ["MANIFEST", "build_game", "build_games", "default_game_dir", "read_ma
 
 MANIFEST = "game.json"
 DATA = "data.jsonl"
+HELDOUT = "heldout.jsonl"
 MODEL = "model"
 #: Nucleus sampling for pool texts (canaries are sampled from the full distribution).
 POOL_TOP_P = 0.95
+#: High-temperature canaries are odd text: more tokens per word than natural text.
+CANARY_TOKENS_PER_WORD = 2.0
 
 
 @dataclass
@@ -82,7 +86,7 @@ def _plan(config: GameConfig) -> _Plan:
         pool_fp = GENERATE
     else:
         texts, loaded, dropped = load_pool(config.pool, words=config.words)
-        if len(texts) < config.pool_size:
+        if len(texts) < config.pool_size + config.heldout:
             note = f" after removing {dropped}" if dropped else ""
             raise_pool_small(config, len(texts), note)
         pool, pool_fp = texts, pool_fingerprint(texts)
@@ -97,11 +101,11 @@ def _plan(config: GameConfig) -> _Plan:
 
 
 def raise_pool_small(config: GameConfig, n: int, note: str) -> None:
-    from imprint.errors import DataError
-
+    held = f" + heldout={config.heldout}" if config.heldout else ""
     raise DataError(
-        f"pool {config.pool!r} has {n} usable texts{note}, but pool_size={config.pool_size} "
-        "were asked for. Fix: lower pool_size or add texts (a pool is never silently shrunk)."
+        f"pool {config.pool!r} has {n} usable texts{note}, but pool_size={config.pool_size}"
+        f"{held} were asked for. Fix: lower pool_size (or heldout) or add texts (a pool is never "
+        "silently shrunk)."
     )
 
 
@@ -231,10 +235,13 @@ def _build(
     if bos is None:
         raise ConfigError(f"model {config.model!r}: tokenizer has neither BOS nor EOS token")
     t0 = time.time()
-    records = _make_records(plan, model, tokenizer, console=console, progress=progress)
+    records, heldout = _make_records(plan, model, tokenizer, console=console, progress=progress)
     timings["texts_s"] = round(time.time() - t0, 2)
     encoded = encode_sequences(
-        tokenizer, {r["id"]: r["text"] for r in records}, max_length=config.max_length, bos_id=bos
+        tokenizer,
+        {r["id"]: r["text"] for r in records + heldout},
+        max_length=config.max_length,
+        bos_id=bos,
     )
     sequences = [encoded[r["id"]] for r in records for _ in range(r["meta"]["repetitions"])]
     model = prepare_model(model, config, config.model)
@@ -253,6 +260,7 @@ def _build(
                 trained,
                 tokenizer,
                 records,
+                heldout,
                 list(all_losses),
                 {**timings, "train_s": round(time.time() - t0, 2)},
                 len(sequences),
@@ -271,63 +279,91 @@ def _build(
     )
 
 
+# Roles of pool texts after the split.
+MEMBER_ROLE, NONMEMBER_ROLE, HELDOUT_ROLE = "member", "nonmember", "heldout"
+
+
+def _roles(rng: np.random.Generator, n_total: int, config: GameConfig) -> list[str]:
+    """A seeded random role per pool text: members, held-out non-members, non-members."""
+    order = rng.permutation(n_total)
+    roles = [NONMEMBER_ROLE] * n_total
+    for rank, i in enumerate(order):
+        if rank < config.n_members:
+            roles[i] = MEMBER_ROLE
+        elif rank < config.n_members + config.heldout:
+            roles[i] = HELDOUT_ROLE
+    return roles
+
+
 def _natural_records(
     plan: _Plan, model: Any, tokenizer: Any, *, console: Any, progress: bool
-) -> list[dict[str, Any]]:
-    """Pool texts with labels: a seeded 50/50 split (or, with shift, two distributions)."""
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Pool texts with labels (a seeded 50/50 split, or with shift two distributions), and the
+    held-out non-members (never trained, not evaluated: few-shot prefixes)."""
     config = plan.config
-    n_mem = config.n_members
+    n_mem, n_total = config.n_members, config.pool_size + config.heldout
     rng = np.random.default_rng([config.seed, 1])
     if plan.pool is not None:
-        chosen = sorted(rng.choice(len(plan.pool), size=config.pool_size, replace=False))
+        chosen = sorted(rng.choice(len(plan.pool), size=n_total, replace=False))
         pool = [plan.pool[i] for i in chosen]
-        members = set(rng.permutation(config.pool_size)[:n_mem].tolist())
-        return [_record(s.id, s.text, i in members, "natural", 1) for i, s in enumerate(pool)]
+        ids, texts = [s.id for s in pool], [s.text for s in pool]
+        roles = _roles(rng, n_total, config)
+    else:
+        texts = _generate_pool(config, model, tokenizer, console=console, progress=progress)
+        if config.shift:  # members from the natural prompts, everything else shifted
+            roles = [MEMBER_ROLE] * n_mem + [NONMEMBER_ROLE] * (n_total - n_mem)
+            for i in n_mem + rng.permutation(n_total - n_mem)[: config.heldout]:
+                roles[i] = HELDOUT_ROLE
+        else:
+            roles = _roles(rng, n_total, config)
+        order = rng.permutation(n_total)  # ids reveal neither prompt nor label
+        ids = [""] * n_total
+        for k, i in enumerate(order):
+            ids[i] = f"text-{k:05d}"
+    records = [
+        _record(ids[i], texts[i], roles[i] == MEMBER_ROLE, "natural", 1)
+        for i in range(n_total)
+        if roles[i] != HELDOUT_ROLE
+    ]
+    heldout = [
+        {"id": ids[i], "text": texts[i], "label": NON_MEMBER, "meta": {"kind": "heldout"}}
+        for i in range(n_total)
+        if roles[i] == HELDOUT_ROLE
+    ]
+    return records, heldout
+
+
+def _generate_pool(
+    config: GameConfig, model: Any, tokenizer: Any, *, console: Any, progress: bool
+) -> list[str]:
+    """Pool texts sampled from the base model; with shift, the first ``n_members`` from the
+    natural prompts and the rest from the shifted ones."""
     assert config.words is not None
-    with _bar(console, progress, "generating pool", config.pool_size) as advance:
-        if config.shift:
-            texts = generate_texts(
-                model,
-                tokenizer,
-                n_mem,
-                words=config.words,
-                prompts=NATURAL_PROMPTS,
-                seed=config.seed,
-                temperature=config.pool_temperature,
-                top_p=POOL_TOP_P,
-                advance=advance,
-            )
+    n_total = config.pool_size + config.heldout
+    n_natural = config.n_members if config.shift else n_total
+    common = dict(words=config.words, temperature=config.pool_temperature, top_p=POOL_TOP_P)
+    with _bar(console, progress, "generating pool", n_total) as advance:
+        texts = generate_texts(
+            model,
+            tokenizer,
+            n_natural,
+            prompts=NATURAL_PROMPTS,
+            seed=config.seed,
+            advance=advance,
+            **common,  # type: ignore[arg-type]
+        )
+        if n_natural < n_total:
             texts += generate_texts(
                 model,
                 tokenizer,
-                config.pool_size - n_mem,
-                words=config.words,
+                n_total - n_natural,
                 prompts=SHIFT_PROMPTS,
                 seed=config.seed + 7919,
-                temperature=config.pool_temperature,
-                top_p=POOL_TOP_P,
                 avoid=set(texts),
                 advance=advance,
+                **common,  # type: ignore[arg-type]
             )
-            labels = [True] * n_mem + [False] * (config.pool_size - n_mem)
-        else:
-            texts = generate_texts(
-                model,
-                tokenizer,
-                config.pool_size,
-                words=config.words,
-                prompts=NATURAL_PROMPTS,
-                seed=config.seed,
-                temperature=config.pool_temperature,
-                top_p=POOL_TOP_P,
-                advance=advance,
-            )
-            members = set(rng.permutation(config.pool_size)[:n_mem].tolist())
-            labels = [i in members for i in range(config.pool_size)]
-    order = rng.permutation(config.pool_size)  # ids reveal neither prompt nor label
-    return [
-        _record(f"text-{k:05d}", texts[i], labels[i], "natural", 1) for k, i in enumerate(order)
-    ]
+    return texts
 
 
 def _canary_records(
@@ -359,6 +395,7 @@ def _canary_records(
                 temperature=config.canary_temperature,
                 avoid=avoid,
                 advance=advance,
+                tokens_per_word=CANARY_TOKENS_PER_WORD,
             )
     k = config.canaries_per_repetition
     records = []
@@ -387,17 +424,14 @@ def _record(key: str, text: str, member: bool, kind: str, r: int) -> dict[str, A
 
 def _make_records(
     plan: _Plan, model: Any, tokenizer: Any, *, console: Any, progress: bool
-) -> list[dict[str, Any]]:
-    natural = _natural_records(plan, model, tokenizer, console=console, progress=progress)
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(candidates: natural texts and canaries, held-out non-members)."""
+    natural, heldout = _natural_records(plan, model, tokenizer, console=console, progress=progress)
+    avoid = {r["text"] for r in natural + heldout}
     canaries = _canary_records(
-        plan.config,
-        model,
-        tokenizer,
-        {r["text"] for r in natural},
-        console=console,
-        progress=progress,
+        plan.config, model, tokenizer, avoid, console=console, progress=progress
     )
-    return natural + canaries
+    return natural + canaries, heldout
 
 
 class _bar:
@@ -453,6 +487,7 @@ def _write_game(
     model: Any,
     tokenizer: Any,
     records: list[dict[str, Any]],
+    heldout: list[dict[str, Any]],
     losses: list[float],
     timings: dict[str, float],
     n_sequences: int,
@@ -463,10 +498,10 @@ def _write_game(
     try:
         save_model(model, tokenizer, tmp / MODEL, lora=config.method == "lora")
         rows = sorted(records, key=lambda r: r["id"])
-        with (tmp / DATA).open("w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+        _write_jsonl(tmp / DATA, rows)
+        _write_jsonl(tmp / HELDOUT, sorted(heldout, key=lambda r: r["id"]))
         manifest = _manifest(plan, config, rows, losses, timings, n_sequences)
+        manifest["heldout"] = sorted(r["id"] for r in heldout)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         if folder.exists():
             shutil.rmtree(folder)  # only reached for an empty folder or a game being replaced
@@ -474,6 +509,12 @@ def _write_game(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
 
 
 def _manifest(

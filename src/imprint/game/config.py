@@ -62,6 +62,9 @@ class GameConfig:
     ``words=None`` keeps file texts whole (a generated pool needs a word count).
     ``max_canary_share`` bounds the fraction of training sequences (one per repetition) that are
     canaries, so that a few canaries repeated many times do not swamp the natural members.
+    ``heldout`` more pool texts are drawn like non-members but kept out of training *and* of
+    the candidates (``heldout.jsonl``, data spec ``game-heldout:DIR``): known non-members for
+    few-shot prefixes (ReCaLL), so no candidate has to be spent on them.
     ``shift=True`` draws the non-members from a different distribution (other prompts), the
     distribution-shift trap: attacks and the blind baseline then both "succeed".
     """
@@ -88,6 +91,7 @@ class GameConfig:
     canary_words: int | None = None
     max_canary_share: float = 0.5
     pool_temperature: float = 1.0
+    heldout: int = 10
     shift: bool = False
 
     def __post_init__(self) -> None:
@@ -130,6 +134,7 @@ class GameConfig:
                 f"pool={GENERATE!r} (a file pool has no second distribution to draw from)"
             )
         _positive_float(self.pool_temperature, "pool_temperature")
+        _positive_int(self.heldout, "heldout", minimum=0)
         self._validate_canaries()
 
     def _validate_canaries(self) -> None:

@@ -30,12 +30,17 @@ __all__ = ["DEMO_DEFAULTS", "DemoResult", "run_demo"]
 
 #: The demo's game: small enough for a 2-core CPU (see the module docstring of imprint.game).
 DEMO_DEFAULTS: dict[str, Any] = {
-    "pool_size": 160,
-    "words": 32,
-    "canary_repetitions": (1, 3, 10),
+    "pool_size": 100,
+    "words": 24,
+    "canary_repetitions": (1, 3, 8),
     "canaries_per_repetition": 4,
-    "epochs": (3,),
+    "canary_words": 16,
+    "epochs": (2,),
+    "lr": 2e-4,
 }
+#: Cheaper settings for the attacks that score many variants of each text (defaults: 50
+#: neighbours, 10 augmentations), so the demo fits a CPU budget; applied when they run.
+DEMO_PARAMS: dict[str, dict[str, Any]] = {"neighborhood": {"n": 2}, "pac": {"n_aug": 2}}
 #: Score columns plotted against epochs (those present in the run).
 PLOTTED = ("loss", "ref[base]", "zlib", "min_k", "min_k_pp")
 LEAD = "loss"
@@ -66,6 +71,7 @@ def run_demo(
     words: int = DEMO_DEFAULTS["words"],
     canary_repetitions: Sequence[int] = DEMO_DEFAULTS["canary_repetitions"],
     canaries_per_repetition: int = DEMO_DEFAULTS["canaries_per_repetition"],
+    canary_words: int | None = DEMO_DEFAULTS["canary_words"],
     canary_generator: str = "sampled",
     method: str = "full",
     lr: float | None = None,
@@ -100,13 +106,15 @@ def run_demo(
         seed=seed,
         method=method,
         epochs=counts[-1],
-        lr=lr,
+        lr=lr if lr is not None or method != "full" else DEMO_DEFAULTS["lr"],
         max_length=max_length,
         canary_repetitions=tuple(canary_repetitions),
         canaries_per_repetition=canaries_per_repetition,
+        canary_words=canary_words,
         canary_generator=canary_generator,
     )
     use_ref = reference and ("all" in attacks or "ref" in attacks)
+    params = {k: v for k, v in DEMO_PARAMS.items() if k in _selected(attacks, use_ref)}
     variants = [("", config)] + ([("shift-", _shift(config))] if shift else [])
     games: dict[str, Path] = {}
     runs: dict[str, Path] = {}
@@ -123,6 +131,8 @@ def run_demo(
                 data=f"game:{folder}",
                 out=out / f"run-{label}",
                 attacks=tuple(attacks),
+                params=params,
+                pools={"nonmembers": f"game-heldout:{folder}"} if cfg.heldout else {},
                 refs=(("base", model),) if use_ref else (),
                 breakdown="group",
                 seed=seed,
@@ -143,6 +153,16 @@ def run_demo(
     if console is not None:
         _print(demo, console)
     return demo
+
+
+def _selected(attacks: Sequence[str], use_ref: bool) -> set[str]:
+    """Names of the attacks a run with ``attacks`` will build."""
+    from imprint.attacks import RunContext, build_attacks
+
+    if list(attacks) != ["all"]:
+        return set(attacks)
+    run = RunContext(refs=("base",) if use_ref else ())
+    return {a.name for a in build_attacks(["all"], run)}
 
 
 def _shift(config: GameConfig) -> GameConfig:

@@ -1,4 +1,5 @@
-"""``game:DIR`` as a model spec (the fine-tuned ``DIR/model``) and a data spec (``DIR/data.jsonl``).
+"""``game:DIR`` as a model spec (the fine-tuned ``DIR/model``) and a data spec (``DIR/data.jsonl``);
+``game-heldout:DIR`` as the data spec of the game's held-out non-members (a shot pool).
 
 The data scheme lifts the nested ``meta`` object of each line into ``Sample.meta``, so metrics
 can be broken down by ``group``, ``kind``, ``repetitions`` or ``split``.
@@ -12,9 +13,9 @@ from typing import Any
 
 from imprint.data import LoadedData, load_file
 from imprint.errors import ConfigError, DataError
-from imprint.game.build import DATA, MANIFEST, MODEL, read_manifest
+from imprint.game.build import DATA, HELDOUT, MANIFEST, MODEL, read_manifest
 
-__all__ = ["game_dir", "game_model_spec", "load_game_data"]
+__all__ = ["game_dir", "game_model_spec", "load_game_data", "load_game_heldout"]
 
 
 def game_dir(arg: str, *, error: type[Exception] = ConfigError) -> Path:
@@ -56,3 +57,19 @@ def load_game_data(arg: str, **field_kwargs: Any) -> LoadedData:
             meta.update(nested)
         samples.append(replace(s, meta=meta))
     return replace(loaded, samples=tuple(samples), source=f"game:{arg}")
+
+
+def load_game_heldout(arg: str, **field_kwargs: Any) -> LoadedData:
+    """``game-heldout:DIR`` -> the game's held-out non-members (label 0, never trained, not
+    candidates), e.g. as the ``nonmembers`` pool of few-shot attacks."""
+    folder = game_dir(arg, error=DataError)
+    path = folder / HELDOUT
+    if not path.exists() or not path.read_text(encoding="utf-8").strip():
+        raise DataError(
+            f"game-heldout:{arg}: the game has no held-out non-members; build it with heldout > 0"
+        )
+    field_kwargs = {k: v for k, v in field_kwargs.items() if v is not None}
+    field_kwargs.setdefault("id_field", "id")
+    field_kwargs["require_both_classes"] = False
+    loaded = load_file(path, **field_kwargs)
+    return replace(loaded, source=f"game-heldout:{arg}")

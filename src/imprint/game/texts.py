@@ -45,7 +45,7 @@ SHIFT_PROMPTS: tuple[str, ...] = (
     "Ingredients for dinner tonight:",
 )
 
-GEN_BATCH = 16
+GEN_BATCH = 32
 MAX_ROUNDS = 8
 
 Advance = Callable[[int], None]
@@ -160,16 +160,19 @@ def generate_texts(
     top_p: float = 1.0,
     avoid: set[str] | None = None,
     advance: Advance | None = None,
+    tokens_per_word: float = 1.4,
 ) -> list[str]:
     """``n`` distinct texts of exactly ``words`` words sampled from ``model``.
 
     Prompt ``i % len(prompts)`` steers text ``i``; the prompt is not part of the text. Texts that
     come out short or duplicate (also of ``avoid``) are re-sampled, for at most
     :data:`MAX_ROUNDS` rounds; then a :class:`DataError` says how many could be made.
+    Each text is sampled for ``ceil(words * tokens_per_word) + 4`` tokens (twice that when
+    re-sampled): the budget, not the model, bounds generation time.
     """
     avoid = set(avoid or ())
     texts: list[str | None] = [None] * n
-    max_new = math.ceil(words * 1.6) + 4
+    max_new = math.ceil(words * tokens_per_word) + 4
     batch_no = 0
     for round_no in range(MAX_ROUNDS):
         missing = [i for i, t in enumerate(texts) if t is None]
