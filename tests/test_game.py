@@ -332,7 +332,7 @@ def test_lora_merged_and_top_layers_only(tiny_model_dir, pool_file, tmp_path):
 # -- generated texts ------------------------------------------------------------------------------
 
 
-def fake_sampler(model, tokenizer, prompts, *, seed, max_new_tokens, temperature, top_p):
+def fake_sampler(model, tokenizer, prompts, *, seed, max_new_tokens, temperature, top_k):
     """Deterministic stand-in for sampling: the prompt's first word, then random words."""
     rng = random.Random(seed)
     return [
@@ -388,11 +388,11 @@ def test_shift_draws_nonmembers_from_other_prompts(tiny_model_dir, tmp_path, mon
 def test_real_sampling_and_random_canaries(tiny_model_dir):
     model, tok = load_causal_lm(str(tiny_model_dir), device="cpu")
     outs = texts_mod._sample_batch(
-        model, tok, ["The", "In 2023 the"], seed=3, max_new_tokens=5, temperature=1.0, top_p=1.0
+        model, tok, ["The", "In 2023 the"], seed=3, max_new_tokens=5, temperature=1.0, top_k=0
     )
     assert len(outs) == 2 and all(isinstance(o, str) for o in outs)
     again = texts_mod._sample_batch(
-        model, tok, ["The", "In 2023 the"], seed=3, max_new_tokens=5, temperature=1.0, top_p=1.0
+        model, tok, ["The", "In 2023 the"], seed=3, max_new_tokens=5, temperature=1.0, top_k=0
     )
     assert outs == again
     canaries = texts_mod.random_token_texts(tok, 10, words=5, seed=0)

@@ -48,8 +48,9 @@ MANIFEST = "game.json"
 DATA = "data.jsonl"
 HELDOUT = "heldout.jsonl"
 MODEL = "model"
-#: Nucleus sampling for pool texts (canaries are sampled from the full distribution).
-POOL_TOP_P = 0.95
+#: Top-k sampling for pool texts (canaries are sampled from the full distribution); top-k, not
+#: nucleus sampling, because sorting the vocabulary every step costs a third of generation time.
+POOL_TOP_K = 50
 #: High-temperature canaries are odd text: more tokens per word than natural text.
 CANARY_TOKENS_PER_WORD = 2.0
 
@@ -341,7 +342,7 @@ def _generate_pool(
     assert config.words is not None
     n_total = config.pool_size + config.heldout
     n_natural = config.n_members if config.shift else n_total
-    common = dict(words=config.words, temperature=config.pool_temperature, top_p=POOL_TOP_P)
+    common = dict(words=config.words, temperature=config.pool_temperature, top_k=POOL_TOP_K)
     with _bar(console, progress, "generating pool", n_total) as advance:
         texts = generate_texts(
             model,

@@ -36,7 +36,7 @@ DEMO_DEFAULTS: dict[str, Any] = {
     "canaries_per_repetition": 4,
     "canary_words": 16,
     "epochs": (2,),
-    "lr": 2e-4,
+    "lr": 5e-5,
 }
 #: Cheaper settings for the attacks that score many variants of each text (defaults: 50
 #: neighbours, 10 augmentations), so the demo fits a CPU budget; applied when they run.

@@ -45,7 +45,10 @@ SHIFT_PROMPTS: tuple[str, ...] = (
     "Ingredients for dinner tonight:",
 )
 
-GEN_BATCH = 32
+#: Samples per generation batch (bigger batches use the CPU better).
+GEN_BATCH = 64
+#: Extra samples drawn per round, as a fraction of those still missing.
+SPARE = 0.2
 MAX_ROUNDS = 8
 
 Advance = Callable[[int], None]
@@ -120,7 +123,7 @@ def _sample_batch(
     seed: int,
     max_new_tokens: int,
     temperature: float,
-    top_p: float,
+    top_k: int,
 ) -> list[str]:
     """One batch of continuations (prompt not included), left-padded, seeded."""
     import torch
@@ -139,8 +142,8 @@ def _sample_batch(
             attention_mask=mask.to(device),
             do_sample=True,
             temperature=temperature,
-            top_p=top_p,
-            top_k=0,
+            top_p=1.0,
+            top_k=top_k,
             max_new_tokens=max_new_tokens,
             min_new_tokens=max_new_tokens,
             pad_token_id=pad,
@@ -157,54 +160,59 @@ def generate_texts(
     prompts: Sequence[str],
     seed: int,
     temperature: float,
-    top_p: float = 1.0,
+    top_k: int = 0,
     avoid: set[str] | None = None,
     advance: Advance | None = None,
     tokens_per_word: float = 1.4,
 ) -> list[str]:
     """``n`` distinct texts of exactly ``words`` words sampled from ``model``.
 
-    Prompt ``i % len(prompts)`` steers text ``i``; the prompt is not part of the text. Texts that
-    come out short or duplicate (also of ``avoid``) are re-sampled, for at most
-    :data:`MAX_ROUNDS` rounds; then a :class:`DataError` says how many could be made.
-    Each text is sampled for ``ceil(words * tokens_per_word) + 4`` tokens (twice that when
-    re-sampled): the budget, not the model, bounds generation time.
+    Samples are drawn in seeded batches, the ``j``-th sample steered by prompt
+    ``j % len(prompts)`` (the prompt is not part of the text); samples that come out short or
+    duplicate (also of ``avoid``) are skipped. Each round asks for :data:`SPARE` more samples than
+    still missing, so a second round is rare; after :data:`MAX_ROUNDS` rounds a
+    :class:`DataError` says how many could be made. A sample is ``ceil(words *
+    tokens_per_word) + 4`` tokens (1.5 times that in later rounds): the budget, not the model,
+    bounds generation time. ``top_k=0`` samples from the whole (tempered) distribution.
     """
     avoid = set(avoid or ())
-    texts: list[str | None] = [None] * n
+    texts: list[str] = []
     max_new = math.ceil(words * tokens_per_word) + 4
-    batch_no = 0
+    drawn = batch_no = 0
     for round_no in range(MAX_ROUNDS):
-        missing = [i for i, t in enumerate(texts) if t is None]
-        if not missing:
+        need = n - len(texts)
+        if need <= 0:
             break
-        for start in range(0, len(missing), GEN_BATCH):
-            chunk = missing[start : start + GEN_BATCH]
+        wanted = need + math.ceil(need * SPARE)
+        for start in range(0, wanted, GEN_BATCH):
+            size = min(GEN_BATCH, wanted - start)
             outs = _sample_batch(
                 model,
                 tokenizer,
-                [prompts[i % len(prompts)] for i in chunk],
+                [prompts[(drawn + j) % len(prompts)] for j in range(size)],
                 seed=seed * 1_000_003 + batch_no,
-                max_new_tokens=max_new if round_no == 0 else max_new * 2,
+                max_new_tokens=max_new if round_no == 0 else math.ceil(max_new * 1.5),
                 temperature=temperature,
-                top_p=top_p,
+                top_k=top_k,
             )
-            batch_no += 1
-            for i, raw in zip(chunk, outs, strict=True):
+            drawn, batch_no = drawn + size, batch_no + 1
+            before = len(texts)
+            for raw in outs:
                 text = _cut(raw, words)
-                if len(raw.split()) >= words and text not in avoid:
-                    texts[i] = text
+                if len(texts) < n and len(raw.split()) >= words and text not in avoid:
+                    texts.append(text)
                     avoid.add(text)
             if advance is not None:
-                advance(sum(texts[i] is not None for i in chunk))
-    done = [t for t in texts if t is not None]
-    if len(done) < n:
+                advance(len(texts) - before)
+            if len(texts) >= n:
+                break
+    if len(texts) < n:
         raise DataError(
-            f"could generate only {len(done)} of {n} distinct texts of {words} words in "
+            f"could generate only {len(texts)} of {n} distinct texts of {words} words in "
             f"{MAX_ROUNDS} rounds (the model keeps ending early or repeating itself). Fix: ask "
             "for fewer or shorter texts, a higher temperature, or give a pool file."
         )
-    return done
+    return texts
 
 
 def word_tokens(tokenizer: Any) -> list[tuple[int, str]]:
