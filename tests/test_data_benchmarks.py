@@ -163,17 +163,17 @@ def test_register_data_scheme(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
         seen.append((rest, kw))
         return LoadedData((), "game", "fp", {})
 
-    register_data_scheme("game", game)
-    out = resolve_data(f"game:{tmp_path}", on_bad="drop")
+    register_data_scheme("toy", game)
+    out = resolve_data(f"toy:{tmp_path}", on_bad="drop")
     assert out.source == "game" and seen == [(str(tmp_path), {"on_bad": "drop"})]
     with pytest.raises(ConfigError, match="already registered"):
-        register_data_scheme("game", game)
-    register_data_scheme("game", game, force=True)
+        register_data_scheme("toy", game)
+    register_data_scheme("toy", game, force=True)
     for bad in ("g", "a:b", ""):
         with pytest.raises(ConfigError):
             register_data_scheme(bad, game)
-    with pytest.raises(DataError, match="game:"):  # listed among known specs
-        resolve_data("gaem:x")
+    with pytest.raises(DataError, match="toy:"):  # listed among known specs
+        resolve_data("tyo:x")
 
 
 def test_windows_style_drive_is_a_path() -> None:
