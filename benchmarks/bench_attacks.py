@@ -14,13 +14,11 @@ Run: python benchmarks/bench_attacks.py [--n 200] [--reps 3]
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-WIKIMIA = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikimia"
+from common import bare_forward, load_rows
 
 
 def median_times(fns: dict[str, Callable[[], object]], reps: int) -> dict[str, float]:
@@ -34,21 +32,20 @@ def median_times(fns: dict[str, Callable[[], object]], reps: int) -> dict[str, f
 
 
 def main() -> None:
-    import torch
 
     from imprint.attacks import RunContext, build_attacks
     from imprint.backends.hf import HFLogprobBackend
     from imprint.data import Sample
     from imprint.signals.cache import SignalCache
     from imprint.signals.needs import Need
-    from imprint.signals.plan import DEFAULT_TOKEN_BUDGET, batches_by_budget, run_plan
+    from imprint.signals.plan import DEFAULT_TOKEN_BUDGET, run_plan
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
 
-    rows = [json.loads(line) for line in (WIKIMIA / "WikiMIA_length64.jsonl").open()]
+    rows = load_rows(64)
     samples = [Sample(f"w{i}", r["input"], int(r["label"])) for i, r in enumerate(rows)]
     pool = tuple(s for s in samples[args.n :] if s.label == 0)
     samples = samples[: args.n]
@@ -78,18 +75,8 @@ def main() -> None:
                 attack.score(signals)
         return report.to_dict()["target"]
 
-    @torch.no_grad()
     def bare() -> None:
-        lengths = backend.count_tokens(texts)
-        for idx in batches_by_budget(lengths, DEFAULT_TOKEN_BUDGET):
-            rows_ = [[backend.bos_id, *backend.encode(texts[i])] for i in idx]
-            width = max(map(len, rows_))
-            ids = torch.full((len(rows_), width), backend.pad_id)
-            mask = torch.zeros_like(ids)
-            for r, row in enumerate(rows_):
-                ids[r, : len(row)] = torch.tensor(row)
-                mask[r, : len(row)] = 1
-            backend.model(input_ids=ids, attention_mask=mask).logits.float()
+        bare_forward(backend, texts, DEFAULT_TOKEN_BUDGET)
 
     naive_texts = [prefix + t for t in texts]  # P re-run for every sample
     battery_tokens = plan(battery_needs)["scored_tokens"]

@@ -23,12 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-WIKIMIA = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikimia"
+from common import bare_forward, load_rows
 
 
 def load_texts(n: int, length: int = 64) -> list[str]:
-    rows = [json.loads(line) for line in (WIKIMIA / f"WikiMIA_length{length}.jsonl").open()]
-    return [r["input"] for r in rows[:n]]
+    return [r["input"] for r in load_rows(length)[:n]]
 
 
 def throughput(n: int, reps: int) -> dict[str, float]:
@@ -37,7 +36,7 @@ def throughput(n: int, reps: int) -> dict[str, float]:
     from imprint.attacks import build_attacks
     from imprint.backends.hf import HFLogprobBackend
     from imprint.signals.cache import SignalCache
-    from imprint.signals.plan import DEFAULT_TOKEN_BUDGET, batches_by_budget, run_plan
+    from imprint.signals.plan import DEFAULT_TOKEN_BUDGET, run_plan
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     backend = HFLogprobBackend("smollm2-135m", device="cpu")
@@ -45,20 +44,10 @@ def throughput(n: int, reps: int) -> dict[str, float]:
     attacks = build_attacks(["loss", "zlib", "min_k", "min_k_pp"])
     needs = [nd for a in attacks for nd in a.needs()]
     lengths = backend.count_tokens(texts)
-    batches = batches_by_budget(lengths, DEFAULT_TOKEN_BUDGET)
     n_tokens = sum(lengths)
 
-    @torch.no_grad()
     def bare() -> None:
-        for idx in batches:
-            rows = [[backend.bos_id, *backend.encode(texts[i])] for i in idx]
-            width = max(map(len, rows))
-            ids = torch.full((len(rows), width), backend.pad_id)
-            mask = torch.zeros_like(ids)
-            for r, row in enumerate(rows):
-                ids[r, : len(row)] = torch.tensor(row)
-                mask[r, : len(row)] = 1
-            backend.model(input_ids=ids, attention_mask=mask).logits.float()
+        bare_forward(backend, texts, DEFAULT_TOKEN_BUDGET)
 
     def battery() -> None:
         with tempfile.TemporaryDirectory() as tmp:
