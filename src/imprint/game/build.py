@@ -342,27 +342,25 @@ def _generate_pool(
     assert config.words is not None
     n_total = config.pool_size + config.heldout
     n_natural = config.n_members if config.shift else n_total
-    common = dict(words=config.words, temperature=config.pool_temperature, top_k=POOL_TOP_K)
-    with _bar(console, progress, "generating pool", n_total) as advance:
-        texts = generate_texts(
-            model,
-            tokenizer,
-            n_natural,
-            prompts=NATURAL_PROMPTS,
-            seed=config.seed,
-            advance=advance,
-            **common,  # type: ignore[arg-type]
+    parts = [(NATURAL_PROMPTS, n_natural, config.seed, config.pool_temperature)]
+    if n_natural < n_total:
+        parts.append(
+            (SHIFT_PROMPTS, n_total - n_natural, config.seed + 7919, config.shift_temperature)
         )
-        if n_natural < n_total:
+    texts: list[str] = []
+    with _bar(console, progress, "generating pool", n_total) as advance:
+        for prompts, n, seed, temperature in parts:
             texts += generate_texts(
                 model,
                 tokenizer,
-                n_total - n_natural,
-                prompts=SHIFT_PROMPTS,
-                seed=config.seed + 7919,
+                n,
+                words=config.words,
+                prompts=prompts,
+                seed=seed,
+                temperature=temperature,
+                top_k=POOL_TOP_K,
                 avoid=set(texts),
                 advance=advance,
-                **common,  # type: ignore[arg-type]
             )
     return texts
 
@@ -506,7 +504,12 @@ def _write_game(
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         if folder.exists():
             shutil.rmtree(folder)  # only reached for an empty folder or a game being replaced
-        os.replace(tmp, folder)
+        try:
+            os.replace(tmp, folder)
+        except OSError:
+            if read_manifest(folder) is None:
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # another process wrote the game meanwhile
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

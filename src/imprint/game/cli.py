@@ -76,6 +76,9 @@ def build(
     max_canary_share: Annotated[
         float, typer.Option(help="largest fraction of training sequences that may be canaries")
     ] = 0.5,
+    heldout: Annotated[
+        int, typer.Option(help="extra held-out non-members (few-shot prefixes, not candidates)")
+    ] = 10,
     shift: Annotated[
         bool,
         typer.Option(
@@ -114,6 +117,7 @@ def build(
             canary_temperature=canary_temperature,
             canary_words=canary_words,
             max_canary_share=max_canary_share,
+            heldout=heldout,
             shift=shift,
         )
         folder = build_game(config, out=out, force=force, device=device, console=console)
@@ -178,6 +182,9 @@ def demo(
         DEMO_DEFAULTS["canaries_per_repetition"]
     ),
     method: Annotated[str, typer.Option(help="full, lora or top")] = "full",
+    lr: Annotated[
+        float | None, typer.Option(help="learning rate (default: 2e-5 for full, else per method)")
+    ] = None,
     attacks: Annotated[str, typer.Option(help="comma-separated attacks, or 'all'")] = "all",
     seed: Annotated[int, typer.Option()] = 0,
     bootstrap: Annotated[int, typer.Option(help="bootstrap resamples")] = 1000,
@@ -199,6 +206,7 @@ def demo(
             canary_repetitions=_ints(repetitions, "--repetitions"),
             canaries_per_repetition=canaries,
             method=method,
+            lr=lr,
             attacks=tuple(a.strip() for a in attacks.split(",") if a.strip()),
             seed=seed,
             n_bootstrap=bootstrap,

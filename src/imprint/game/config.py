@@ -33,7 +33,7 @@ DEFAULT_LR = {"full": 5e-5, "top": 1e-4, "lora": 1e-3}
 #: so this bounds the time spent before training; raise it deliberately if you need more.
 MAX_CANARIES = 2000
 #: Bump when the meaning of a built game changes (invalidates cached games).
-GAME_FORMAT = 1
+GAME_FORMAT = 2
 
 
 def _positive_int(value: Any, name: str, *, minimum: int = 1) -> None:
@@ -66,7 +66,9 @@ class GameConfig:
     the candidates (``heldout.jsonl``, data spec ``game-heldout:DIR``): known non-members for
     few-shot prefixes (ReCaLL), so no candidate has to be spent on them.
     ``shift=True`` draws the non-members from a different distribution (other prompts), the
-    distribution-shift trap: attacks and the blind baseline then both "succeed".
+    distribution-shift trap: attacks and the blind baseline then both "succeed". The shifted
+    texts come from other prompts (cooking) sampled at ``shift_temperature``: another topic and a
+    text the model finds less predictable, as newer documents are for a real model.
     """
 
     model: str = "smollm2-135m"
@@ -93,6 +95,7 @@ class GameConfig:
     pool_temperature: float = 1.0
     heldout: int = 10
     shift: bool = False
+    shift_temperature: float = 1.3
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "canary_repetitions", tuple(self.canary_repetitions))
@@ -135,6 +138,7 @@ class GameConfig:
             )
         _positive_float(self.pool_temperature, "pool_temperature")
         _positive_int(self.heldout, "heldout", minimum=0)
+        _positive_float(self.shift_temperature, "shift_temperature")
         self._validate_canaries()
 
     def _validate_canaries(self) -> None:

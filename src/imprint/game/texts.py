@@ -37,7 +37,8 @@ NATURAL_PROMPTS: tuple[str, ...] = (
     "In the news today,",
     "A good friend",
 )
-#: Prompts of a different topic: with ``shift=True`` the non-members come from these.
+#: Prompts of a different topic: with ``shift=True`` the non-members come from these (sampled at
+#: ``GameConfig.shift_temperature``), a stand-in for e.g. newer documents on other subjects.
 SHIFT_PROMPTS: tuple[str, ...] = (
     "Recipe: to cook a simple soup,",
     "In the kitchen, the chef",
@@ -168,7 +169,8 @@ def generate_texts(
     """``n`` distinct texts of exactly ``words`` words sampled from ``model``.
 
     Samples are drawn in seeded batches, the ``j``-th sample steered by prompt
-    ``j % len(prompts)`` (the prompt is not part of the text); samples that come out short or
+    ``j % len(prompts)``; a text is its prompt followed by the continuation, cut to ``words``
+    words (an empty prompt: the continuation alone). Samples that come out short or
     duplicate (also of ``avoid``) are skipped. Each round asks for :data:`SPARE` more samples than
     still missing, so a second round is rare; after :data:`MAX_ROUNDS` rounds a
     :class:`DataError` says how many could be made. A sample is ``ceil(words *
@@ -197,7 +199,9 @@ def generate_texts(
             )
             drawn, batch_no = drawn + size, batch_no + 1
             before = len(texts)
-            for raw in outs:
+            for j, raw in enumerate(outs):
+                prompt = prompts[(drawn - size + j) % len(prompts)]
+                raw = f"{prompt} {raw}" if prompt else raw
                 text = _cut(raw, words)
                 if len(texts) < n and len(raw.split()) >= words and text not in avoid:
                     texts.append(text)
