@@ -1,9 +1,10 @@
 """Gray-box battery costs, measured side by side in one run (smollm2-135m, WikiMIA-64 texts).
 
 1. ReCaLL with a 10-shot prefix against the LOSS attack alone on the same texts. ReCaLL needs
-   LL(x) (shared with LOSS) and LL(x | P); P's KV cache is computed once and reused, so only the
-   tokens of x are run per sample. Also shown: the naive cost (P re-encoded for every sample).
-   Target: recall <= 1.5x loss.
+   LL(x) (shared with LOSS: one cached pass serves both) and LL(x | P); P's KV cache is computed
+   once and reused, so only the tokens of x are run per sample, attending to P. Target: ReCaLL's
+   own pass <= 1.5x loss. Also shown: the whole of ReCaLL from a cold cache (both passes, so
+   never under ~2x) and the naive cost (P re-encoded for every sample).
 2. The full gray-box battery (every gray-box attack, neighbours excluded) against the bare model
    forward, in forward tokens actually needed (x, lower(x), P+x counted as x, PAC's augmentations).
    Target: >= 0.7x bare throughput.
@@ -87,6 +88,7 @@ def main() -> None:
             "bare": bare,
             "loss": lambda: plan([Need()]),
             "recall": lambda: plan([Need(), Need(prefix="recall")]),
+            "prefixed": lambda: plan([Need(prefix="recall")]),
             "recall_naive": lambda: plan([Need(), Need()], naive_texts + texts),
             "battery": lambda: plan(battery_needs),
         },
@@ -98,9 +100,11 @@ def main() -> None:
         f"tokens; median of {args.reps}"
     )
     print(
-        f"loss {med['loss']:.2f}s, recall {med['recall']:.2f}s -> recall/loss "
-        f"{med['recall'] / med['loss']:.2f}x (target <= 1.5x); naive recall (prefix re-run per "
-        f"sample) {med['recall_naive'] / med['loss']:.2f}x"
+        f"loss {med['loss']:.2f}s; ReCaLL's own pass LL(x|P) {med['prefixed']:.2f}s -> "
+        f"{med['prefixed'] / med['loss']:.2f}x loss (target <= 1.5x); whole recall from a cold "
+        f"cache, LL(x) + LL(x|P), {med['recall']:.2f}s -> {med['recall'] / med['loss']:.2f}x "
+        f"(two full passes over x: floor ~2x); naive recall (P re-run per sample) "
+        f"{med['recall_naive'] / med['loss']:.2f}x"
     )
     bare_tps = bare_tokens / med["bare"]
     battery_tps = battery_tokens / med["battery"]

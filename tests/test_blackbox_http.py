@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 import httpx  # noqa: F401  (the api extra; installed by the dev extra)
+import numpy as np
 import pytest
 import torch
 from fake_openai_server import FakeOpenAIServer
@@ -138,3 +139,83 @@ class HashEmbedder:
             v = np.random.default_rng(seed).normal(size=8)
             rows.append(v / np.linalg.norm(v))
         return np.array(rows, dtype=np.float32)
+
+
+def _labelled_texts(path):
+    import json
+
+    rows = [
+        ("The quick brown fox jumps over the lazy dog near the river bank.", 1),
+        ("A small boat drifted slowly past the old stone harbour wall.", 1),
+        ("Rain fell over the city while the market stalls were closing.", 1),
+        ("She opened the letter and read it twice before sitting down.", 1),
+        ("In 2023 the council met in Seoul to discuss new transport rules.", 0),
+        ("The museum added three paintings to its modern art collection.", 0),
+        ("Engineers tested the bridge with heavy trucks for a full week.", 0),
+        ("Farmers in the valley planted corn earlier than usual this spring.", 0),
+        ("The orchestra rehearsed the symphony late into the quiet night.", 0),
+    ]
+    path.write_text("\n".join(json.dumps({"text": t, "label": y}) for t, y in rows) + "\n")
+    return path
+
+
+def test_imprint_run_targets_an_api_and_resumes_from_its_cache(generate, tmp_path):
+    """`imprint run --api-base ...`: black-box attacks over HTTP through the whole pipeline, with
+    faults retried, usage in the manifest, no key anywhere on disk, and a second run answered
+    from the response cache without a single request."""
+    import json
+
+    from imprint.run import RunConfig, execute_run
+
+    data = _labelled_texts(tmp_path / "texts.jsonl")
+    faults = ["429", None, "500"]
+    with FakeOpenAIServer(generate, api_key=KEY, faults=faults) as server:
+
+        def config(out: str) -> RunConfig:
+            return RunConfig(
+                model="tiny",
+                data=str(data),
+                out=tmp_path / out,
+                attacks=("samia", "simmia"),
+                params={
+                    "samia": {"n_samples": 2},
+                    "simmia": {"n_samples": 3, "n_shots": 1, "max_word_tokens": 2},
+                },
+                api_base=server.base_url,
+                api_key_env=ENV,
+                api_concurrency=2,
+                n_bootstrap=50,
+                cache=tmp_path / "cache.sqlite",
+                progress=False,
+            )
+
+        first = execute_run(config("run1"))
+        sent = len(server.log)
+        second = execute_run(config("run2"))
+        assert len(server.log) == sent  # every answer came from the cache
+
+    usage = first.manifest["models"]["target"]["usage"]
+    assert usage["retries"] == {"429": 1, "500": 1} and usage["failed"] == 0
+    assert usage["requests"] == sent - 2 and usage["cached"] == 0
+    assert second.manifest["models"]["target"]["usage"]["cached"] == usage["requests"]
+    assert set(first.scores) == {"samia", "samia_zlib", "simmia", "simmia_star"}
+    assert len(first.samples) == 8  # one non-member went into the SimMIA prefix
+    for column, values in first.scores.items():
+        assert np.isfinite(values).all(), column
+        np.testing.assert_array_equal(values, second.scores[column])
+    written = [p for p in (tmp_path / "run1").rglob("*") if p.is_file()]
+    assert written and not any(KEY.encode() in p.read_bytes() for p in written)
+    manifest = json.loads((tmp_path / "run1" / "manifest.json").read_text())
+    assert manifest["config"]["api_key_env"] == ENV
+
+
+def test_imprint_run_refuses_gray_box_attacks_on_an_api_target(tmp_path):
+    from typer.testing import CliRunner
+
+    from imprint.cli import app
+
+    data = _labelled_texts(tmp_path / "texts.jsonl")
+    args = ["run", "--model", "m", "--data", str(data), "--api-base", "http://127.0.0.1:9/v1"]
+    result = CliRunner().invoke(app, [*args, "--attacks", "loss,samia"])
+    assert result.exit_code == 2
+    assert "loss" in result.output and "text-only API" in result.output

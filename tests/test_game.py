@@ -386,7 +386,8 @@ def test_shift_draws_nonmembers_from_other_prompts(tiny_model_dir, tmp_path, mon
         json.loads(x) for x in (folder / "heldout.jsonl").read_text().splitlines()
     ]
     first = {lab: {r["text"].split()[0] for r in rows if r["label"] == lab} for lab in (0, 1)}
-    # generated texts start with their prompt: the topic shows, as in a real shifted benchmark
+    # with shift, generated texts start with their prompt: the topic shows, as in a real
+    # shifted benchmark
     assert first[0] <= {p.split()[0] for p in texts_mod.SHIFT_PROMPTS}
     assert first[1] <= {p.split()[0] for p in texts_mod.NATURAL_PROMPTS}
     assert seen_temperatures == {1.0, config.shift_temperature}

@@ -61,7 +61,12 @@ def _fail(err: Exception) -> None:
 
 @app.command()
 def run(
-    model: Annotated[str, typer.Option(help="target model: alias, folder, gguf:PATH, hub id")],
+    model: Annotated[
+        str,
+        typer.Option(
+            help="target: alias, folder, gguf:PATH, hub id; with --api-base the API model name"
+        ),
+    ],
     data: Annotated[str, typer.Option(help="data: file, wikimia:32, hf:ID, game:DIR")],
     attacks: Annotated[str, typer.Option(help="comma-separated attacks, or 'all'")] = "all",
     ref: Annotated[list[str], typer.Option(help="reference model NAME=SPEC (repeatable)")] = [],  # noqa: B006
@@ -82,6 +87,18 @@ def run(
     token_budget: Annotated[int, typer.Option(help="padded tokens per batch")] = 4096,
     cache: Annotated[Path | None, typer.Option(help="signal cache (SQLite) path")] = None,
     no_blind: Annotated[bool, typer.Option("--no-blind", help="skip the blind baseline")] = False,
+    api_base: Annotated[
+        str | None,
+        typer.Option(help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1 (black-box)"),
+    ] = None,
+    api_mode: Annotated[str, typer.Option(help="completions or chat")] = "completions",
+    api_key_env: Annotated[
+        str, typer.Option(help="environment variable holding the API key (never stored)")
+    ] = "OPENAI_API_KEY",
+    api_concurrency: Annotated[int, typer.Option(help="requests in flight at once")] = 8,
+    api_top_k: Annotated[
+        int | None, typer.Option(help="send top_k (servers that accept it: vLLM, llama.cpp)")
+    ] = None,
 ) -> None:
     """Run membership inference attacks and write a report folder."""
     from imprint.run import RunConfig, execute_run
@@ -110,6 +127,11 @@ def run(
             token_budget=token_budget,
             cache=cache,
             blind=not no_blind,
+            api_base=api_base,
+            api_mode=api_mode,
+            api_key_env=api_key_env or None,
+            api_concurrency=api_concurrency,
+            api_top_k=api_top_k,
         )
         execute_run(config, console=console)
     except (ImprintError, ValueError) as err:

@@ -47,6 +47,13 @@ class RunConfig:
     cache: Path | None = None  # default: <cache_dir>/signals.sqlite
     blind: bool = True
     progress: bool = True
+    # a text-only target: an OpenAI-compatible API at api_base serving ``model`` (black-box
+    # attacks only). The key is read from the environment variable api_key_env, never stored.
+    api_base: str | None = None
+    api_mode: str = "completions"
+    api_key_env: str | None = "OPENAI_API_KEY"
+    api_concurrency: int = 8
+    api_top_k: int | None = None  # sent only when set (vLLM / llama.cpp servers accept it)
 
     def __post_init__(self) -> None:
         names = [n for n, _ in self.refs]
@@ -54,6 +61,15 @@ class RunConfig:
             raise ConfigError(f"reference names must be unique and not 'target': {names}")
         if self.n_bootstrap < 1:
             raise ConfigError(f"n_bootstrap must be >= 1, got {self.n_bootstrap}")
+        if self.api_base is not None and not self.api_base.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"api_base must be an http(s) URL ending at the API root, e.g. "
+                f"http://127.0.0.1:8000/v1; got {self.api_base!r}"
+            )
+
+    @property
+    def target_access(self) -> str:
+        return "black-box" if self.api_base else "gray-box"
 
 
 @dataclass
@@ -102,7 +118,7 @@ def _prepare(
 def compute_scores(
     attacks: Sequence[Attack],
     samples: Sequence[Sample],
-    backends: dict[str, HFLogprobBackend],
+    backends: dict[str, Any],
     cache: SignalCache,
     *,
     prefixes: dict[str, str],
@@ -113,20 +129,25 @@ def compute_scores(
     texts = [s.text for s in samples]
     token_attacks = [a for a in attacks if not getattr(a, "needs_backend", False)]
     needs = [n for a in token_attacks for n in a.needs()]
-    signals, report = run_plan(
-        texts,
-        needs,
-        dict(backends),
-        cache,
-        prefixes=prefixes,
-        token_budget=token_budget,
-        progress=progress,
+    signals, report = (
+        run_plan(
+            texts,
+            needs,
+            dict(backends),
+            cache,
+            prefixes=prefixes,
+            token_budget=token_budget,
+            progress=progress,
+        )
+        if needs
+        else (None, PlanReport())
     )
     scores: dict[str, np.ndarray] = {}
     for attack in attacks:
         if getattr(attack, "needs_backend", False):
             produced = attack.score_with_backend(backends["target"], texts)  # type: ignore[attr-defined]
         else:
+            assert signals is not None  # token attacks declare needs
             produced = attack.score(signals)
         for column, values in produced.items():
             if column in scores:
@@ -135,14 +156,33 @@ def compute_scores(
     return scores, report
 
 
-def load_backends(config: RunConfig) -> dict[str, HFLogprobBackend]:
+def load_backends(config: RunConfig, cache: SignalCache | None = None) -> dict[str, Any]:
+    """The target and reference backends; an API target answers from ``cache`` when it can."""
     specs = [("target", config.model), *config.refs]
-    return {
-        name: HFLogprobBackend(
-            spec, name=name, device=config.device, dtype=config.dtype, max_length=config.max_length
-        )
-        for name, spec in specs
-    }
+    backends: dict[str, Any] = {}
+    for name, spec in specs:
+        if name == "target" and config.api_base:
+            from imprint.backends.http import OpenAICompatibleBackend
+
+            backends[name] = OpenAICompatibleBackend(
+                config.api_base,
+                spec,
+                mode=config.api_mode,
+                api_key_env=config.api_key_env,
+                max_concurrency=config.api_concurrency,
+                top_k=config.api_top_k,
+                seed=config.seed,
+                cache=cache,
+            )
+        else:
+            backends[name] = HFLogprobBackend(
+                spec,
+                name=name,
+                device=config.device,
+                dtype=config.dtype,
+                max_length=config.max_length,
+            )
+    return backends
 
 
 def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
@@ -154,27 +194,18 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
     pools = {name: resolve_data(spec).samples for name, spec in config.pools.items()}
     # validate attacks before loading any model: errors here cost nothing
     build_attacks(
-        config.attacks, RunContext(refs=tuple(n for n, _ in config.refs)), params=config.params
+        config.attacks,
+        RunContext(refs=tuple(n for n, _ in config.refs), target_access=config.target_access),
+        params=config.params,
     )
-    backends = load_backends(config)
-    target = backends["target"]
-    run = RunContext(
-        refs=tuple(n for n, _ in config.refs),
-        seed=config.seed,
-        tokenize=target.encode,
-        target_fingerprint=target.fingerprint,
-        pools=pools,
-    )
-    attacks = build_attacks(config.attacks, run, params=config.params)
-    for attack in attacks:
-        if getattr(attack, "needs_backend", False):
-            attack.check_backend(target)  # type: ignore[attr-defined]  # before any work
-    samples, prefixes = _prepare(attacks, samples, run, dropped)
-    if len({s.label for s in samples}) < 2:
-        raise DataError(f"{config.data}: after preparation only one class is left to evaluate")
     cache = SignalCache(config.cache or cache_dir() / "signals.sqlite")
     progress = ProgressFactory(console, enabled=config.progress)
+    backends: dict[str, Any] = {}
     try:
+        backends = load_backends(config, cache)
+        samples, attacks, prefixes = _set_up_attacks(
+            config, backends["target"], samples, pools, dropped
+        )
         scores, plan_report = compute_scores(
             attacks,
             samples,
@@ -186,6 +217,9 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
         )
     finally:
         progress.close()
+        for backend in backends.values():
+            if callable(getattr(backend, "close", None)):
+                backend.close()  # an API client's connections
         cache.close()
     metrics = evaluate_scores(samples, scores, config=config)
     manifest = {
@@ -197,9 +231,7 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
             "evaluated": len(samples),
             "dropped": dropped,
         },
-        "models": {
-            name: {"spec": b.spec, "fingerprint": b.fingerprint} for name, b in backends.items()
-        },
+        "models": {name: _describe(b) for name, b in backends.items()},
         "attacks": {
             a.name: {k: v for k, v in vars(a).items() if not k.startswith("_")} for a in attacks
         },
@@ -208,3 +240,38 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
     }
     write_run(config.out, samples, scores, metrics, manifest, console=console)
     return RunResult(config.out, samples, scores, metrics, manifest)
+
+
+def _set_up_attacks(
+    config: RunConfig,
+    target: Any,
+    samples: list[Sample],
+    pools: dict[str, tuple[Sample, ...]],
+    dropped: dict[str, int],
+) -> tuple[list[Sample], list[Attack], dict[str, str]]:
+    """Build the attacks for this target, check it can serve them (before any scoring), and run
+    their preparation (shots leave the evaluation)."""
+    run = RunContext(
+        refs=tuple(n for n, _ in config.refs),
+        seed=config.seed,
+        tokenize=getattr(target, "encode", None),  # an API target has no visible tokenizer
+        target_fingerprint=target.fingerprint,
+        pools=pools,
+        target_access=config.target_access,
+    )
+    attacks = build_attacks(config.attacks, run, params=config.params)
+    for attack in attacks:
+        if getattr(attack, "needs_backend", False):
+            attack.check_backend(target)  # type: ignore[attr-defined]
+    samples, prefixes = _prepare(attacks, samples, run, dropped)
+    if len({s.label for s in samples}) < 2:
+        raise DataError(f"{config.data}: after preparation only one class is left to evaluate")
+    return samples, attacks, prefixes
+
+
+def _describe(backend: Any) -> dict[str, Any]:
+    """A backend's manifest entry; text backends add their query and token counters."""
+    entry = {"spec": backend.spec, "fingerprint": backend.fingerprint}
+    if callable(getattr(backend, "usage", None)):
+        entry["usage"] = backend.usage()
+    return entry

@@ -30,6 +30,9 @@ class RunContext:
     target_fingerprint: str = ""
     # named data pools the user declared (e.g. "members", "nonmembers" shots for ReCaLL)
     pools: dict[str, tuple[Sample, ...]] = field(default_factory=dict)
+    # what the target gives: "gray-box" (a local model: log-probs, and text by sampling it) or
+    # "black-box" (an API that returns text only)
+    target_access: str = "gray-box"
 
 
 @dataclass(frozen=True)
@@ -114,15 +117,25 @@ def build_attacks(
     *,
     params: dict[str, dict[str, Any]] | None = None,
 ) -> list[Attack]:
-    """Instantiate attacks by name (``"all"`` = every gray-box attack the run can serve)."""
+    """Instantiate attacks by name. ``"all"`` = every attack the run can serve at the target's
+    access level: the gray-box ones for a local model, the black-box ones for a text-only API."""
     run = run or RunContext()
     params = params or {}
     if list(names) == ["all"]:
         names = [
             n
             for n, c in available_attacks().items()
-            if c.access == "gray-box" and c.unavailable_reason(run) is None
+            if c.access == run.target_access and c.unavailable_reason(run) is None
         ]
+    if run.target_access == "black-box":
+        needing_logits = [n for n in names if get_attack_class(n).access != "black-box"]
+        if needing_logits:
+            raise ConfigError(
+                f"attack(s) {needing_logits} need the target's log-probabilities, but the target "
+                "is a text-only API; choose black-box attacks ("
+                + ", ".join(n for n, c in available_attacks().items() if c.access == "black-box")
+                + ") or 'all'"
+            )
     for key in params:
         get_attack_class(key)
         if key not in names:

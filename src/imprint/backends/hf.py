@@ -253,12 +253,27 @@ def _stats_from(arrays: dict[str, np.ndarray], sl: slice) -> TokenStats:
 
 
 def _expand_cache(cache: Any, batch: int) -> Any:
-    """A batch-sized copy of a batch-1 KV cache (the stored prefix cache stays untouched)."""
+    """A batch-sized cache over a batch-1 prefix cache, without copying it.
+
+    Each layer's keys and values become broadcast views (``expand``); the model's first
+    ``update`` concatenates the new tokens onto them, which is the one copy a prefixed pass
+    cannot avoid. The stored prefix cache is never modified (layers are shallow copies). Caches
+    without ``layers`` fall back to a deep copy repeated along the batch."""
     import copy
 
-    expanded = copy.deepcopy(cache)
-    if batch > 1:
-        expanded.batch_repeat_interleave(batch)
+    if not all(hasattr(layer, "keys") for layer in getattr(cache, "layers", [None])):
+        expanded = copy.deepcopy(cache)
+        if batch > 1:
+            expanded.batch_repeat_interleave(batch)
+        return expanded
+    expanded = copy.copy(cache)
+    expanded.layers = []
+    for layer in cache.layers:
+        view = copy.copy(layer)
+        if getattr(layer, "is_initialized", True) and layer.keys is not None:
+            view.keys = layer.keys.expand(batch, *layer.keys.shape[1:])
+            view.values = layer.values.expand(batch, *layer.values.shape[1:])
+        expanded.layers.append(view)
     return expanded
 
 

@@ -6,7 +6,11 @@
   timeouts, connection errors and malformed bodies; other 4xx fail at once with the reason.
 - The API key is read from the environment variable ``api_key_env`` when the backend is built;
   it is sent only in the ``Authorization`` header and never logged, repr'd or counted.
-- ``usage()``: requests, attempts, retries by reason, failures, prompt and completion tokens.
+- ``usage()``: requests, attempts, retries by reason, failures, prompt and completion tokens,
+  answers served from the response cache.
+- ``cache`` (a :class:`imprint.signals.cache.SignalCache`, optional): every answer is stored as it
+  arrives, keyed by the fingerprint and the exact request body (seed included), so a killed run
+  resumes without sending a request twice.
 
 Chat endpoints get an instruction: continue the text (``task="continue"``) or, for SimMIA, give
 only the next word (``task="next_word"``, the paper's way of asking a chat model for one word).
@@ -15,6 +19,7 @@ Needs ``httpx``: ``pip install 'llm-imprint[api]'``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -95,6 +100,7 @@ class OpenAICompatibleBackend:
         timeout_s: float = 60.0,
         retry: RetryPolicy | None = None,
         seed: int = 0,
+        cache: Any = None,
     ) -> None:
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {MODES}, got {mode!r}")
@@ -110,6 +116,7 @@ class OpenAICompatibleBackend:
         self.temperature, self.top_k = temperature, top_k
         self.max_concurrency, self.max_n_per_request = max_concurrency, max_n_per_request
         self.retry = retry or RetryPolicy()
+        self.cache = cache
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._usage: dict[str, Any] = {
@@ -120,6 +127,7 @@ class OpenAICompatibleBackend:
             "samples": 0,
             "prompt_tokens": 0,
             "completion_tokens": 0,
+            "cached": 0,
         }
         key = os.environ.get(api_key_env) if api_key_env else None
         headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -215,6 +223,21 @@ class OpenAICompatibleBackend:
         return body
 
     def _request(self, body: dict[str, Any]) -> list[str]:
+        """One request's ``n`` texts: from the response cache, else POSTed (and then cached)."""
+        if self.cache is None:
+            return self._send(body)
+        key = hashlib.sha256(
+            f"{self.fingerprint}|{json.dumps(body, sort_keys=True)}".encode()
+        ).hexdigest()
+        texts = self.cache.get_response(key)
+        if texts is not None and len(texts) == body["n"]:
+            self._count("cached")
+            return texts
+        texts = self._send(body)
+        self.cache.put_response(key, texts)
+        return texts
+
+    def _send(self, body: dict[str, Any]) -> list[str]:
         """POST one request, retrying transient failures; returns its ``n`` texts."""
         url = f"{self.base_url}/{'chat/completions' if self.mode == 'chat' else 'completions'}"
         attempt = 0

@@ -338,7 +338,12 @@ def _generate_pool(
     config: GameConfig, model: Any, tokenizer: Any, *, console: Any, progress: bool
 ) -> list[str]:
     """Pool texts sampled from the base model; with shift, the first ``n_members`` from the
-    natural prompts and the rest from the shifted ones."""
+    natural prompts and the rest from the shifted ones.
+
+    Without shift a text is the continuation alone: prompt words shared by both classes add
+    nothing but small-sample noise (the blind baseline can even fall below 0.5 on them). With
+    shift a text starts with its prompt, so the topic shows as a title does in real shifted
+    benchmarks."""
     assert config.words is not None
     n_total = config.pool_size + config.heldout
     n_natural = config.n_members if config.shift else n_total
@@ -361,6 +366,7 @@ def _generate_pool(
                 top_k=POOL_TOP_K,
                 avoid=set(texts),
                 advance=advance,
+                keep_prompt=config.shift,
             )
     return texts
 

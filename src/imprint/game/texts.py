@@ -165,12 +165,13 @@ def generate_texts(
     avoid: set[str] | None = None,
     advance: Advance | None = None,
     tokens_per_word: float = 1.4,
+    keep_prompt: bool = False,
 ) -> list[str]:
     """``n`` distinct texts of exactly ``words`` words sampled from ``model``.
 
     Samples are drawn in seeded batches, the ``j``-th sample steered by prompt
-    ``j % len(prompts)``; a text is its prompt followed by the continuation, cut to ``words``
-    words (an empty prompt: the continuation alone). Samples that come out short or
+    ``j % len(prompts)``; a text is the continuation (``keep_prompt``: the prompt followed by
+    the continuation), cut to ``words`` words. Samples that come out short or
     duplicate (also of ``avoid``) are skipped. Each round asks for :data:`SPARE` more samples than
     still missing, so a second round is rare; after :data:`MAX_ROUNDS` rounds a
     :class:`DataError` says how many could be made. A sample is ``ceil(words *
@@ -201,7 +202,7 @@ def generate_texts(
             before = len(texts)
             for j, raw in enumerate(outs):
                 prompt = prompts[(drawn - size + j) % len(prompts)]
-                raw = f"{prompt} {raw}" if prompt else raw
+                raw = f"{prompt} {raw}" if prompt and keep_prompt else raw
                 text = _cut(raw, words)
                 if len(texts) < n and len(raw.split()) >= words and text not in avoid:
                     texts.append(text)

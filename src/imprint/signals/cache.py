@@ -4,11 +4,16 @@ Key: (backend fingerprint, context hash, text hash). The context is the unscored
 none), so a lowercased text or a prefixed pass is simply another key. Each batch is committed in
 one transaction: a run killed at any point leaves only whole, valid rows behind, and the next run
 scores only what is missing.
+
+The same file keeps black-box answers (table ``responses``): one row per API request, keyed by the
+backend fingerprint and the request body, so a killed run against a paid endpoint resumes without
+asking (or paying) twice.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -26,6 +31,10 @@ CREATE TABLE IF NOT EXISTS token_stats (
     text TEXT NOT NULL,
     data BLOB NOT NULL,
     PRIMARY KEY (backend, context, text)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    data TEXT NOT NULL
 ) WITHOUT ROWID
 """
 
@@ -62,7 +71,7 @@ class SignalCache:
         if self.path:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(_SCHEMA)
+        self._conn.executescript(_SCHEMA)
         self._conn.commit()
 
     def get_many(self, keys: Sequence[Key]) -> dict[Key, TokenStats]:
@@ -85,6 +94,20 @@ class SignalCache:
                 "INSERT OR REPLACE INTO token_stats (backend, context, text, data) "
                 "VALUES (?, ?, ?, ?)",
                 rows,
+            )
+
+    def get_response(self, key: str) -> list[str] | None:
+        """The cached answer (a list of texts) of one black-box request, or None."""
+        with self._lock:
+            row = self._conn.execute("SELECT data FROM responses WHERE key=?", (key,)).fetchone()
+        return None if row is None else list(json.loads(row[0]))
+
+    def put_response(self, key: str, texts: Sequence[str]) -> None:
+        """Store one request's answer (its own transaction: each paid answer is kept at once)."""
+        with self._lock, self._conn:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO responses (key, data) VALUES (?, ?)",
+                (key, json.dumps(list(texts))),
             )
 
     def __len__(self) -> int:
