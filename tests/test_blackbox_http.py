@@ -207,6 +207,8 @@ def test_imprint_run_targets_an_api_and_resumes_from_its_cache(generate, tmp_pat
     assert written and not any(KEY.encode() in p.read_bytes() for p in written)
     manifest = json.loads((tmp_path / "run1" / "manifest.json").read_text())
     assert manifest["config"]["api_key_env"] == ENV
+    report = (tmp_path / "run1" / "report.md").read_text()
+    assert "## Queries" in report and "429: 1, 500: 1" in report
 
 
 def test_imprint_run_refuses_gray_box_attacks_on_an_api_target(tmp_path):

@@ -80,8 +80,28 @@ def render_markdown(metrics: dict[str, Any], manifest: dict[str, Any], plots: li
             "## Dropped samples",
             _md_table(["reason", "count"], [[k, str(v)] for k, v in data["dropped"].items()]),
         ]
+    usage = [(n, m["usage"]) for n, m in manifest.get("models", {}).items() if m.get("usage")]
+    if usage:
+        parts += [
+            "## Queries",
+            _md_table(["model", *USAGE_FIELDS], [[n, *_usage_cells(u)] for n, u in usage]),
+        ]
     parts += ["## Plots", *(f"![{p}]({p})" for p in plots)]
     return "\n\n".join(parts) + "\n"
+
+
+USAGE_FIELDS = ["requests", "cached", "retries", "failed", "prompt_tokens", "completion_tokens"]
+
+
+def _usage_cells(usage: dict[str, Any]) -> list[str]:
+    """A text backend's counters; retries as ``reason: count`` (what the run survived)."""
+    cells = []
+    for key in USAGE_FIELDS:
+        value = usage.get(key, "")
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}: {v}" for k, v in sorted(value.items())) or "0"
+        cells.append(str(value))
+    return cells
 
 
 def metrics_counts(metrics: dict[str, Any]) -> str:
