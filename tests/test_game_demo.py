@@ -74,7 +74,9 @@ def test_run_demo_on_tiny_model(tiny_model_dir, pool_file, tmp_path):
     assert [p.name for p in result.plots] == ["auc_vs_epochs.png", "auc_vs_repetitions.png"]
     assert all(p.stat().st_size > 0 for p in result.plots)
     written = json.loads((tmp_path / "demo" / "demo.json").read_text())
-    assert written["epochs"] == [1, 2] and len(written["checks"]) == 3
+    assert written["epochs"] == [1, 2] and len(written["checks"]) == 4
+    assert "e1, e2" in written["checks"][2]["claim"]  # repetitions judged in every game
+    assert written["checks"][3]["claim"].startswith("LOSS AUC rises with epochs")
     assert "Measured claims" in (tmp_path / "demo" / "demo.md").read_text()
     assert (result.runs["e1"] / "metrics.json").exists()
     # games live in the cache and are reused by a second demo
@@ -125,3 +127,13 @@ def test_demo_command_is_mountable():
     app.add_typer(game_app, name="game")
     result = CliRunner().invoke(app, ["demo", "--help"])
     assert result.exit_code == 0 and "--epochs" in result.output and "--shift" in result.output
+
+
+def test_demo_trend_checks_allow_saturation_but_not_a_fall():
+    from imprint.game.demo import _rises
+
+    assert _rises([0.5, 0.8, 1.0])
+    assert not _rises([1.0, 1.0, 1.0])  # no trend shown
+    assert _rises([1.0, 1.0, 1.0], allow_saturated=True)  # saturated: nothing left to rise
+    assert not _rises([0.9, 0.7, 1.0], allow_saturated=True)  # a fall is a fall
+    assert not _rises([0.5, None, 1.0])

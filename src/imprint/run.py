@@ -67,6 +67,9 @@ class RunConfig:
                 f"http://127.0.0.1:8000/v1; got {self.api_base!r}"
             )
 
+        if self.api_base is None and (self.api_mode != "completions" or self.api_top_k is not None):
+            raise ConfigError("api_mode and api_top_k apply to an API target: add --api-base URL")
+
     @property
     def target_access(self) -> str:
         return "black-box" if self.api_base else "gray-box"

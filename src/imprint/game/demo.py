@@ -230,6 +230,20 @@ def _fmt(auc: dict[str, Any] | None) -> str:
     return f"{auc['estimate']:.3f} [{auc['low']:.3f}, {auc['high']:.3f}]"
 
 
+def _estimates(aucs: Sequence[dict[str, Any] | None]) -> list[float | None]:
+    return [a["estimate"] if a else None for a in aucs]
+
+
+def _rises(values: Sequence[float | None], *, allow_saturated: bool = False) -> bool:
+    """Known, never falling, and the last above the first (or all at 1 when allowed)."""
+    if len(values) < 2 or any(v is None for v in values):
+        return False
+    known = [float(v) for v in values if v is not None]
+    never_falls = all(b >= a for a, b in zip(known, known[1:], strict=False))
+    saturated = allow_saturated and min(known) >= 1.0
+    return never_falls and (known[-1] > known[0] or saturated)
+
+
 def _checks(figures: dict[str, dict[str, Any]], counts: list[int], *, shift: bool) -> list:
     checks = []
     last = f"e{counts[-1]}"
@@ -248,23 +262,40 @@ def _checks(figures: dict[str, dict[str, Any]], counts: list[int], *, shift: boo
             "value": _fmt(fig["attacks"].get(LEAD)),
         }
     )
-    trend = [a["estimate"] if a else None for a in fig["canary_auc"].get(LEAD, [])]
-    known = [t for t in trend if t is not None]
-    rising = (
-        len(known) == len(trend) >= 2
-        and all(b >= a for a, b in zip(known, known[1:], strict=False))
-        and known[-1] > known[0]
-    )
+    # every game trained for a listed epoch count: a game where every group is at AUC 1 is
+    # saturated (no trend left to see), so it must not fall but need not rise
+    games = [f"e{c}" for c in counts]
+    trends = {g: _estimates(figures[g]["canary_auc"].get(LEAD, [])) for g in games}
     checks.append(
         {
-            "claim": f"LOSS detection rises with canary repetitions ({last})",
-            "passed": rising,
-            "value": ", ".join(
-                f"x{r}: {_fmt(a)}"
-                for r, a in zip(fig["canary_reps"], fig["canary_auc"].get(LEAD, []), strict=True)
+            "claim": "LOSS detection rises with canary repetitions ("
+            + ", ".join(games)
+            + "): never falls, rises unless saturated at 1",
+            "passed": all(_rises(t, allow_saturated=True) for t in trends.values())
+            and any(_rises(t) for t in trends.values()),
+            "value": "; ".join(
+                f"{g}: "
+                + ", ".join(
+                    f"x{r}: {_fmt(a)}"
+                    for r, a in zip(
+                        figures[g]["canary_reps"],
+                        figures[g]["canary_auc"].get(LEAD, []),
+                        strict=True,
+                    )
+                )
+                for g in games
             ),
         }
     )
+    if len(counts) >= 2:
+        by_epochs = _estimates([figures[g]["attacks"].get(LEAD) for g in games])
+        checks.append(
+            {
+                "claim": f"LOSS AUC rises with epochs ({', '.join(games)})",
+                "passed": _rises(by_epochs),
+                "value": ", ".join(f"{g}: {_fmt(figures[g]['attacks'].get(LEAD))}" for g in games),
+            }
+        )
     if shift:
         sfig = figures[f"shift-{last}"]
         checks.append(
