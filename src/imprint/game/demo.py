@@ -12,11 +12,11 @@ reports what a sound benchmark should show, *measured*, never assumed:
 ``shift=True`` also builds a game whose non-members come from another distribution and shows the
 trap: attack AUCs and the blind baseline rise together, and the blind-baseline warning fires.
 
-Sizing (measured on a shared 2-core CPU, one torch thread): the default game (100 texts of 24
-words + 10 held-out, canaries 4 x {1, 3, 8} of 16 words, 2 epochs of full fine-tuning at lr 2e-5)
-takes about 9 minutes the first time, GGUF conversion and every attack included (texts ~80 s,
-training ~160 s, attacks and report ~4 min), and under a minute once the game and the signals are
-cached. Neighbourhood and PAC run with 2 variants per text instead of 50 and 10 (DEMO_PARAMS).
+Sizing (measured on an otherwise idle 2-core CPU): the default game (100 texts of 24 words + 10
+held-out, canaries 4 x {1, 3, 8} of 16 words, 2 epochs of full fine-tuning at lr 2e-5) takes about
+6 minutes the first time, GGUF conversion and every attack included, and under a minute (48 s)
+once the game and the signals are cached. Neighbourhood and PAC run with 2 variants per text
+instead of 50 and 10 (DEMO_PARAMS).
 A stronger learning rate saturates every canary group at AUC 1.0 and hides the trend.
 """
 
