@@ -249,90 +249,89 @@ def _rises(values: Sequence[float | None], *, allow_saturated: bool = False) -> 
     return never_falls and (known[-1] > known[0] or saturated)
 
 
+def _check(claim: str, passed: bool, value: str) -> dict[str, Any]:
+    return {"claim": claim, "passed": bool(passed), "value": value}
+
+
 def _checks(figures: dict[str, dict[str, Any]], counts: list[int], *, shift: bool) -> list:
-    checks = []
+    """The measured claims: chance and detection on the last game, trends over every game, and
+    with ``shift`` the trap the shifted game shows."""
     last = f"e{counts[-1]}"
-    fig = figures[last]
+    checks = _chance_and_detection(figures[last], last)
+    checks += _trends(figures, [f"e{c}" for c in counts])
+    if shift:
+        checks += _shift_checks(figures[last], figures[f"shift-{last}"])
+    return checks
+
+
+def _chance_and_detection(fig: dict[str, Any], game: str) -> list[dict[str, Any]]:
     strongest = fig.get("blind_strongest")
-    checks.append(
-        {
-            "claim": f"blind baselines at chance ({last}): SoK forest"
+    return [
+        _check(
+            f"blind baselines at chance ({game}): SoK forest"
             + (" and the strongest of the suite" if strongest else "")
             + " contain 0.5",
-            "passed": _contains_half(fig["blind"]) and (not strongest or _contains_half(strongest)),
-            "value": _fmt(fig["blind"])
+            _contains_half(fig["blind"]) and (not strongest or _contains_half(strongest)),
+            _fmt(fig["blind"])
             + (f"; {fig['blind_strongest_name']}: {_fmt(strongest)}" if strongest else ""),
-        }
-    )
-    checks.append(
-        {
-            "claim": f"LOSS finds members ({last}): AUC interval above 0.5",
-            "passed": _above_half(fig["attacks"].get(LEAD)),
-            "value": _fmt(fig["attacks"].get(LEAD)),
-        }
-    )
-    # every game trained for a listed epoch count: a game where every group is at AUC 1 is
-    # saturated (no trend left to see), so it must not fall but need not rise
-    games = [f"e{c}" for c in counts]
-    trends = {g: _estimates(figures[g]["canary_auc"].get(LEAD, [])) for g in games}
-    checks.append(
-        {
-            "claim": "LOSS detection rises with canary repetitions ("
-            + ", ".join(games)
-            + "): never falls, rises unless saturated at 1",
-            "passed": all(_rises(t, allow_saturated=True) for t in trends.values())
-            and any(_rises(t) for t in trends.values()),
-            "value": "; ".join(
+        ),
+        _check(
+            f"LOSS finds members ({game}): AUC interval above 0.5",
+            _above_half(fig["attacks"].get(LEAD)),
+            _fmt(fig["attacks"].get(LEAD)),
+        ),
+    ]
+
+
+def _trends(figures: dict[str, dict[str, Any]], games: list[str]) -> list[dict[str, Any]]:
+    """Canary repetitions in every game (a game with every group at AUC 1 is saturated: it must
+    not fall but need not rise) and, with several epoch counts, LOSS against epochs."""
+    per_game = {g: figures[g]["canary_auc"].get(LEAD, []) for g in games}
+    trends = [_estimates(aucs) for aucs in per_game.values()]
+    checks = [
+        _check(
+            f"LOSS detection rises with canary repetitions ({', '.join(games)}): never falls, "
+            "rises unless saturated at 1",
+            all(_rises(t, allow_saturated=True) for t in trends) and any(map(_rises, trends)),
+            "; ".join(
                 f"{g}: "
                 + ", ".join(
-                    f"x{r}: {_fmt(a)}"
-                    for r, a in zip(
-                        figures[g]["canary_reps"],
-                        figures[g]["canary_auc"].get(LEAD, []),
-                        strict=True,
-                    )
+                    f"x{r}: {_fmt(a)}" for r, a in zip(figures[g]["canary_reps"], aucs, strict=True)
                 )
-                for g in games
+                for g, aucs in per_game.items()
             ),
-        }
-    )
-    if len(counts) >= 2:
-        by_epochs = _estimates([figures[g]["attacks"].get(LEAD) for g in games])
-        checks.append(
-            {
-                "claim": f"LOSS AUC rises with epochs ({', '.join(games)})",
-                "passed": _rises(by_epochs),
-                "value": ", ".join(f"{g}: {_fmt(figures[g]['attacks'].get(LEAD))}" for g in games),
-            }
         )
-    if shift:
-        sfig = figures[f"shift-{last}"]
-        before, after = fig.get("blind_strongest"), sfig.get("blind_strongest")
+    ]
+    if len(games) >= 2:
+        losses = [figures[g]["attacks"].get(LEAD) for g in games]
         checks.append(
-            {
-                "claim": "shift: the strongest blind baseline rises above chance and the "
-                "report's shift warning fires",
-                "passed": _above_half(after)
-                and any("Blind baseline" in w for w in sfig["warnings"]),
-                "value": f"{fig.get('blind_strongest_name')} {_fmt(before)} -> "
-                f"{sfig.get('blind_strongest_name')} {_fmt(after)}; SoK forest "
-                f"{_fmt(fig['blind'])} -> {_fmt(sfig['blind'])}",
-            }
-        )
-        base, shifted = fig["attacks"].get(LEAD), sfig["attacks"].get(LEAD)
-        checks.append(
-            {
-                "claim": "shift: LOSS AUC rises although training is unchanged",
-                "passed": bool(
-                    base
-                    and shifted
-                    and None not in (base["estimate"], shifted["estimate"])
-                    and shifted["estimate"] > base["estimate"]
-                ),
-                "value": f"{_fmt(base)} -> {_fmt(shifted)}",
-            }
+            _check(
+                f"LOSS AUC rises with epochs ({', '.join(games)})",
+                _rises(_estimates(losses)),
+                ", ".join(f"{g}: {_fmt(a)}" for g, a in zip(games, losses, strict=True)),
+            )
         )
     return checks
+
+
+def _shift_checks(fig: dict[str, Any], sfig: dict[str, Any]) -> list[dict[str, Any]]:
+    before, after = fig.get("blind_strongest"), sfig.get("blind_strongest")
+    base, shifted = _estimates([fig["attacks"].get(LEAD), sfig["attacks"].get(LEAD)])
+    return [
+        _check(
+            "shift: the strongest blind baseline rises above chance and the report's shift "
+            "warning fires",
+            _above_half(after) and any("Blind baseline" in w for w in sfig["warnings"]),
+            f"{fig.get('blind_strongest_name')} {_fmt(before)} -> "
+            f"{sfig.get('blind_strongest_name')} {_fmt(after)}; SoK forest "
+            f"{_fmt(fig['blind'])} -> {_fmt(sfig['blind'])}",
+        ),
+        _check(
+            "shift: LOSS AUC rises although training is unchanged",
+            base is not None and shifted is not None and shifted > base,
+            f"{_fmt(fig['attacks'].get(LEAD))} -> {_fmt(sfig['attacks'].get(LEAD))}",
+        ),
+    ]
 
 
 # -- output ---------------------------------------------------------------------------------------
