@@ -189,26 +189,20 @@ def generate_texts(
         wanted = need + math.ceil(need * SPARE)
         for start in range(0, wanted, GEN_BATCH):
             size = min(GEN_BATCH, wanted - start)
+            used = [prompts[(drawn + j) % len(prompts)] for j in range(size)]
             outs = _sample_batch(
                 model,
                 tokenizer,
-                [prompts[(drawn + j) % len(prompts)] for j in range(size)],
+                used,
                 seed=seed * 1_000_003 + batch_no,
                 max_new_tokens=max_new if round_no == 0 else math.ceil(max_new * 1.5),
                 temperature=temperature,
                 top_k=top_k,
             )
             drawn, batch_no = drawn + size, batch_no + 1
-            before = len(texts)
-            for j, raw in enumerate(outs):
-                prompt = prompts[(drawn - size + j) % len(prompts)]
-                raw = f"{prompt} {raw}" if prompt and keep_prompt else raw
-                text = _cut(raw, words)
-                if len(texts) < n and len(raw.split()) >= words and text not in avoid:
-                    texts.append(text)
-                    avoid.add(text)
+            added = _accept(outs, used if keep_prompt else None, words, n, texts, avoid)
             if advance is not None:
-                advance(len(texts) - before)
+                advance(added)
             if len(texts) >= n:
                 break
     if len(texts) < n:
@@ -218,6 +212,27 @@ def generate_texts(
             "for fewer or shorter texts, a higher temperature, or give a pool file."
         )
     return texts
+
+
+def _accept(
+    outs: Sequence[str],
+    prompts: Sequence[str] | None,
+    words: int,
+    n: int,
+    texts: list[str],
+    avoid: set[str],
+) -> int:
+    """Append to ``texts`` (up to ``n``) the samples long enough and not in ``avoid``, each cut
+    to ``words`` words and prefixed by its prompt when ``prompts`` are given; returns how many."""
+    before = len(texts)
+    for j, raw in enumerate(outs):
+        if prompts is not None and prompts[j]:
+            raw = f"{prompts[j]} {raw}"
+        text = _cut(raw, words)
+        if len(texts) < n and len(raw.split()) >= words and text not in avoid:
+            texts.append(text)
+            avoid.add(text)
+    return len(texts) - before
 
 
 def word_tokens(tokenizer: Any) -> list[tuple[int, str]]:
