@@ -33,7 +33,7 @@ DEFAULT_LR = {"full": 5e-5, "top": 1e-4, "lora": 1e-3}
 #: so this bounds the time spent before training; raise it deliberately if you need more.
 MAX_CANARIES = 2000
 #: Bump when the meaning of a built game changes (invalidates cached games).
-GAME_FORMAT = 3
+GAME_FORMAT = 4
 
 
 def _positive_int(value: Any, name: str, *, minimum: int = 1) -> None:

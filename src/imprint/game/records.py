@@ -123,7 +123,6 @@ def _canary_records(
     console: Any,
     progress: bool,
 ) -> list[dict[str, Any]]:
-    reps = config.canary_repetitions
     n = 2 * config.n_canaries
     if n == 0:
         return []
@@ -145,14 +144,25 @@ def _canary_records(
                 advance=advance,
                 tokens_per_word=CANARY_TOKENS_PER_WORD,
             )
-    k = config.canaries_per_repetition
+    roles = _canary_roles(config, n)
     records = []
-    order = np.random.default_rng([config.seed, 2]).permutation(n)
-    for j, i in enumerate(order):  # text i: member if i < n/2; group reps[(i % (n/2)) // k]
-        member = i < n // 2
-        r = reps[(i % (n // 2)) // k]
+    order = np.random.default_rng([config.seed, 2]).permutation(n)  # ids reveal no role
+    for j, i in enumerate(order):
+        member, r = roles[i]
         records.append(_record(f"canary-{j:05d}", texts[i], member, "canary", r))
     return records
+
+
+def _canary_roles(config: GameConfig, n: int) -> list[tuple[bool, int]]:
+    """(member, repetition count) of the ``i``-th generated canary, from a seeded permutation.
+
+    The role must not follow generation order: later generation rounds sample with a larger
+    token budget and keep other texts (those the first round cut short), so a split by position
+    would put them all among the non-members of the last group. Each of the ``n`` slots is one
+    role: ``k`` members and ``k`` non-members per repetition count."""
+    half, k, reps = n // 2, config.canaries_per_repetition, config.canary_repetitions
+    slots = np.random.default_rng([config.seed, 3]).permutation(n)
+    return [(bool(s < half), reps[int(s % half) // k]) for s in slots]
 
 
 def _record(key: str, text: str, member: bool, kind: str, r: int) -> dict[str, Any]:
