@@ -1,8 +1,17 @@
 """GradNorm (white-box): the norm of the loss gradient with respect to the model's parameters.
 
 Training drove a member's loss towards a local minimum, so its gradient is small: score =
--||d loss(x) / d theta|| (L2 over all parameters by default), higher = member. Proposed for LLM
-pre-training data in Wang et al. 2024 and used as a white-box baseline by later benchmarks.
+-||d loss(x) / d theta||, higher = member. Proposed for LLM pre-training data in Wang et al. 2024
+and used as a white-box baseline by later benchmarks, which do not agree on how the parameter
+tensors g_1..g_m are combined (``aggregate``, written to the manifest):
+
+- ``global`` (default, Wang et al.'s theta gradient norm): the p-norm of the whole gradient as one
+  vector, sqrt(sum_i ||g_i||^2) for L2; large tensors (the embedding matrix) dominate it.
+- ``tensor_mean`` (MIMIR, Duan et al. 2024): the mean over tensors of ||g_i||_p, every tensor
+  weighted alike. MIMIR's code runs it with p = inf: ``aggregate=tensor_mean, norm=linf``
+  reproduces its GradNorm.
+
+``norm``: ``l2`` (default), ``l1`` or ``linf``.
 
 Not a TokenStats signal: the attack declares ``needs_backend = True`` and no needs; the run calls
 ``check_backend(target)`` before any work and ``score_with_backend(target, texts)`` instead of
@@ -18,7 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from imprint.attacks.base import Attack, register
-from imprint.backends.gradients import NORMS, check_gradients, gradient_norms
+from imprint.backends.gradients import check_gradients, check_norm, gradient_norms
 from imprint.errors import ConfigError
 from imprint.signals.needs import Need, SignalSet
 
@@ -32,8 +41,12 @@ def gradnorm_score(norms: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class GradNorm(Attack):
     norm: str = "l2"
+    aggregate: str = "global"
 
-    summary = "minus the norm of the parameter gradient of the loss (white-box, L2)"
+    summary = (
+        "minus the norm of the loss gradient (white-box; L2 of the whole gradient as Wang et al.; "
+        "aggregate=tensor_mean, norm=linf for MIMIR's mean of per-tensor norms)"
+    )
     paper = (
         "Wang et al. 2024, Pandora's White-Box: Precise Training Data Detection and "
         "Extraction in Large Language Models"
@@ -42,8 +55,10 @@ class GradNorm(Attack):
     needs_backend: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        if self.norm not in NORMS:
-            raise ConfigError(f"gradnorm norm must be one of {sorted(NORMS)}, got {self.norm!r}")
+        try:
+            check_norm(self.norm, self.aggregate)
+        except ConfigError as err:
+            raise ConfigError(f"gradnorm: {err}") from err
 
     def needs(self) -> tuple[Need, ...]:
         return ()
@@ -54,7 +69,8 @@ class GradNorm(Attack):
 
     def score_with_backend(self, backend: Any, texts: Sequence[str]) -> dict[str, np.ndarray]:
         """Column name -> scores of shape (len(texts),), higher = member."""
-        return {self.name: gradnorm_score(gradient_norms(backend, texts, norm=self.norm))}
+        norms = gradient_norms(backend, texts, norm=self.norm, aggregate=self.aggregate)
+        return {self.name: gradnorm_score(norms)}
 
     def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
         raise ConfigError(

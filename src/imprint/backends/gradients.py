@@ -18,6 +18,11 @@ from imprint.backends.base import GRADIENTS
 from imprint.errors import CapabilityError, ConfigError
 
 NORMS = {"l1": 1.0, "l2": 2.0, "linf": float("inf")}
+# How the gradient's parameter tensors are combined into one number:
+# "global": the p-norm of the whole gradient as one vector (Wang et al. 2024's theta gradient norm);
+# "tensor_mean": the mean over parameter tensors of each tensor's p-norm (MIMIR's GradNorm, which
+# weighs a small bias vector as much as the embedding matrix).
+AGGREGATES = ("global", "tensor_mean")
 
 
 def check_gradients(backend: Any) -> None:
@@ -32,20 +37,35 @@ def check_gradients(backend: Any) -> None:
         )
 
 
-def gradient_norms(backend: Any, texts: Sequence[str], *, norm: str = "l2") -> np.ndarray:
-    """Norm of d loss(x) / d theta over all parameters, one per text, shape (n,).
+def check_norm(norm: str, aggregate: str) -> None:
+    """Raise :class:`ConfigError` for an unknown norm or aggregation."""
+    if norm not in NORMS:
+        raise ConfigError(f"unknown gradient norm {norm!r}; use one of {sorted(NORMS)}")
+    if aggregate not in AGGREGATES:
+        raise ConfigError(
+            f"unknown gradient aggregation {aggregate!r}; use one of {list(AGGREGATES)} "
+            "(global: one norm of the whole gradient; tensor_mean: MIMIR's mean of per-tensor "
+            "norms)"
+        )
 
-    ``norm``: ``l2`` (default; sqrt of the sum of squares over every parameter), ``l1`` or
-    ``linf``. ``backend`` is an :class:`~imprint.backends.hf.HFLogprobBackend` (or any object with
-    ``model``, ``encode``, ``bos_id``, ``max_length``, ``stride`` and the GRADIENTS capability).
+
+def gradient_norms(
+    backend: Any, texts: Sequence[str], *, norm: str = "l2", aggregate: str = "global"
+) -> np.ndarray:
+    """Norm of d loss(x) / d theta, one per text, shape (n,).
+
+    ``norm``: ``l2`` (default), ``l1`` or ``linf``. ``aggregate``: ``global`` (default; the norm
+    of the whole gradient as one vector) or ``tensor_mean`` (the mean of each parameter tensor's
+    norm, as MIMIR); see :func:`combine_norms`. ``backend`` is an
+    :class:`~imprint.backends.hf.HFLogprobBackend` (or any object with ``model``, ``encode``,
+    ``bos_id``, ``max_length``, ``stride`` and the GRADIENTS capability).
     """
     import torch
 
     from imprint.backends.hf import sliding_windows
 
     check_gradients(backend)
-    if norm not in NORMS:
-        raise ConfigError(f"unknown gradient norm {norm!r}; use one of {sorted(NORMS)}")
+    check_norm(norm, aggregate)
     model = backend.model
     params = list(model.parameters())
     flags = [p.requires_grad for p in params]
@@ -70,14 +90,33 @@ def gradient_norms(backend: Any, texts: Sequence[str], *, norm: str = "l2") -> n
                     g if t is None else t if g is None else t + g
                     for t, g in zip(total, grads, strict=True)
                 ]
-            out[i] = _norm([t for t in total if t is not None], NORMS[norm])
+            out[i] = combine_norms([t for t in total if t is not None], norm, aggregate)
     finally:
         for p, flag in zip(params, flags, strict=True):
             p.requires_grad_(flag)
     return out
 
 
-def _norm(tensors: list[Any], p: float) -> float:
+def combine_norms(tensors: Sequence[Any], norm: str, aggregate: str) -> float:
+    """One number from the gradient tensors of the parameters that received one.
+
+    ``global``: ||concat(g_1..g_m)||_p, e.g. sqrt(sum_i ||g_i||_2^2) for l2. ``tensor_mean``:
+    (1/m) sum_i ||g_i||_p over the m tensors (tensors without a gradient are not counted).
+    """
+    check_norm(norm, aggregate)
+    p = NORMS[norm]
+    per_tensor = [_tensor_norm(t, p) for t in tensors]
+    if not per_tensor:
+        raise ConfigError("no parameter received a gradient; is the model frozen or empty?")
+    if aggregate == "tensor_mean":
+        return float(np.mean(per_tensor))
     if p == float("inf"):
-        return max(float(t.abs().max()) for t in tensors)
-    return float(sum(float(t.float().abs().pow(p).sum()) for t in tensors) ** (1.0 / p))
+        return max(per_tensor)
+    # the p-norm of the concatenation is the p-norm of the per-tensor p-norms
+    return float(np.sum(np.asarray(per_tensor, dtype=np.float64) ** p) ** (1.0 / p))
+
+
+def _tensor_norm(tensor: Any, p: float) -> float:
+    import torch
+
+    return float(torch.linalg.vector_norm(tensor.detach(), ord=p, dtype=torch.float64))
