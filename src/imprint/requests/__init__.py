@@ -1,0 +1,32 @@
+"""The request layer: typed model requests, run once, stored, counted.
+
+Every call to a model beyond the log-prob planner (sampled and greedy continuations, SimMIA's
+next-word weights, gradient norms, masked-LM neighbours, embeddings) is a typed request
+(:mod:`.kinds`) executed by :class:`RequestRunner` through the persistent :class:`RequestStore`.
+"""
+
+from imprint.requests.kinds import (
+    EmbedRequest,
+    GradNormRequest,
+    GreedyRequest,
+    NeighbourRequest,
+    NextWordRequest,
+    Request,
+    SampleRequest,
+)
+from imprint.requests.runner import KindCounts, RequestCounts, RequestRunner
+from imprint.requests.store import RequestStore
+
+__all__ = [
+    "EmbedRequest",
+    "GradNormRequest",
+    "GreedyRequest",
+    "KindCounts",
+    "NeighbourRequest",
+    "NextWordRequest",
+    "Request",
+    "RequestCounts",
+    "RequestRunner",
+    "RequestStore",
+    "SampleRequest",
+]

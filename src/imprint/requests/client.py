@@ -1,0 +1,229 @@
+"""``ModelRequests``: the typed face of the request layer that attacks call.
+
+Attacks that need more than log-prob passes (sampling, greedy tokens, next-word weights, gradient
+norms, embeddings, masked-LM neighbours) ask this object, never a backend directly. Each method
+turns its arguments into typed requests (:mod:`.kinds`) and runs them through the
+:class:`RequestRunner`, so every answer is deduplicated, stored under the backend's content
+fingerprint and counted; a rerun executes nothing and a killed run resumes where it stopped.
+
+Sampled continuations are seeded per prompt (the seed of a request fixes its draws whatever
+batch it lands in): a local model draws each prompt's ``n`` samples in its own ``generate`` call
+under a seed derived from (seed, prompt); an API gets the seed in each request; greedy requests,
+which draw nothing, batch freely.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from imprint.errors import ConfigError
+from imprint.requests.kinds import (
+    EmbedRequest,
+    GradNormRequest,
+    GreedyRequest,
+    NextWordRequest,
+    SampleRequest,
+)
+from imprint.requests.runner import RequestRunner
+
+WordDist = dict[str, float]
+
+
+def prompt_seed(seed: int, prompt: str) -> int:
+    """A 31-bit seed from a request seed and its prompt (batch-independent draws)."""
+    digest = hashlib.sha256(f"{seed}\x00{prompt}".encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+class ModelRequests:
+    """Model calls of one run, by role (``"target"``, reference names, ``"embedder"``).
+
+    ``backends`` maps a role to its backend; ``runner`` executes and stores. Backends are used
+    through duck-typed capabilities: ``sample`` (text), ``model``/``encode`` (local transformers),
+    ``embed`` (embedder).
+    """
+
+    def __init__(
+        self,
+        backends: dict[str, Any],
+        runner: RequestRunner,
+        *,
+        embedder: Any = None,
+        local_models: Callable[[Any], Any] | None = None,
+    ) -> None:
+        self.backends = dict(backends)
+        self.runner = runner
+        self._embedder = embedder
+        self._local_models = local_models
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def backend(self, role: str) -> Any:
+        if role not in self.backends:
+            raise ConfigError(f"no model in role {role!r}; the run has {sorted(self.backends)}")
+        return self.backends[role]
+
+    def fingerprint(self, role: str) -> str:
+        return str(getattr(self.backend(role), "fingerprint", role))
+
+    def local(self, role: str = "target") -> Any | None:
+        """The local transformers backend behind ``role`` (fast paths), or None for an API."""
+        return self._local_models(self.backend(role)) if self._local_models else None
+
+    # -- text ----------------------------------------------------------------------------------
+    def sample(
+        self,
+        role: str,
+        prompts: Sequence[str],
+        n: int,
+        max_tokens: int,
+        *,
+        seed: int = 0,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        stop: Sequence[str] = (),
+        task: str = "continue",
+    ) -> list[list[str]]:
+        """``n`` continuations per prompt, shape (len(prompts), n); greedy when temperature 0."""
+        cls = GreedyRequest if temperature == 0 and n == 1 else SampleRequest
+        reqs = [
+            cls(
+                prompt=p,
+                n=n,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                top_k=top_k,
+                seed=seed,
+                stop=tuple(stop),
+                task=task,
+            )
+            for p in prompts
+        ]
+        sampler = self._text_backend(role)
+        out = self.runner.run(
+            role, self.fingerprint(role), reqs, lambda batch: _sample_batch(sampler, batch)
+        )
+        return [list(texts) for texts in out]
+
+    def _text_backend(self, role: str) -> Any:
+        from imprint.backends.text import as_text_backend
+
+        return as_text_backend(self.backend(role))
+
+    # -- local fast paths ----------------------------------------------------------------------
+    def next_words(
+        self, role: str, texts: Sequence[str], prefix: str | None, config: Any, *, seed: int
+    ) -> list[list[WordDist]]:
+        """SimMIA's next-word weights per word position of each text, after ``prefix``."""
+        local = self.local(role)
+        if local is None:
+            raise ConfigError(f"next-word weights need a local model in role {role!r}")
+        reqs = [
+            NextWordRequest(
+                text=t,
+                prefix=prefix,
+                n=config.n,
+                top_k=config.top_k,
+                temperature=config.temperature,
+                max_word_tokens=config.max_word_tokens,
+                mode=_next_word_mode(config),
+                seed=seed,
+            )
+            for t in texts
+        ]
+        from imprint.attacks.next_word import LocalNextWordSampler
+
+        sampler = LocalNextWordSampler(local, config)
+
+        def execute(batch: list[NextWordRequest]) -> list[list[WordDist]]:
+            return [sampler.distributions(r.text, prefix=r.prefix, rng=_text_rng(r)) for r in batch]
+
+        return self.runner.run(role, self.fingerprint(role), reqs, execute, batch_size=4)
+
+    def gradient_norms(
+        self, role: str, texts: Sequence[str], *, norm: str = "l2", aggregate: str = "global"
+    ) -> np.ndarray:
+        """Norm of d loss(x) / d theta per text, shape (len(texts),)."""
+        from imprint.backends.gradients import gradient_norms
+
+        backend = self.backend(role)
+        reqs = [GradNormRequest(text=t, norm=norm, aggregate=aggregate) for t in texts]
+
+        def execute(batch: list[GradNormRequest]) -> list[float]:
+            values = gradient_norms(
+                backend, [r.text for r in batch], norm=norm, aggregate=aggregate
+            )
+            return [float(v) for v in values]
+
+        return np.asarray(self.runner.run(role, self.fingerprint(role), reqs, execute), float)
+
+    # -- embeddings ----------------------------------------------------------------------------
+    def embed(self, strings: Sequence[str]) -> np.ndarray:
+        """Unit-norm embeddings of the stripped strings, shape (len(strings), d), float32."""
+        if not strings:
+            return np.zeros((0, 0), dtype=np.float32)
+        embedder = self._embedder_backend()
+        reqs = [EmbedRequest(text=s.strip()) for s in strings]
+        fingerprint = str(getattr(embedder, "fingerprint", type(embedder).__name__))
+
+        def execute(batch: list[EmbedRequest]) -> list[np.ndarray]:
+            return list(np.asarray(embedder.embed([r.text for r in batch]), dtype=np.float32))
+
+        rows = self.runner.run("embedder", fingerprint, reqs, execute, batch_size=512)
+        return np.stack(rows)
+
+    def _embedder_backend(self) -> Any:
+        if self._embedder is None:
+            from imprint.attacks.embed import default_embedder
+
+            self._embedder = default_embedder()
+        return self._embedder
+
+
+def _sample_batch(sampler: Any, batch: Sequence[SampleRequest]) -> list[list[str]]:
+    """Answer a batch of sample requests; seeded draws get one call per prompt."""
+    out: dict[SampleRequest, list[str]] = {}
+    per_prompt_seed = bool(getattr(sampler, "seeds_per_prompt", False))
+    groups: dict[tuple[Any, ...], list[SampleRequest]] = {}
+    for r in batch:
+        groups.setdefault(r.params(), []).append(r)
+    for reqs in groups.values():
+        head = reqs[0]
+        # greedy decoding draws nothing, and some backends seed each prompt themselves: batch
+        calls = [reqs] if head.temperature == 0 or per_prompt_seed else [[r] for r in reqs]
+        for call in calls:
+            seed = (
+                head.seed
+                if len(call) > 1 or per_prompt_seed
+                else prompt_seed(head.seed, call[0].prompt)
+            )
+            texts = sampler.sample(
+                [r.prompt for r in call],
+                head.n,
+                head.max_tokens,
+                list(head.stop) or None,
+                seed=seed,
+                temperature=head.temperature,
+                top_k=head.top_k,
+                task=head.task,
+            )
+            out.update(zip(call, texts, strict=True))
+    return [out[r] for r in batch]
+
+
+def _next_word_mode(config: Any) -> str:
+    return str(
+        getattr(config, "mode", "expected" if getattr(config, "expected", False) else "sample")
+    )
+
+
+def _text_rng(request: NextWordRequest) -> np.random.Generator:
+    digest = hashlib.sha256(
+        f"{request.seed}\x00{request.prefix or ''}\x00{request.text}".encode(
+            "utf-8", "surrogatepass"
+        )
+    ).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))

@@ -1,0 +1,142 @@
+"""The request layer: typed keys, a persistent store, one execution per distinct request."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from imprint.errors import ConfigError
+from imprint.requests import (
+    EmbedRequest,
+    GreedyRequest,
+    NextWordRequest,
+    RequestRunner,
+    RequestStore,
+    SampleRequest,
+)
+from imprint.requests.client import ModelRequests, prompt_seed
+
+
+def _echo(batch: list[SampleRequest]) -> list[list[str]]:
+    return [[f"{r.prompt}|{r.seed}|{j}" for j in range(r.n)] for r in batch]
+
+
+def test_key_covers_every_field_and_the_kind() -> None:
+    a = SampleRequest(prompt="Kraków 東京", n=3, max_tokens=5, seed=1)
+    assert a.key() == SampleRequest(prompt="Kraków 東京", n=3, max_tokens=5, seed=1).key()
+    assert a.key() != SampleRequest(prompt="Kraków 東京", n=3, max_tokens=5, seed=2).key()
+    assert a.key() != SampleRequest(prompt="Kraków 東京", n=3, max_tokens=5, top_k=50).key()
+    greedy = GreedyRequest(prompt="x")
+    assert greedy.kind == "greedy" and greedy.key() != SampleRequest("x", 1, 1, 0.0).key()
+    # a lone surrogate (from a broken file) still gets a key instead of a crash
+    assert SampleRequest(prompt="bad \ud800", n=1, max_tokens=1).key()
+
+
+def test_runner_dedupes_stores_and_counts(tmp_path: Path) -> None:
+    store = RequestStore(tmp_path / "c.sqlite")
+    runner = RequestRunner(store)
+    reqs = [SampleRequest(prompt=p, n=2, max_tokens=4) for p in ["a", "bb", "a", "ccc"]]
+    calls: list[int] = []
+
+    def execute(batch: list[SampleRequest]) -> list[list[str]]:
+        calls.append(len(batch))
+        return _echo(batch)
+
+    out = runner.run("target", "fp", reqs, execute, batch_size=2)
+    assert out[0] == out[2] == ["a|0|0", "a|0|1"] and out[3] == ["ccc|0|0", "ccc|0|1"]
+    assert calls == [2, 1]  # 3 distinct requests, longest first, batches of 2
+    counts = runner.counts.of("target", "sample")
+    assert (counts.requests, counts.cache_hits, counts.executed) == (3, 0, 3)
+    store.close()
+    # a second runner on the same file executes nothing and returns equal results
+    again = RequestRunner(RequestStore(tmp_path / "c.sqlite"))
+    assert again.run("target", "fp", reqs, lambda b: pytest.fail("executed")) == out
+    assert again.counts.to_dict()["target"]["sample"]["cache_hits"] == 3
+    # another backend fingerprint is another model: nothing is shared
+    assert again.run("target", "fp2", reqs[:1], _echo) == [["a|0|0", "a|0|1"]]
+    assert again.counts.of("target", "sample").executed == 1
+
+
+def test_a_failed_batch_keeps_the_batches_before_it(tmp_path: Path) -> None:
+    store = RequestStore(tmp_path / "c.sqlite")
+    reqs = [SampleRequest(prompt=str(i) * (10 - i), n=1, max_tokens=1) for i in range(6)]
+    seen: list[str] = []
+
+    def dies_on_third(batch: list[SampleRequest]) -> list[list[str]]:
+        if len(seen) == 4:
+            raise KeyboardInterrupt  # a kill between batches
+        seen.extend(r.prompt for r in batch)
+        return _echo(batch)
+
+    with pytest.raises(KeyboardInterrupt):
+        RequestRunner(store).run("t", "fp", reqs, dies_on_third, batch_size=2)
+    assert store.count("sample") == 4
+    runner = RequestRunner(store)
+    runner.run("t", "fp", reqs, _echo, batch_size=2)
+    assert runner.counts.of("t", "sample").executed == 2
+
+
+def test_embeddings_round_trip_as_float32(tmp_path: Path) -> None:
+    store = RequestStore(tmp_path / "c.sqlite")
+    vec = np.array([0.6, -0.8, 1e-8], dtype=np.float32)
+    RequestRunner(store).run("e", "fp", [EmbedRequest("w")], lambda b: [vec for _ in b])
+    got = RequestRunner(store).run("e", "fp", [EmbedRequest("w")], lambda b: pytest.fail("x"))
+    np.testing.assert_array_equal(got[0], vec)
+    assert got[0].dtype == np.float32
+
+
+def test_next_word_results_keep_unicode_words(tmp_path: Path) -> None:
+    store = RequestStore(tmp_path / "c.sqlite")
+    req = NextWordRequest("東京 は", None, 10, 50, 1.0, 8, "sample", 0)
+    dists = [{"大きい": 7.0, "Kraków": 3.0}]
+    RequestRunner(store).run("t", "fp", [req], lambda b: [dists])
+    assert RequestRunner(store).run("t", "fp", [req], lambda b: []) == [dists]
+
+
+def test_store_refuses_a_non_sqlite_file_and_a_folder(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(ConfigError, match="junk.sqlite"):
+        RequestStore(junk)
+    with pytest.raises(ConfigError, match="SQLite"):
+        RequestStore(tmp_path)
+
+
+def test_store_refuses_another_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    RequestStore(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE request_schema SET version = 99")
+    with pytest.raises(ConfigError, match="schema version 99"):
+        RequestStore(path)
+
+
+class _Sampler:
+    """A text backend that records its calls and answers deterministically from the seed."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[str], int | None]] = []
+
+    def sample(self, prompts, n, max_tokens, stop=None, *, seed=None, **kw):  # type: ignore[no-untyped-def]
+        self.calls.append((list(prompts), seed))
+        return [[f"{p}:{seed}:{j}" for j in range(n)] for p in prompts]
+
+
+def test_sampling_is_seeded_per_prompt_not_per_batch(tmp_path: Path) -> None:
+    sampler = _Sampler()
+    client = ModelRequests({"target": sampler}, RequestRunner(RequestStore(None)))
+    both = client.sample("target", ["p", "q"], 2, 3, seed=5)
+    alone = ModelRequests({"target": _Sampler()}, RequestRunner(RequestStore(None))).sample(
+        "target", ["q"], 2, 3, seed=5
+    )
+    assert both[1] == alone[0]  # q's draws do not depend on p sharing its batch
+    assert sorted(s for _, s in sampler.calls) == sorted([prompt_seed(5, "p"), prompt_seed(5, "q")])
+    # greedy requests draw nothing: one call for every prompt
+    greedy = _Sampler()
+    ModelRequests({"target": greedy}, RequestRunner(RequestStore(None))).sample(
+        "target", ["a", "b", "c"], 1, 1, temperature=0.0
+    )
+    assert len(greedy.calls) == 1
