@@ -148,3 +148,59 @@ def test_neighborhood_end_to_end_uses_mean_neighbour_loss(tiny_model_dir, tiny_m
         ]
         assert scores == pytest.approx(expected)
         assert all(1 <= len(vs) <= 4 for vs in nbr)
+
+
+# -- candidate ranking (Mattern et al.: p(c) / (1 - p(original))) --------------------------------
+def ordered(candidates: list[tuple[float, int, int]]) -> list[tuple[int, int]]:
+    """(position, token) in the order MaskedLMNeighbours keeps them."""
+    return [(p, c) for _, p, c in sorted(candidates, key=lambda t: (-t[0], t[1], t[2]))]
+
+
+def test_ratio_ranking_by_hand_differs_from_raw_logp():
+    # position 0: the MLM is sure of the original token 0 (p 0.9); position 1: unsure (p 0.4)
+    probs = np.array([[0.9, 0.08, 0.015, 0.005], [0.3, 0.2, 0.1, 0.4]])
+    logp = np.log(probs)
+    # ratio at position 0: 0.08 / 0.1 = 0.8, 0.015 / 0.1 = 0.15, 0.005 / 0.1 = 0.05
+    assert nb.replacement_scores(logp[0], 0)[1:] == pytest.approx(np.log([0.8, 0.15, 0.05]))
+    # at position 1: 0.3 / 0.6 = 0.5, 0.2 / 0.6, 0.1 / 0.6
+    assert nb.replacement_scores(logp[1], 3)[:3] == pytest.approx(np.log([0.5, 1 / 3, 1 / 6]))
+    assert nb.replacement_scores(logp[1], 3, "logp") == pytest.approx(logp[1])
+    every = np.ones(4, dtype=bool)
+    ratio = nb.rank_candidates(logp, [0, 1], [0, 3], every, set(), top_k=2)
+    raw = nb.rank_candidates(logp, [0, 1], [0, 3], every, set(), top_k=2, ranking="logp")
+    assert ordered(ratio) == [(0, 1), (1, 0), (1, 1), (0, 2)]  # 0.8, 0.5, 1/3, 0.15
+    assert ordered(raw) == [(1, 0), (1, 1), (0, 1), (0, 2)]  # 0.3, 0.2, 0.08, 0.015
+    assert sorted(s for s, _, _ in ratio) == pytest.approx(np.log([0.15, 1 / 3, 0.5, 0.8]))
+    # special tokens and a changed word-start status are never candidates
+    starts = np.array([True, True, False, True])
+    kept = nb.rank_candidates(logp, [0], [0], starts, {1}, top_k=3)
+    assert [c for _, _, c in kept] == [3]
+
+
+def test_ratio_ranking_is_finite_when_the_original_is_certain():
+    # float32 log-softmax: p(original) rounds to exactly 1, 1 - p would be 0 (ratio inf)
+    logits = np.array([60.0, 0.0, -1.0, -2.0], dtype=np.float32)
+    logp = (logits - np.log(np.sum(np.exp(logits - 60.0))) - 60.0).astype(np.float32)
+    assert np.exp(logp[0]) == 1.0
+    scores = nb.replacement_scores(logp, 0)
+    z = 1 + np.exp(-1.0) + np.exp(-2.0)  # the others' share, renormalised
+    assert scores[1:] == pytest.approx(np.log([1 / z, np.exp(-1.0) / z, np.exp(-2.0) / z]))
+
+
+def test_ranking_is_a_named_field_in_the_variant_and_its_cache_key(tmp_path):
+    attack = Neighborhood(mlm=str(tmp_path / "mlm"))
+    assert attack.ranking == "ratio" and attack.variant.ranking == "ratio"
+    assert vars(Neighborhood(ranking="logp"))["ranking"] == "logp"  # the manifest's entry
+    assert "p/(1-p_orig)" in Neighborhood.summary
+    logp_variant = NeighbourVariant(generator=str(tmp_path / "mlm"), ranking="logp")
+    assert nb._config_key(attack.variant) != nb._config_key(logp_variant)
+    with pytest.raises(ConfigError, match="ranking"):
+        Neighborhood(ranking="prob")
+
+
+def test_mlm_neighbours_under_both_rankings_are_single_swaps(tiny_mlm_dir):
+    for ranking in ("ratio", "logp"):
+        out = NeighbourVariant(generator=str(tiny_mlm_dir), n=6, top_k=3, ranking=ranking).apply(
+            CORPUS[0]
+        )
+        assert 0 < len(out) <= 6 and all(one_word_apart(CORPUS[0], o) for o in out), out

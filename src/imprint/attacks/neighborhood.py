@@ -5,9 +5,11 @@ score = mean_j loss(x~_j) - loss(x), loss = mean token negative log-likelihood; 
 (a member's loss is lower than its neighbours'). The mean over neighbours follows the paper (not
 the max). Neighbours come from a masked LM the user names (``mlm``: a local folder or hub id;
 RoBERTa-style, dropout 0.7 on the swapped position's embedding, top-10 candidates per position,
-best ``n`` = 50 single swaps) or, by default, from an offline lexical scheme that needs no weights;
-see :mod:`imprint.attacks.neighbours` for both and how they differ. A text without neighbours
-(a single word) scores 0. Variant: ``neighbours``.
+best ``n`` = 50 single swaps ranked, as in the paper, by p(c) / (1 - p(original));
+``ranking="logp"`` ranks by the raw log p(c)) or, by default, from an offline lexical scheme that
+needs no weights (the paper has none; ``ranking`` does not apply to it); see
+:mod:`imprint.attacks.neighbours` for both and how they differ. A text without neighbours (a single
+word) scores 0. Variant: ``neighbours``.
 """
 
 from __future__ import annotations
@@ -36,20 +38,28 @@ class Neighborhood(Attack):
     n: int = 50
     top_k: int = 10
     dropout: float = 0.7
+    ranking: str = "ratio"
 
-    summary = "mean loss of one-word neighbours minus the loss of x (MLM or offline lexical swaps)"
+    summary = (
+        "mean loss of one-word neighbours minus the loss of x (offline lexical swaps; with mlm=, "
+        "MLM swaps ranked by p/(1-p_orig) as Mattern et al., ranking=logp for raw log p)"
+    )
     paper = (
         "Mattern et al. 2023, Membership Inference Attacks against Language Models via "
         "Neighbourhood Comparison"
     )
 
     def __post_init__(self) -> None:
-        _ = self.variant  # validates n, top_k and dropout
+        _ = self.variant  # validates n, top_k, dropout and ranking
 
     @property
     def variant(self) -> NeighbourVariant:
         return NeighbourVariant(
-            generator=self.mlm or LEXICAL, n=self.n, top_k=self.top_k, dropout=self.dropout
+            generator=self.mlm or LEXICAL,
+            n=self.n,
+            top_k=self.top_k,
+            dropout=self.dropout,
+            ranking=self.ranking,
         )
 
     def prepare(self, samples: Sequence[Sample], run: RunContext) -> Preparation:

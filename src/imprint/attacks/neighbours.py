@@ -5,10 +5,13 @@ MLM generator (Mattern et al. 2023, with the SoK settings): for every token of x
 tokens replaced only by word-start tokens, so word boundaries stay put) the MLM sees x with
 dropout (p = ``dropout``, default 0.7) applied to that position's input embedding instead of a mask
 token, so it still half-sees the word it replaces; its ``top_k`` (10) most likely other tokens there
-are candidates, and the ``n`` (50) candidates with the highest MLM log-probability over all
-positions become neighbours, each x with exactly one token swapped. Texts longer than the MLM's
-context are considered up to its last position (later tokens are kept, not swapped). Needs a fast
-tokenizer (offsets).
+are candidates, and the ``n`` (50) best candidates over all positions become neighbours, each x
+with exactly one token swapped. "Best" (``ranking``) is, by default, Mattern et al.'s
+p(c) / (1 - p(x_i)): the probability of c given that the token at i changes, so a position where
+the MLM is sure of the original word does not lose to one where it is unsure; ``ranking="logp"``
+ranks by the raw log p(c) instead (this module's behaviour before, which favours uncertain
+positions). Texts longer than the MLM's context are considered up to its last position (later
+tokens are kept, not swapped). Needs a fast tokenizer (offsets).
 
 Lexical generator (``"lexical"``, the offline default): single-word swaps from a fixed table of
 close substitutes (determiners, prepositions, conjunctions, auxiliaries, pronouns, months) and
@@ -39,7 +42,9 @@ from imprint.errors import ConfigError
 from imprint.signals.needs import TextVariant
 
 LEXICAL = "lexical"
-NEIGHBOURS_VERSION = "1"
+NEIGHBOURS_VERSION = "2"  # 2: the ranking is part of the configuration (ratio by default)
+# how MLM candidates are ranked across positions: Mattern et al.'s p(c) / (1 - p(x_i)), or log p(c)
+RANKINGS = ("ratio", "logp")
 
 _GROUPS = [
     "the a this",
@@ -163,6 +168,51 @@ def lexical_neighbours(text: str, n: int, *, seed: int = 0) -> tuple[str, ...]:
 
 
 # -- masked LM ---------------------------------------------------------------------------------
+def replacement_scores(logp: np.ndarray, original: int, ranking: str = "ratio") -> np.ndarray:
+    """Ranking score of every token as a replacement of ``original`` at one position, shape (V,).
+
+    ``logp`` (V,) is the MLM's log-distribution there. ``ratio``: log p(c) - log(1 - p(original)),
+    the log of Mattern et al.'s p(c) / (1 - p(x_i)), with 1 - p(x_i) summed over the other tokens
+    (exact even when p(x_i) rounds to 1); ``logp``: log p(c).
+    """
+    row = np.asarray(logp, dtype=np.float64)
+    if ranking == "logp":
+        return row.copy()
+    if ranking != "ratio":
+        raise ConfigError(f"unknown neighbour ranking {ranking!r}; use one of {list(RANKINGS)}")
+    others = np.delete(row, original)
+    top = others.max() if others.size else -np.inf
+    if not np.isfinite(top):  # every other token impossible: no candidate here
+        return np.full_like(row, -np.inf)
+    rest = top + np.log(np.sum(np.exp(others - top)))
+    return row - rest
+
+
+def rank_candidates(
+    logp: np.ndarray,
+    positions: Sequence[int],
+    ids: Sequence[int],
+    word_start: np.ndarray,
+    special: set[int],
+    *,
+    top_k: int,
+    ranking: str = "ratio",
+) -> list[tuple[float, int, int]]:
+    """(score, position, token) of the ``top_k`` candidates at each position, unsorted.
+
+    ``logp`` (len(positions), V): the MLM's log-distribution at each position. A candidate keeps
+    the word-start status of the token it replaces and is neither that token nor a special one.
+    """
+    out = []
+    for r, pos in enumerate(positions):
+        score = replacement_scores(logp[r], ids[pos], ranking)[: len(word_start)]
+        score[word_start != word_start[ids[pos]]] = -np.inf
+        score[[ids[pos], *special]] = -np.inf
+        best = np.argsort(-score, kind="stable")[:top_k]
+        out += [(float(score[c]), pos, int(c)) for c in best if np.isfinite(score[c])]
+    return out
+
+
 class MaskedLMNeighbours:
     """Proposes single-token swaps with a transformers masked LM (see the module docstring)."""
 
@@ -191,7 +241,15 @@ class MaskedLMNeighbours:
         self.max_length = min(int(self.tokenizer.model_max_length), int(context) - 2)
 
     def neighbours(
-        self, text: str, *, n: int, top_k: int, dropout: float, seed: int, batch: int = 32
+        self,
+        text: str,
+        *,
+        n: int,
+        top_k: int,
+        dropout: float,
+        seed: int,
+        ranking: str = "ratio",
+        batch: int = 32,
     ) -> tuple[str, ...]:
         import torch
 
@@ -215,7 +273,15 @@ class MaskedLMNeighbours:
                     rows[r, pos] = rows[r, pos] * keep / (1.0 - dropout)
                 logits = self.model(inputs_embeds=rows).logits
                 logp = torch.log_softmax(logits[torch.arange(len(chunk)), chunk].float(), -1)
-                candidates += self._top(logp.cpu().numpy(), chunk, ids, top_k)
+                candidates += rank_candidates(
+                    logp.cpu().numpy(),
+                    chunk,
+                    ids,
+                    self.word_start,
+                    self.special,
+                    top_k=top_k,
+                    ranking=ranking,
+                )
         candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
         out: dict[str, None] = {}
         for _, pos, cand in candidates:
@@ -225,18 +291,6 @@ class MaskedLMNeighbours:
             if len(out) == n:
                 break
         return tuple(out)
-
-    def _top(
-        self, logp: np.ndarray, chunk: list[int], ids: list[int], top_k: int
-    ) -> list[tuple[float, int, int]]:
-        out = []
-        for r, pos in enumerate(chunk):
-            row = logp[r, : len(self.word_start)].copy()
-            row[self.word_start != self.word_start[ids[pos]]] = -np.inf
-            row[[ids[pos], *self.special]] = -np.inf
-            best = np.argsort(-row, kind="stable")[:top_k]
-            out += [(float(row[c]), pos, int(c)) for c in best if np.isfinite(row[c])]
-        return out
 
     def _splice(self, text: str, span: tuple[int, int], old: int, new: int) -> str | None:
         piece = text[span[0] : span[1]]
@@ -260,7 +314,8 @@ def _config_key(variant: NeighbourVariant) -> str:
         except ConfigError:
             ident = variant.generator
     raw = (
-        f"{ident}|{variant.n}|{variant.top_k}|{variant.dropout}|{variant.seed}|{NEIGHBOURS_VERSION}"
+        f"{ident}|{variant.n}|{variant.top_k}|{variant.dropout}|{variant.seed}|"
+        f"{variant.ranking}|{NEIGHBOURS_VERSION}"
     )
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
@@ -305,6 +360,7 @@ def generate(
                         top_k=variant.top_k,
                         dropout=variant.dropout,
                         seed=variant.seed,
+                        ranking=variant.ranking,
                     )
                     conn.execute(
                         "INSERT OR REPLACE INTO neighbours VALUES (?, ?, ?)",
@@ -326,12 +382,18 @@ class NeighbourVariant(TextVariant):
     top_k: int = 10
     dropout: float = 0.7
     seed: int = 0
+    ranking: str = "ratio"  # MLM only; the lexical scheme has no probabilities to rank by
 
     def __post_init__(self) -> None:
         if self.n < 1 or self.top_k < 1:
             raise ConfigError(f"neighbours n and top_k must be >= 1, got {self.n}, {self.top_k}")
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"neighbours dropout must be in [0, 1), got {self.dropout}")
+        if self.ranking not in RANKINGS:
+            raise ConfigError(
+                f"neighbours ranking must be one of {list(RANKINGS)}, got {self.ranking!r} "
+                "(ratio: Mattern et al.'s p(c) / (1 - p(original)); logp: log p(c))"
+            )
 
     def apply(self, text: str) -> tuple[str, ...]:
         return generate(self, [text])[0]
