@@ -15,6 +15,7 @@ from imprint.attacks import Attack, RunContext, build_attacks
 from imprint.backends.hf import HFLogprobBackend
 from imprint.backends.models import cache_dir
 from imprint.data import LoadedData, Sample, apply_transforms, resolve_data
+from imprint.data.pools import load_shot_pool
 from imprint.errors import ConfigError, DataError
 from imprint.signals.cache import SignalCache
 from imprint.signals.plan import DEFAULT_TOKEN_BUDGET, PlanReport, run_plan
@@ -194,7 +195,7 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
 
     started = time.time()
     loaded, samples, dropped = load_samples(config)
-    pools = {name: resolve_data(spec).samples for name, spec in config.pools.items()}
+    pools = {name: load_shot_pool(name, spec) for name, spec in config.pools.items()}
     # validate attacks before loading any model: errors here cost nothing
     build_attacks(
         config.attacks,

@@ -6,8 +6,9 @@ member, as in the official code (ranked directly). gamma defaults to 0.5; ``swee
 
 Member shots come only from a pool the user declares as known members
 (``RunContext.pools["members"]``); the attack refuses to run when any text of that pool is also
-being evaluated. Non-member shots are ReCaLL's (pool ``nonmembers``, else evaluation non-members,
-removed from the evaluation); with the same seed and shot count both attacks share them.
+being evaluated, and refuses a non-member (label 0) in it. Non-member shots are ReCaLL's (pool
+``nonmembers``, else natural evaluation non-members, removed from the evaluation); with the same
+seed and shot count both attacks share them.
 """
 
 from __future__ import annotations

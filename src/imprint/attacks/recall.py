@@ -6,9 +6,11 @@ non-member text lowers a member's log-likelihood more than a non-member's, so LL
 negative relative to LL(x) and the ratio is larger for members: higher = member, as in the
 official code (``ll_nonmember / ll`` ranked directly).
 
-Shots come from the run's ``nonmembers`` pool, else (seeded) from the evaluation non-members, which
-then leave the evaluation of every attack (``Preparation.removed_ids``). P is scored once: the
-backend reuses its KV cache and scores only the tokens of x.
+Shots come from the run's ``nonmembers`` pool (:mod:`imprint.data.pools`: one class, labelled or
+not), else (seeded) from the natural evaluation non-members (never rows made from other texts,
+such as perturbed members); they and every row sharing their text or source leave the evaluation
+of every attack (``Preparation.removed_ids``). P is scored once: the backend reuses its KV cache
+and scores only the tokens of x.
 """
 
 from __future__ import annotations

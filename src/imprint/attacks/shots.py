@@ -3,6 +3,10 @@
 Shots are drawn with a seeded permutation of the candidates sorted by id, so the draw does not
 depend on the order samples arrive in, and a smaller draw is a prefix of a larger one (ReCaLL and
 CON-ReCall with the same seed share their non-member shots and remove the same samples).
+
+Non-member shots drawn from the evaluation come from *natural* non-members only: a row made from
+another text (``imprint perturb`` labels edited members 0) is member text in disguise. Every
+evaluation row that shares a shot's text or source leaves the evaluation.
 """
 
 from __future__ import annotations
@@ -13,11 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from imprint.attacks.base import RunContext
+from imprint.data.pools import MEMBER_POOL, NONMEMBER_POOL, check_pool, is_natural, source_of
 from imprint.data.sample import NON_MEMBER, Sample, text_hash
 from imprint.errors import ConfigError
 
-NONMEMBER_POOL = "nonmembers"
-MEMBER_POOL = "members"
+__all__ = ["MEMBER_POOL", "NONMEMBER_POOL", "Shots", "draw", "member_shots", "nonmember_shots"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,12 @@ def _same_text(samples: Sequence[Sample], shots: Sequence[Sample]) -> frozenset[
     return frozenset(s.id for s in samples if normalise(s.text) in texts)
 
 
+def _same_source(samples: Sequence[Sample], shots: Sequence[Sample]) -> frozenset[str]:
+    """Evaluation rows made from a shot's text (or that a shot was made from)."""
+    sources = {source_of(s) for s in shots}
+    return frozenset(s.id for s in samples if source_of(s) in sources)
+
+
 def nonmember_shots(samples: Sequence[Sample], run: RunContext, n: int, *, attack: str) -> Shots:
     """Non-member shots from the run's ``nonmembers`` pool, else from the evaluation non-members.
 
@@ -57,6 +67,7 @@ def nonmember_shots(samples: Sequence[Sample], run: RunContext, n: int, *, attac
     """
     pool = run.pools.get(NONMEMBER_POOL)
     if pool:
+        check_pool(NONMEMBER_POOL, pool)
         if len(pool) < n:
             raise ConfigError(
                 f"{attack}: the {NONMEMBER_POOL!r} pool has {len(pool)} texts but "
@@ -64,15 +75,17 @@ def nonmember_shots(samples: Sequence[Sample], run: RunContext, n: int, *, attac
             )
         chosen = draw(pool, n, run.seed)
         return Shots(chosen, _same_text(samples, chosen), f"pool {NONMEMBER_POOL!r}")
-    candidates = [s for s in samples if s.label == NON_MEMBER]
+    candidates = [s for s in samples if s.label == NON_MEMBER and is_natural(s)]
     if len(candidates) <= n:
         raise ConfigError(
-            f"{attack}: {n} non-member shots would use all {len(candidates)} evaluation "
-            f"non-members; lower n_shots or declare a pool of known non-members "
-            f"(RunContext.pools[{NONMEMBER_POOL!r}])"
+            f"{attack}: {n} non-member shots would use all {len(candidates)} natural evaluation "
+            f"non-members (rows made from other texts, e.g. perturbed members, never serve as "
+            f"shots); lower n_shots or declare a pool of known non-members "
+            f"(--pool {NONMEMBER_POOL}=FILE)"
         )
     chosen = draw(candidates, n, run.seed)
-    return Shots(chosen, _same_text(samples, chosen), "evaluation non-members")
+    removed = _same_text(samples, chosen) | _same_source(samples, chosen)
+    return Shots(chosen, removed, "natural evaluation non-members")
 
 
 def member_shots(samples: Sequence[Sample], run: RunContext, n: int, *, attack: str) -> Shots:
@@ -81,9 +94,10 @@ def member_shots(samples: Sequence[Sample], run: RunContext, n: int, *, attack: 
     if not pool:
         raise ConfigError(
             f"{attack} needs member shots from a pool of texts known to be members "
-            f"(RunContext.pools[{MEMBER_POOL!r}]); evaluation members are never used as shots, "
+            f"(--pool {MEMBER_POOL}=FILE); evaluation members are never used as shots, "
             "since that would use the labels being evaluated"
         )
+    check_pool(MEMBER_POOL, pool)
     leaked = sorted(_same_text(pool, samples))
     if leaked:
         raise ConfigError(
