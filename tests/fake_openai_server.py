@@ -9,7 +9,13 @@ maps (prompt, n, max_tokens, stop, seed, temperature) to ``n`` continuations, e.
 ``None`` (serve normally), ``"429"`` (rate limit, ``Retry-After: 0``), ``"500"``, ``"503"``,
 ``"timeout"`` (sleep ``stall_s`` before answering, longer than the client's timeout),
 ``"malformed"`` (200 with a body that is not JSON), ``"short"`` (200 with too few choices),
-``"drop"`` (close the connection without an answer).
+``"drop"`` (close the connection without an answer); bodies of the wrong shape, as broken
+servers send them: ``"usage_str"`` (``usage`` a string), ``"tokens_float"`` (``prompt_tokens``
+2.5), ``"tokens_str"`` (``completion_tokens`` ``"40"``), ``"text_null"`` (the first choice's text,
+or chat content, null), ``"echo_key"`` (400 quoting the ``Authorization`` header whole and cut
+short, as servers that log bad keys do). ``prompt_faults`` maps a prompt to the fault every
+request for it gets (before the scheduled ones), for tests that need a fault on a given request
+whatever the arrival order.
 """
 
 from __future__ import annotations
@@ -34,10 +40,11 @@ class FakeOpenAIServer:
         *,
         api_key: str | None = None,
         faults: Sequence[str | None] = (),
+        prompt_faults: dict[str, str] | None = None,
         stall_s: float = 1.0,
     ) -> None:
         self.generate, self.api_key, self.stall_s = generate, api_key, stall_s
-        self.faults = list(faults)
+        self.faults, self.prompt_faults = list(faults), dict(prompt_faults or {})
         self.log: list[dict[str, Any]] = []  # path, fault, n, top_k, ok: never the key
         self._lock = threading.Lock()
         self._model_lock = threading.Lock()
@@ -58,7 +65,10 @@ class FakeOpenAIServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def next_fault(self) -> str | None:
+    def next_fault(self, body: dict[str, Any] | None = None) -> str | None:
+        prompt = (body or {}).get("prompt")
+        if isinstance(prompt, str) and prompt in self.prompt_faults:
+            return self.prompt_faults[prompt]
         with self._lock:
             return self.faults.pop(0) if self.faults else None
 
@@ -103,7 +113,7 @@ class FakeOpenAIServer:
                 authorised = server.api_key is None or (
                     self.headers.get("Authorization") == f"Bearer {server.api_key}"
                 )
-                fault = server.next_fault() if authorised else None
+                fault = server.next_fault(body) if authorised else None
                 with server._lock:
                     server.log.append(
                         {
@@ -129,12 +139,16 @@ class FakeOpenAIServer:
                     return None
                 if fault == "timeout":
                     time.sleep(server.stall_s)
+                if fault == "echo_key":
+                    sent = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+                    message = f"key {sent} is not allowed here (seen: {sent[:10]}...)"
+                    return self._send(400, {"error": {"message": message}})
                 if fault == "malformed":
                     return self._send_raw(200, b'{"choices": [ {"text": "trunc')
                 answer = server.answer(self.path, body)
                 if fault == "short":
                     answer["choices"] = answer["choices"][:-1]
-                self._send(200, answer)
+                self._send(200, _misshape(answer, fault))
 
             def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None):
                 self._send_raw(status, json.dumps(payload).encode(), headers)
@@ -152,3 +166,20 @@ class FakeOpenAIServer:
                     pass  # the client timed out and left
 
         return Handler
+
+
+def _misshape(answer: dict[str, Any], fault: str | None) -> dict[str, Any]:
+    """``answer`` with the field a wrong-shape fault names broken (unchanged otherwise)."""
+    if fault == "usage_str":
+        answer["usage"] = "lots of tokens"
+    elif fault == "tokens_float":
+        answer["usage"]["prompt_tokens"] = 2.5
+    elif fault == "tokens_str":
+        answer["usage"]["completion_tokens"] = "40"
+    elif fault == "text_null":
+        first = answer["choices"][0]
+        if "message" in first:
+            first["message"]["content"] = None
+        else:
+            first["text"] = None
+    return answer

@@ -99,6 +99,10 @@ def run(
     api_top_k: Annotated[
         int | None, typer.Option(help="send top_k (servers that accept it: vLLM, llama.cpp)")
     ] = None,
+    api_timeout: Annotated[float, typer.Option(help="seconds per API request attempt")] = 60.0,
+    api_max_retries: Annotated[
+        int, typer.Option(help="retries per API request (429, 5xx, timeouts) before the run stops")
+    ] = 6,
 ) -> None:
     """Run membership inference attacks and write a report folder."""
     from imprint.run import RunConfig, execute_run
@@ -132,6 +136,8 @@ def run(
             api_key_env=api_key_env or None,
             api_concurrency=api_concurrency,
             api_top_k=api_top_k,
+            api_timeout=api_timeout,
+            api_max_retries=api_max_retries,
         )
         execute_run(config, console=console)
     except (ImprintError, ValueError) as err:

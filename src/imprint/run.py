@@ -55,6 +55,8 @@ class RunConfig:
     api_key_env: str | None = "OPENAI_API_KEY"
     api_concurrency: int = 8
     api_top_k: int | None = None  # sent only when set (vLLM / llama.cpp servers accept it)
+    api_timeout: float = 60.0  # seconds per request attempt
+    api_max_retries: int = 6  # per request; the first request to exhaust them stops the run
 
     def __post_init__(self) -> None:
         names = [n for n, _ in self.refs]
@@ -62,14 +64,24 @@ class RunConfig:
             raise ConfigError(f"reference names must be unique and not 'target': {names}")
         if self.n_bootstrap < 1:
             raise ConfigError(f"n_bootstrap must be >= 1, got {self.n_bootstrap}")
-        if self.api_base is not None and not self.api_base.startswith(("http://", "https://")):
-            raise ConfigError(
-                f"api_base must be an http(s) URL ending at the API root, e.g. "
-                f"http://127.0.0.1:8000/v1; got {self.api_base!r}"
-            )
+        self._check_api_options()
 
-        if self.api_base is None and (self.api_mode != "completions" or self.api_top_k is not None):
-            raise ConfigError("api_mode and api_top_k apply to an API target: add --api-base URL")
+    def _check_api_options(self) -> None:
+        from imprint.backends.http_checks import check_api_base
+
+        if self.api_base is not None:  # no credentials or query: the URL goes in the manifest
+            check_api_base(self.api_base)
+        if not self.api_timeout > 0 or self.api_max_retries < 0:
+            raise ConfigError(
+                f"api_timeout must be > 0 seconds and api_max_retries >= 0; got "
+                f"{self.api_timeout!r} and {self.api_max_retries!r}"
+            )
+        defaults = (self.api_mode, self.api_top_k, self.api_timeout, self.api_max_retries)
+        if self.api_base is None and defaults != ("completions", None, 60.0, 6):
+            raise ConfigError(
+                "api_mode, api_top_k, api_timeout and api_max_retries apply to an API target: "
+                "add --api-base URL"
+            )
 
     @property
     def target_access(self) -> str:
@@ -166,7 +178,7 @@ def load_backends(config: RunConfig, cache: SignalCache | None = None) -> dict[s
     backends: dict[str, Any] = {}
     for name, spec in specs:
         if name == "target" and config.api_base:
-            from imprint.backends.http import OpenAICompatibleBackend
+            from imprint.backends.http import OpenAICompatibleBackend, RetryPolicy
 
             backends[name] = OpenAICompatibleBackend(
                 config.api_base,
@@ -175,6 +187,8 @@ def load_backends(config: RunConfig, cache: SignalCache | None = None) -> dict[s
                 api_key_env=config.api_key_env,
                 max_concurrency=config.api_concurrency,
                 top_k=config.api_top_k,
+                timeout_s=config.api_timeout,
+                retry=RetryPolicy(max_retries=config.api_max_retries),
                 seed=config.seed,
                 cache=cache,
             )

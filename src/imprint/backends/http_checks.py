@@ -1,0 +1,107 @@
+"""What the HTTP client lets through: the API root it is given (written to the manifest, so
+no credentials), the shape of the answers it scores, and server text it may quote in errors
+(the API key masked)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import SplitResult, urlsplit
+
+from imprint.errors import ConfigError
+
+KEY_HINT = "put the key in an environment variable and name it with --api-key-env"
+
+
+def check_api_base(url: str) -> str:
+    """``url`` when it is an http(s) API root without credentials, query or fragment.
+
+    Otherwise a :class:`ConfigError` quoting the URL with anything secret masked: the URL is
+    written to ``manifest.json`` and logs, and request paths are appended to it.
+    """
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (parsing the port validates it)
+    except ValueError as err:
+        raise ConfigError(f"api_base {_redact_url(url)!r} is not a valid URL ({err})") from None
+    shown = _redact_url(url, parts)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            "api_base must be an http(s) URL ending at the API root, e.g. "
+            f"http://127.0.0.1:8000/v1; got {shown!r}"
+        )
+    if "@" in parts.netloc:
+        raise ConfigError(
+            f"api_base {shown!r} carries credentials (user:password@), which would be written "
+            f"to manifest.json: remove them and {KEY_HINT} (the key goes in a Bearer header)"
+        )
+    if parts.query or parts.fragment or url.rstrip().endswith(("?", "#")):
+        raise ConfigError(
+            f"api_base {shown!r} has a query or fragment: a key there would be written to "
+            "manifest.json, and request paths go after the API root, so give the root only "
+            f"(e.g. http://127.0.0.1:8000/v1); {KEY_HINT}"
+        )
+    return url
+
+
+def _redact_url(url: str, parts: SplitResult | None = None) -> str:
+    """``url`` with user info, query and fragment replaced by ``***`` (safe to print)."""
+    if parts is None:  # unparsable: keep only what precedes any credential or query
+        return re.split(r"[@?#]", url, maxsplit=1)[0] + ("***" if re.search(r"[@?#]", url) else "")
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    shown = f"{parts.scheme}://{netloc}{parts.path}"
+    return shown + ("?***" if parts.query else "") + ("#***" if parts.fragment else "")
+
+
+def mask_secret(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` replaced by ``***``; a long secret's first or last 8 characters
+    are masked with the word around them too (servers often echo a truncated key)."""
+    if not secret:
+        return text
+    text = text.replace(secret, "***")
+    if len(secret) >= 16:
+        text = re.sub(re.escape(secret[:8]) + r"\S*", "***", text)
+        text = re.sub(r"\S*" + re.escape(secret[-8:]), "***", text)
+    return text
+
+
+def snippet(text: str, limit: int = 200) -> str:
+    return " ".join(text.split())[:limit]
+
+
+SHAPE_FIX = (
+    "the server is not OpenAI-compatible here; fix or upgrade it, or put a compliant proxy in front"
+)
+
+
+def short(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def choice_index(choice: dict[str, Any], position: int) -> int:
+    index = choice.get("index")
+    return index if isinstance(index, int) and not isinstance(index, bool) else position
+
+
+def usage_tokens(usage: Any) -> tuple[int, int] | str:
+    """(prompt_tokens, completion_tokens) from a body's ``usage`` (absent or null: 0), or a
+    description of what is wrong with it."""
+    if usage is None:
+        return 0, 0
+    if not isinstance(usage, dict):
+        return f'"usage" is {short(usage)}, not an object like {{"prompt_tokens": 12, ...}}'
+    counts = []
+    for field in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(field)
+        if value is None:
+            value = 0
+        elif isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return f'"usage.{field}" is {short(value)}, not a count of tokens (an integer >= 0)'
+        counts.append(value)
+    return counts[0], counts[1]
