@@ -57,6 +57,7 @@ def main() -> None:
         seed=0,
         tokenize=backend.encode,
         target_fingerprint=backend.fingerprint,
+        vocab_size=backend.vocab_size,
         pools={"nonmembers": pool},
     )
     names = ["loss", "zlib", "lowercase", "min_k", "min_k_pp", "surp", "dc_pdd", "recall", "pac"]

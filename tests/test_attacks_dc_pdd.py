@@ -74,7 +74,7 @@ def test_bad_corpus_inputs_teach(tmp_path, corpus):
     with pytest.raises(DataError, match="line 2"):
         list(iter_corpus_texts(bad))
     with pytest.raises(ConfigError, match="tokenizer"):
-        DcPdd(corpus=str(corpus)).prepare([], RunContext())
+        DcPdd(corpus=str(corpus), vocab_size=10).prepare([], RunContext())
 
 
 def test_score_before_prepare_is_refused(corpus):
@@ -90,9 +90,15 @@ def test_prepare_plan_score_with_a_corpus(tiny_model_dir, tmp_path):
     corpus = tmp_path / "ref.txt"
     corpus.write_text("The quick brown fox jumps over the lazy dog.\nThe council met.\n")
     samples = [Sample("0", "The quick brown fox.", 1), Sample("1", "Hurricane Ana was here.", 0)]
-    run = RunContext(tokenize=backend.encode, target_fingerprint=backend.fingerprint)
+    run = RunContext(
+        tokenize=backend.encode,
+        target_fingerprint=backend.fingerprint,
+        vocab_size=backend.vocab_size,
+    )
     texts = [s.text for s in samples]
-    with_corpus, pooled = DcPdd(corpus=str(corpus), a=1.0), DcPdd(a=1.0)
+    with_corpus = DcPdd.for_run(run, corpus=str(corpus), a=1.0)
+    pooled = DcPdd.for_run(run, a=1.0)
+    assert with_corpus.vocab_size == backend.model.config.vocab_size
     scores = {}
     for attack in (with_corpus, pooled):
         attack.prepare(samples, run)
@@ -101,3 +107,53 @@ def test_prepare_plan_score_with_a_corpus(tiny_model_dir, tmp_path):
         assert np.isfinite(scores[attack.corpus]).all() and (scores[attack.corpus] > 0).all()
     # a token the corpus lacks is rarer there than in the pooled texts: larger alpha
     assert not np.allclose(scores[str(corpus)], scores[None])
+
+
+def test_v_is_the_model_vocabulary_not_the_largest_id_seen(tiny_model_dir):
+    """Scores equal a hand computation with V = the model's vocabulary; the old V (largest id seen
+    + 1) gives other scores."""
+    backend = HFLogprobBackend(str(tiny_model_dir), device="cpu")
+    texts = ["The quick brown fox.", "Der schnelle braune Fuchs. 東京は大きい。"]
+    attack = DcPdd.for_run(RunContext(vocab_size=backend.vocab_size), a=1.0)
+    attack.prepare([], RunContext())
+    signals, _ = run_plan(texts, attack.needs(), {"target": backend}, SignalCache(None))
+    out = attack.score(signals)["dc_pdd"]
+    stats = signals.get()
+    counts = np.zeros(backend.vocab_size)
+    for s in stats:
+        np.add.at(counts, s.token_ids, 1)
+    n, v = counts.sum(), backend.vocab_size
+    expected = []
+    for s in stats:
+        _, first = np.unique(s.token_ids, return_index=True)
+        p = np.exp(s.logp[first].astype(np.float64))
+        expected.append(
+            np.mean(np.minimum(p * np.log((n + v) / (counts[s.token_ids[first]] + 1)), 1.0))
+        )
+    assert out == pytest.approx(expected, rel=1e-6)
+    seen = max(int(s.token_ids.max()) for s in stats) + 1
+    assert seen < v  # so the two definitions differ here
+    old = DcPdd(a=1.0, vocab_size=1).score(signals)["dc_pdd"]  # V clamps to largest id + 1
+    assert not np.allclose(out, old)
+
+
+def test_a_run_uses_the_target_vocabulary_and_records_it(tiny_model_dir, tmp_path):
+    from imprint.run import RunConfig, execute_run
+
+    wikimia = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikimia"
+    result = execute_run(
+        RunConfig(
+            model=str(tiny_model_dir),
+            data=str(wikimia / "WikiMIA_length32.jsonl"),
+            n_per_label=6,
+            n_bootstrap=20,
+            attacks=("dc_pdd",),
+            progress=False,
+            blind=False,
+            cache=tmp_path / "cache.sqlite",
+            out=tmp_path / "run",
+        )
+    )
+    backend = HFLogprobBackend(str(tiny_model_dir), device="cpu")
+    assert result.manifest["attacks"]["dc_pdd"]["vocab_size"] == backend.vocab_size
+    assert np.isfinite(result.scores["dc_pdd"]).all()

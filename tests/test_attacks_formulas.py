@@ -86,19 +86,39 @@ def test_dc_pdd_first_occurrences_and_clipping():
     assert dc_pdd_score(ids, logp, freq, a=0.01) == pytest.approx(0.01)
 
 
-def test_dc_pdd_default_counts_the_pooled_texts():
+def test_dc_pdd_default_counts_the_pooled_texts_smoothed_over_the_vocabulary():
     a, b = stats(np.log([0.5, 0.25]), ids=[1, 2]), stats(np.log([0.5, 0.5]), ids=[2, 3])
     signals = SignalSet(["x", "y"], {Need(): [(a,), (b,)]})
-    out = DcPdd(a=10.0).score(signals)["dc_pdd"]
-    counts = count_tokens([[1, 2], [2, 3]])  # [0, 1, 2, 1]: N = 4, V = 4 -> f = (c + 1) / 8
+    out = DcPdd(a=10.0, vocab_size=10).score(signals)["dc_pdd"]
+    counts = count_tokens([[1, 2], [2, 3]])  # [0, 1, 2, 1]: N = 4
     assert list(counts) == [0, 1, 2, 1]
+    # the paper's V is the model's vocabulary (10 here), not the largest id seen + 1 (4):
+    # f = (c + 1) / (N + V) = (c + 1) / 14
     expected = [
-        (0.5 * math.log(8 / 2) + 0.25 * math.log(8 / 3)) / 2,
-        (0.5 * math.log(8 / 3) + 0.5 * math.log(8 / 2)) / 2,
+        (0.5 * math.log(14 / 2) + 0.25 * math.log(14 / 3)) / 2,
+        (0.5 * math.log(14 / 3) + 0.5 * math.log(14 / 2)) / 2,
     ]
     assert out == pytest.approx(expected)
+    # a V below an id the texts use still gives that id a row (here V = 4: f = (c + 1) / 8)
+    low = DcPdd(a=10.0, vocab_size=2).score(signals)["dc_pdd"]
+    assert low[0] == pytest.approx((0.5 * math.log(8 / 2) + 0.25 * math.log(8 / 3)) / 2)
+    with pytest.raises(ConfigError, match="vocabulary size"):
+        DcPdd(a=10.0).score(signals)  # no V: refused, not guessed from the texts
     with pytest.raises(ConfigError):
         DcPdd(a=0)
+    with pytest.raises(ConfigError, match="vocab_size"):
+        DcPdd(vocab_size=0)
+
+
+def test_dc_pdd_takes_v_from_the_run_and_the_manifest_shows_it():
+    (attack,) = build_attacks(["dc_pdd"], RunContext(vocab_size=49152))
+    assert vars(attack)["vocab_size"] == 49152
+    (given,) = build_attacks(
+        ["dc_pdd"], RunContext(vocab_size=49152), params={"dc_pdd": {"vocab_size": 7}}
+    )
+    assert given.vocab_size == 7  # an explicit V wins
+    with pytest.raises(ConfigError, match="vocabulary size"):
+        DcPdd().prepare([], RunContext())  # checked before any model pass
 
 
 # -- ReCaLL / CON-ReCall -------------------------------------------------------------------------

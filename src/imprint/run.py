@@ -274,6 +274,7 @@ def _set_up_attacks(
         seed=config.seed,
         tokenize=getattr(target, "encode", None),  # an API target has no visible tokenizer
         target_fingerprint=target.fingerprint,
+        vocab_size=getattr(target, "vocab_size", None),  # DC-PDD's V; an API target has none
         pools=pools,
         target_access=config.target_access,
     )

@@ -28,6 +28,9 @@ class RunContext:
     # the target's tokenizer (text -> token ids) and fingerprint, for attacks that count tokens
     tokenize: Callable[[str], list[int]] | None = None
     target_fingerprint: str = ""
+    # the target's vocabulary size (rows of its output layer), for attacks that smooth token
+    # counts over the vocabulary (DC-PDD); None when the target does not say
+    vocab_size: int | None = None
     # named data pools the user declared (e.g. "members", "nonmembers" shots for ReCaLL)
     pools: dict[str, tuple[Sample, ...]] = field(default_factory=dict)
     # what the target gives: "gray-box" (a local model: log-probs, and text by sampling it) or

@@ -19,9 +19,11 @@ candidate set has. It is a smaller and less neutral corpus than the paper's (C4 
 members and non-members differ in topic (e.g. temporal splits) their words differ in frequency
 too, the same artefact the blind baseline measures. Name a corpus for the paper's setting.
 
-V (vocabulary size in the smoothing) is the largest token id seen (corpus or texts) + 1, a lower
-bound of the tokenizer's vocabulary; it changes -log f by the same constant log(N + V) for every
-token.
+V in the smoothing is the target model's vocabulary size (``vocab_size``; a run fills it in from
+the target: the entries of its next-token distribution, as the official code's ``vob_siz``, 50304
+for Pythia), so an unseen token gets 1 / (N + V) as in the paper. V matters: changing it to V'
+adds p_t * log((N + V') / (N + V)) to every alpha_t before the clip, which moves texts by
+different amounts. (Before, V was the largest token id seen + 1, which depends on the texts.)
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -191,9 +194,11 @@ def corpus_counts(
 class DcPdd(Attack):
     corpus: str | None = None
     a: float = 0.01
+    vocab_size: int | None = None  # V of the smoothing; None: the run's target vocabulary
 
     summary = (
-        "token probabilities calibrated by corpus token frequencies (first occurrences, a=0.01)"
+        "token probabilities calibrated by corpus token frequencies (first occurrences, a=0.01, "
+        "Laplace smoothing with V = the target's vocabulary, as the paper)"
     )
     paper = (
         "Zhang et al. 2024, Pretraining Data Detection for Large Language Models: "
@@ -203,10 +208,30 @@ class DcPdd(Attack):
     def __post_init__(self) -> None:
         if not self.a > 0:
             raise ConfigError(f"dc_pdd a (upper bound of alpha) must be > 0, got {self.a}")
+        if self.vocab_size is not None and self.vocab_size < 1:
+            raise ConfigError(f"dc_pdd vocab_size must be >= 1, got {self.vocab_size}")
         if self.corpus is not None:
             corpus_files(self.corpus)  # fail at construction on a missing corpus
 
+    @classmethod
+    def for_run(cls, run: RunContext, **params: Any) -> Attack:
+        # the manifest then records the V actually used
+        if params.get("vocab_size") is None:
+            params["vocab_size"] = run.vocab_size
+        return cls(**params)
+
+    def _vocab(self) -> int:
+        if self.vocab_size is None:
+            raise ConfigError(
+                "dc_pdd: the vocabulary size V of its Laplace smoothing is unknown. A run takes "
+                "it from the target model; outside a run (or for a target that does not report "
+                "it) pass DcPdd(vocab_size=...) or --param dc_pdd.vocab_size=N, the number of "
+                "entries of the model's next-token distribution (model.config.vocab_size)"
+            )
+        return self.vocab_size
+
     def prepare(self, samples: Sequence[Sample], run: RunContext) -> Preparation:
+        self._vocab()  # before any model pass
         if self.corpus is None:
             return Preparation()
         if run.tokenize is None or not run.target_fingerprint:
@@ -231,8 +256,9 @@ class DcPdd(Attack):
                 f"dc_pdd: corpus {self.corpus!r} was not counted; call "
                 "prepare(samples, run) before score()"
             )
+        # an id past V (a tokenizer with tokens the model config does not count) still gets a row
         top = max((int(s.token_ids.max()) for s in stats if len(s)), default=0)
-        freq = smoothed_frequencies(counts, top + 1)
+        freq = smoothed_frequencies(counts, max(self._vocab(), top + 1))
         return {
             self.name: np.array([dc_pdd_score(s.token_ids, s.logp, freq, a=self.a) for s in stats])
         }

@@ -115,6 +115,11 @@ class HFLogprobBackend:
         return self._fingerprint
 
     # -- tokens -------------------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        """Entries of the model's next-token distribution (DC-PDD's V); padded rows included."""
+        return int(self.model.config.vocab_size)
+
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` without special tokens (memoised)."""
         ids = self._encodings.get(text)
