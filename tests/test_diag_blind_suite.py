@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from imprint.data import LabelConflictWarning
 from imprint.diagnostics import blind
 from imprint.diagnostics.blind_suite import (
     blind_suite_report,
@@ -154,3 +155,31 @@ def test_cli_blind(tmp_path: Path):
     saved = json.loads(out.read_text())
     assert saved["strongest"] in {"date_detector", "greedy_ngrams"}
     assert "warning" in result.output
+
+
+def test_cli_blind_dedupes_like_run(tmp_path: Path):
+    from imprint.run import RunConfig, load_samples
+
+    texts, labels = _shifted(30)
+    rows = [{"text": t, "label": y} for t, y in zip(texts, labels, strict=True)]
+    conflict = "Один и тот же текст 同じ文章 under both labels"
+    rows += [{"text": conflict, "label": 1}, {"text": conflict, "label": 0}, rows[0]]
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    out = tmp_path / "blind.json"
+    result = CliRunner().invoke(
+        diagnostics_app,
+        ["blind", "--data", str(data), "--baseline", "date_detector", "--bootstrap", "50",
+         "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    saved = json.loads(out.read_text())
+    with pytest.warns(LabelConflictWarning):
+        _, kept, run_dropped = load_samples(
+            RunConfig(model="unused", data=str(data), out=tmp_path / "r")
+        )
+    (row,) = saved["baselines"]
+    run_counts = (sum(s.label for s in kept), sum(1 - s.label for s in kept))
+    assert (row["n_members"], row["n_nonmembers"]) == run_counts == (30, 30)
+    assert saved["dropped"] == run_dropped == {"text under both labels": 2, "duplicate text": 1}
+    assert "both member and non-member" in result.output

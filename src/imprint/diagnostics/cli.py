@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -50,6 +51,32 @@ def _load(data: str, text_field: str | None, label_field: str | None) -> Any:
     return resolve_data(data, text_field=text_field, label_field=label_field)
 
 
+def _evaluation_samples(
+    data: str,
+    text_field: str | None,
+    label_field: str | None,
+    truncate: int | None,
+    min_words: int | None,
+) -> tuple[list[Any], dict[str, int]]:
+    """The samples ``imprint run`` would evaluate (same transforms, same dedupe), with the drops
+    counted and printed (a label conflict also names the ids)."""
+    from imprint.data import apply_transforms
+
+    loaded = _load(data, text_field, label_field)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        samples, dropped = apply_transforms(
+            loaded.samples, truncate=truncate, min_words=min_words, dedupe=True
+        )
+    dropped = {**loaded.dropped, **dropped}
+    for warning in caught:
+        console.print(f"[bold yellow]warning:[/] {warning.message}")
+    if dropped:
+        shown = ", ".join(f"{n} {reason}" for reason, n in dropped.items())
+        console.print(f"dropped {sum(dropped.values())} of {len(loaded.samples)} texts: {shown}")
+    return list(samples), dropped
+
+
 def blind(
     data: Annotated[str, typer.Option(help="data spec: file, wikimia:32, ...")],
     seed: Annotated[int, typer.Option()] = 0,
@@ -59,8 +86,13 @@ def blind(
     out: Annotated[Path | None, typer.Option(help="write the results as JSON")] = None,
     text_field: TextField = None,
     label_field: LabelField = None,
+    truncate: Annotated[int | None, typer.Option(help="truncate texts to N words")] = None,
+    min_words: Annotated[int | None, typer.Option(help="drop texts under N words")] = None,
 ) -> None:
-    """Model-less blind baselines (SoK forest, TF-IDF, dates, greedy n-grams), cross-validated."""
+    """Model-less blind baselines (SoK forest, TF-IDF, dates, greedy n-grams), cross-validated.
+
+    The texts go through the transforms of ``imprint run`` (exact dedupe; a text under both
+    labels is dropped in every copy), so both judge the same samples; drops are printed."""
     from imprint.diagnostics.blind_suite import (
         blind_suite_warning,
         run_blind_suite,
@@ -68,10 +100,10 @@ def blind(
     )
 
     try:
-        loaded = _load(data, text_field, label_field)
+        samples, dropped = _evaluation_samples(data, text_field, label_field, truncate, min_words)
         results = run_blind_suite(
-            [s.text for s in loaded.samples],
-            [s.label for s in loaded.samples],
+            [s.text for s in samples],
+            [s.label for s in samples],
             seed=seed,
             n_folds=folds,
             n_bootstrap=bootstrap,
@@ -106,6 +138,8 @@ def blind(
             out,
             {
                 "data": data,
+                "evaluated": len(samples),
+                "dropped": dropped,
                 "strongest": best.name if best else None,
                 "warning": warning,
                 "baselines": [r.to_dict() for r in results],
