@@ -183,3 +183,71 @@ def test_cli_blind_dedupes_like_run(tmp_path: Path):
     assert (row["n_members"], row["n_nonmembers"]) == run_counts == (30, 30)
     assert saved["dropped"] == run_dropped == {"text under both labels": 2, "duplicate text": 1}
     assert "both member and non-member" in result.output
+
+
+def _null_split(seed: int, n: int = 60) -> tuple[list[str], list[int]]:
+    """Texts independent of labels: any blind AUC away from 0.5 is chance."""
+    rng = np.random.default_rng(seed)
+    texts = [" ".join(rng.choice(VOCAB, size=12)) for _ in range(n)]
+    return texts, rng.permutation([1, 0] * (n // 2)).tolist()
+
+
+def test_run_report_blind_interval_is_the_out_of_fold_bootstrap(monkeypatch: pytest.MonkeyPatch):
+    from types import SimpleNamespace
+
+    from imprint.data import Sample
+    from imprint.metrics import bootstrap_metrics
+    from imprint.report.evaluate import blind_description, evaluate_scores
+
+    monkeypatch.setattr(blind, "N_ESTIMATORS", 50)  # the SoK forest, smaller for speed
+    texts, labels = _shifted(40)
+    samples = [Sample(f"s{i}", t, y) for i, (t, y) in enumerate(zip(texts, labels, strict=True))]
+    config = SimpleNamespace(n_bootstrap=200, seed=3, blind=True, breakdown=None)
+    metrics = evaluate_scores(samples, {}, config=config)
+    # the SoK row: a bootstrap interval of its pooled out-of-fold scores, nothing else
+    sok = run_blind_suite(texts, labels, seed=3, n_bootstrap=200, baselines=["sok_bag_of_words"])
+    want = bootstrap_metrics(labels, sok[0].scores, n_resamples=200, seed=3).auc.to_dict()
+    assert metrics["blind"]["auc"] == want
+    # the spread of the 5 split AUCs stays, labelled as a spread
+    spread = metrics["blind"]["spread"]
+    ref = blind.blind_baseline(texts, labels, seed=3)
+    assert spread["aucs"] == list(ref.aucs) and len(spread["aucs"]) == 5
+    assert (spread["mean"], spread["std"]) == (ref.auc_mean, ref.auc_std)
+    assert "not a confidence interval" in spread["kind"]
+    text = blind_description(metrics)
+    assert "spread" in text and "1.96" not in text and "Bonferroni" in text
+
+
+def test_strongest_blind_interval_is_bonferroni_adjusted():
+    from imprint.metrics import bootstrap_metrics
+
+    texts, labels = _null_split(9)
+    report = blind_suite_report(texts, labels, n_bootstrap=300, baselines=FAST)
+    m = report["selection"]["n_classifiers"]
+    assert m == 3 and report["selection"]["confidence"] == pytest.approx(1 - 0.05 / 3)
+    results = run_blind_suite(texts, labels, n_bootstrap=300, baselines=FAST)
+    best = strongest_blind(results)
+    assert best is not None and report["strongest"] == best.name
+    want = bootstrap_metrics(labels, best.scores, n_resamples=300, confidence=1 - 0.05 / 3)
+    assert report["auc"] == want.auc.to_dict()
+    assert report["auc_unadjusted"] == best.summary.auc.to_dict()  # type: ignore[union-attr]
+    assert report["auc"]["low"] <= report["auc_unadjusted"]["low"]
+    assert report["auc"]["high"] >= report["auc_unadjusted"]["high"]
+    # one classifier fixed in advance: nothing to adjust
+    (alone,) = run_blind_suite(texts, labels, n_bootstrap=300, baselines=["tfidf_logreg"])
+    assert alone.adjusted == alone.summary
+
+
+def test_demo_chance_claim_survives_picking_the_best_of_several():
+    # A random split where the best of three blind classifiers looks better than chance by its
+    # own 95 % interval (what the demo used to test), but not once the pick is accounted for.
+    from imprint.game.demo import _chance_and_detection, _figures
+
+    texts, labels = _null_split(9)
+    suite = blind_suite_report(texts, labels, n_bootstrap=300, baselines=FAST)
+    assert suite["auc_unadjusted"]["low"] > 0.5 >= suite["auc"]["low"]
+    chance = {"estimate": 0.5, "low": 0.4, "high": 0.6}
+    metrics = {"blind": {"auc": chance}, "blind_suite": suite, "attacks": {}, "warnings": []}
+    check = _chance_and_detection(_figures(metrics), "e1")[0]
+    assert check["passed"], check
+    assert "best of 3, Bonferroni 98.33% interval" in check["claim"]

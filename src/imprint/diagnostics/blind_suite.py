@@ -16,6 +16,12 @@ Protocol: stratified K-fold (seeded); every classifier is fitted on K-1 folds an
 held-out fold, so each sample gets exactly one out-of-fold score from a model that never saw
 it. AUC and TPR at low FPR, with stratified bootstrap intervals, come from
 :func:`imprint.metrics.bootstrap_metrics` on those out-of-fold scores. Higher score = member.
+
+Choosing the strongest of m classifiers on the same scores favours whichever got lucky, so every
+classifier also gets a Bonferroni-adjusted interval (level 1 - 0.05/m, ``adjusted``): the m
+intervals then hold together with >= 95 % probability, and so does the one of the classifier
+picked afterwards. Claims about "the strongest" (report row, warning, demo) use it. The SoK
+protocol's 80/20 x 5 split AUCs are a *spread* (mean, sd), reported as such, never as an interval.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -41,10 +47,14 @@ __all__ = [
     "blind_suite_report",
     "blind_suite_warning",
     "run_blind_suite",
+    "selected_summary",
     "strongest_blind",
 ]
 
 TOP_K = 10
+#: the coverage every claim about the strongest classifier keeps after the Bonferroni adjustment
+FAMILY_CONFIDENCE = 0.95
+SPREAD_KIND = "spread of the SoK protocol's 80/20 split AUCs (mean, sd), not a confidence interval"
 # A fold fit returns test scores and {feature: signed weight} (positive = member direction).
 FoldFit = Callable[[list[str], NDArray[np.int64], list[str], int], tuple[NDArray, dict[str, float]]]
 
@@ -56,7 +66,9 @@ class BlindSuiteResult:
     ``summary`` holds AUC and TPR at each FPR bound with bootstrap intervals (None if the
     classifier failed, then ``error`` says why); ``scores`` (shape (n,)) the out-of-fold scores;
     ``top_features`` ``(feature, weight)`` pairs, weight > 0 pointing to members, strongest
-    first; ``protocol_auc`` the SoK protocol's ``(mean, std)`` AUC where it applies.
+    first; ``protocol_auc`` the SoK protocol's ``(mean, std)`` AUC where it applies and
+    ``protocol_aucs`` its split AUCs (a spread, not an interval); ``adjusted`` the same metrics
+    with Bonferroni intervals at level ``1 - (1 - FAMILY_CONFIDENCE) / m`` for m classifiers.
     """
 
     name: str
@@ -67,6 +79,8 @@ class BlindSuiteResult:
     config: dict[str, Any] = field(default_factory=dict)
     protocol_auc: tuple[float, float] | None = None
     error: str | None = None
+    protocol_aucs: tuple[float, ...] = ()
+    adjusted: MetricSummary | None = None
 
     @property
     def auc(self) -> float:
@@ -80,7 +94,14 @@ class BlindSuiteResult:
             out.update(self.summary.to_dict())
         out["top_features"] = [[f, w] for f, w in self.top_features]
         if self.protocol_auc is not None:
-            out["protocol_auc"] = {"mean": self.protocol_auc[0], "std": self.protocol_auc[1]}
+            out["protocol_auc"] = {
+                "mean": self.protocol_auc[0],
+                "std": self.protocol_auc[1],
+                "aucs": list(self.protocol_aucs),
+                "kind": SPREAD_KIND,
+            }
+        if self.adjusted is not None:
+            out["adjusted"] = self.adjusted.to_dict()
         out["config"] = self.config
         if self.error:
             out["error"] = self.error
@@ -287,26 +308,46 @@ def run_blind_suite(
             name, text_list, y, folds, seed=seed, n_bootstrap=n_bootstrap, fpr_bounds=fpr_bounds
         )
         config = {"n_folds": n_folds, "seed": seed, "n_bootstrap": n_bootstrap}
-        protocol = None
+        result = replace(result, config=config)
         if name == "sok_bag_of_words" and sok_protocol and result.error is None:
-            try:
-                ref = sok.blind_baseline(text_list, y.tolist(), seed=seed)
-                protocol = (ref.auc_mean, ref.auc_std)
-            except DataError:
-                protocol = None
-        results.append(
-            BlindSuiteResult(
-                result.name,
-                result.description,
-                result.summary,
-                result.scores,
-                result.top_features,
-                config,
-                protocol,
-                result.error,
-            )
-        )
-    return results
+            result = _with_protocol(result, text_list, y, seed=seed)
+        results.append(result)
+    return _with_adjusted(results, y, seed=seed, n_bootstrap=n_bootstrap, fpr_bounds=fpr_bounds)
+
+
+def _with_protocol(
+    result: BlindSuiteResult, texts: list[str], y: NDArray[np.int64], *, seed: int
+) -> BlindSuiteResult:
+    """The SoK entry plus the spread of its own protocol's split AUCs (80/20 x 5)."""
+    try:
+        ref = sok.blind_baseline(texts, y.tolist(), seed=seed)
+    except DataError:
+        return result
+    return replace(result, protocol_auc=(ref.auc_mean, ref.auc_std), protocol_aucs=ref.aucs)
+
+
+def _with_adjusted(
+    results: list[BlindSuiteResult],
+    y: NDArray[np.int64],
+    *,
+    seed: int,
+    n_bootstrap: int,
+    fpr_bounds: Sequence[float],
+) -> list[BlindSuiteResult]:
+    """Each fitted classifier's Bonferroni interval over the m fitted: level 1 - 0.05/m. The
+    same seed draws the same resamples, so only the quantiles differ from ``summary``."""
+    fitted = [r for r in results if r.summary is not None]
+    level = 1 - (1 - FAMILY_CONFIDENCE) / max(1, len(fitted))
+    out = []
+    for r in results:
+        if r.summary is not None:
+            adjusted = bootstrap_metrics(
+                y, r.scores, n_resamples=n_bootstrap, seed=seed, fpr_bounds=fpr_bounds,
+                confidence=level,
+            )  # fmt: skip
+            r = replace(r, adjusted=adjusted, config={**r.config, "adjusted_confidence": level})
+        out.append(r)
+    return out
 
 
 def strongest_blind(results: Sequence[BlindSuiteResult]) -> BlindSuiteResult | None:
@@ -315,21 +356,38 @@ def strongest_blind(results: Sequence[BlindSuiteResult]) -> BlindSuiteResult | N
     return max(ok, key=lambda r: r.auc) if ok else None
 
 
+def selected_summary(
+    results: Sequence[BlindSuiteResult],
+) -> tuple[BlindSuiteResult, MetricSummary, int] | None:
+    """The strongest classifier, the metrics any claim about it must use, and m (classifiers it
+    was chosen from): its Bonferroni-adjusted intervals when m > 1, its own 95 % ones when the
+    choice was fixed in advance (m = 1)."""
+    best = strongest_blind(results)
+    if best is None or best.summary is None:
+        return None
+    m = sum(r.summary is not None for r in results)
+    return best, (best.adjusted if m > 1 and best.adjusted else best.summary), m
+
+
 def blind_suite_warning(
     results: Sequence[BlindSuiteResult], *, delta: float = sok.BLIND_WARN_DELTA
 ) -> str | None:
-    """A warning naming the strongest blind classifier when ``|AUC - 0.5| > delta``, else None."""
-    best = strongest_blind(results)
-    if best is None or best.summary is None or abs(best.auc - 0.5) <= delta:
+    """A warning naming the strongest blind classifier when ``|AUC - 0.5| > delta``, else None;
+    its interval is the selection-adjusted one (:func:`selected_summary`)."""
+    selected = selected_summary(results)
+    if selected is None or abs(selected[0].auc - 0.5) <= delta:
         return None
-    interval = best.summary.auc
-    tpr = best.summary.tpr_at_fpr.get(0.01)
+    best, summary, m = selected
+    interval = summary.auc
+    tpr = summary.tpr_at_fpr.get(0.01)
     tpr_text = f", TPR {tpr.estimate:.1%} at 1 % FPR" if tpr is not None else ""
+    level = f"{summary.confidence:.2%}".rstrip("0").rstrip(".")
+    how = f"Bonferroni {level} interval, strongest of {m}" if m > 1 else f"{level} interval"
     words = ", ".join(repr(f) for f, _ in best.top_features[:5])
     hint = f" Most telling features: {words}." if words else ""
     return (
         f"Blind baseline {best.name} reaches AUC {interval.estimate:.3f} "
-        f"[{interval.low:.3f}, {interval.high:.3f}]{tpr_text} without the model "
+        f"[{interval.low:.3f}, {interval.high:.3f}] ({how}){tpr_text} without the model "
         f"(out-of-fold, |AUC - 0.5| > {delta}): members and non-members are distinguishable "
         "from the text alone (distribution shift), so attack AUCs on this benchmark do not "
         f"measure membership.{hint} Use a randomized split (privacy game) or a benchmark "
@@ -346,9 +404,11 @@ def blind_suite_report(
     n_folds: int = 5,
     baselines: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """The ``metrics.json`` "blind" entry: the strongest classifier's name, ``auc`` and
-    ``tpr@x%`` intervals at top level (as the run report expects), ``warning``, and every
-    classifier under ``baselines``. Unusable input gives ``{"error": message}``."""
+    """The ``metrics.json`` "blind_suite" entry: the strongest classifier's name, its ``auc`` and
+    ``tpr@x%`` with Bonferroni-adjusted intervals at top level (``selection`` says how;
+    ``auc_unadjusted`` keeps its own 95 % interval), ``warning``, and every classifier under
+    ``baselines`` (each with its own 95 % intervals and the warning it alone would give).
+    Unusable input gives ``{"error": message}``."""
     try:
         results = run_blind_suite(
             texts,
@@ -360,12 +420,23 @@ def blind_suite_report(
         )
     except DataError as err:
         return {"error": str(err)}
-    best = strongest_blind(results)
-    if best is None:
+    selected = selected_summary(results)
+    if selected is None:
         errors = "; ".join(f"{r.name}: {r.error}" for r in results)
         return {"error": f"no blind baseline could be fitted ({errors})"}
+    best, summary, m = selected
     row = best.to_dict()
+    row.update(summary.to_dict())  # the strongest's figures, with intervals that survive the pick
+    row["auc_unadjusted"] = best.summary.auc.to_dict() if best.summary else None
+    row["selection"] = {
+        "n_classifiers": m,
+        "confidence": summary.confidence,
+        "rule": f"strongest of {m} by out-of-fold AUC; Bonferroni interval at level "
+        f"1 - {1 - FAMILY_CONFIDENCE:g}/{m}",
+    }
     row["strongest"] = best.name
     row["warning"] = blind_suite_warning(results)
-    row["baselines"] = {r.name: r.to_dict() for r in results}
+    row["baselines"] = {
+        r.name: {**r.to_dict(), "warning": blind_suite_warning([r])} for r in results
+    }
     return row

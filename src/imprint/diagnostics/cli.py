@@ -96,7 +96,7 @@ def blind(
     from imprint.diagnostics.blind_suite import (
         blind_suite_warning,
         run_blind_suite,
-        strongest_blind,
+        selected_summary,
     )
 
     try:
@@ -118,7 +118,10 @@ def blind(
         tpr = r.summary.tpr_at_fpr if r.summary else {}
         feats = ", ".join(f"{f} ({w:+.2g})" for f, w in r.top_features[:5])
         if r.protocol_auc:
-            feats += f"; SoK protocol AUC {r.protocol_auc[0]:.3f} ± {r.protocol_auc[1]:.3f}"
+            feats += (
+                f"; SoK protocol split AUCs {r.protocol_auc[0]:.3f} ± {r.protocol_auc[1]:.3f} "
+                "sd (a spread, not an interval)"
+            )
         table.add_row(
             r.name,
             _fmt(r.summary.auc if r.summary else None),
@@ -127,9 +130,12 @@ def blind(
             r.error or feats,
         )
     console.print(table)
-    best = strongest_blind(results)
-    if best is not None:
-        console.print(f"strongest: {best.name} (AUC {best.auc:.3f})")
+    selected = selected_summary(results)
+    best = selected[0] if selected else None
+    if selected is not None:
+        _, summary, m = selected
+        how = f", Bonferroni {summary.confidence:.2%} interval: best of {m}" if m > 1 else ""
+        console.print(f"strongest: {selected[0].name} (AUC {_fmt(summary.auc)}{how})")
     warning = blind_suite_warning(results)
     if warning:
         console.print(f"[bold yellow]warning:[/] {warning}")
@@ -141,6 +147,8 @@ def blind(
                 "evaluated": len(samples),
                 "dropped": dropped,
                 "strongest": best.name if best else None,
+                # the strongest's metrics with intervals adjusted for picking it (None if none)
+                "strongest_adjusted": selected[1].to_dict() if selected else None,
                 "warning": warning,
                 "baselines": [r.to_dict() for r in results],
             },

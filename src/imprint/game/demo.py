@@ -213,6 +213,8 @@ def _figures(metrics: dict[str, Any]) -> dict[str, Any]:
         # report warns from
         "blind_strongest": _auc(suite),
         "blind_strongest_name": suite.get("name"),
+        # how many classifiers it was picked from and the Bonferroni level of its interval
+        "blind_selection": suite.get("selection"),
         "warnings": list(metrics.get("warnings", [])),
         "attacks": attacks,
         "groups": by_group,
@@ -264,12 +266,22 @@ def _checks(figures: dict[str, dict[str, Any]], counts: list[int], *, shift: boo
     return checks
 
 
+def _picked(fig: dict[str, Any]) -> str:
+    """How the strongest blind baseline's interval accounts for being the best of several."""
+    selection = fig.get("blind_selection")
+    if not selection:
+        return "unadjusted interval"
+    return (
+        f"best of {selection['n_classifiers']}, Bonferroni {selection['confidence']:.2%} interval"
+    )
+
+
 def _chance_and_detection(fig: dict[str, Any], game: str) -> list[dict[str, Any]]:
     strongest = fig.get("blind_strongest")
     return [
         _check(
-            f"blind baselines at chance ({game}): SoK forest"
-            + (" and the strongest of the suite" if strongest else "")
+            f"blind baselines at chance ({game}): SoK forest (out-of-fold bootstrap interval)"
+            + (f" and the strongest of the suite ({_picked(fig)})" if strongest else "")
             + " contain 0.5",
             _contains_half(fig["blind"]) and (not strongest or _contains_half(strongest)),
             _fmt(fig["blind"])
@@ -319,8 +331,8 @@ def _shift_checks(fig: dict[str, Any], sfig: dict[str, Any]) -> list[dict[str, A
     base, shifted = _estimates([fig["attacks"].get(LEAD), sfig["attacks"].get(LEAD)])
     return [
         _check(
-            "shift: the strongest blind baseline rises above chance and the report's shift "
-            "warning fires",
+            f"shift: the strongest blind baseline rises above chance ({_picked(sfig)}) and the "
+            "report's shift warning fires",
             _above_half(after) and any("Blind baseline" in w for w in sfig["warnings"]),
             f"{fig.get('blind_strongest_name')} {_fmt(before)} -> "
             f"{sfig.get('blind_strongest_name')} {_fmt(after)}; SoK forest "
@@ -394,7 +406,9 @@ def _markdown(demo: DemoResult, config: GameConfig) -> str:
         f"Base model `{config.model}`; pool {config.pool_size} texts of {config.words} words "
         f"({config.pool}); method {config.method}, lr {config.lr}; canaries "
         f"{config.canaries_per_repetition} per repetition count {list(config.canary_repetitions)}"
-        f" ({config.canary_generator}). Intervals are 95 % bootstrap (blind: mean +- 1.96 sd).",
+        f" ({config.canary_generator}). Intervals are 95 % bootstrap (the SoK "
+        "forest's over its out-of-fold scores; the strongest blind baseline's Bonferroni-adjusted "
+        "for being the best of several).",
         "",
         "## Measured claims",
         "",

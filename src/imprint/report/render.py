@@ -7,7 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from imprint.report.evaluate import BLIND_NAME
+from imprint.report.evaluate import BLIND_NAME, blind_description
 
 TPR_KEYS = ("tpr@0.1%", "tpr@1%", "tpr@5%", "tpr@10%")
 
@@ -27,7 +27,7 @@ def metric_rows(metrics: dict[str, Any]) -> list[list[str]]:
         rows.append([BLIND_NAME, fmt(blind["auc"]), *("-" for _ in TPR_KEYS)])
     suite = metrics.get("blind_suite")
     if suite and "auc" in suite:
-        name = f"blind, strongest: {suite['strongest']} (no model)"
+        name = f"blind, strongest: {suite['strongest']} (no model, selection-adjusted CI)"
         rows.append([name, fmt(suite["auc"]), *(fmt(suite.get(k)) for k in TPR_KEYS)])
     for name, row in metrics["attacks"].items():
         rows.append([name, fmt(row["auc"]), *(fmt(row.get(k)) for k in TPR_KEYS)])
@@ -65,11 +65,8 @@ def render_markdown(metrics: dict[str, Any], manifest: dict[str, Any], plots: li
     parts += [
         "## Attacks",
         "Higher score = more likely member. Intervals: 95 % stratified "
-        f"bootstrap, {cfg['n_bootstrap']} resamples, seed {cfg['seed']}. The blind rows "
-        "never see the model: the SoK bag-of-words random forest (mean +- 1.96 sd over 5 "
-        "splits) and the strongest of the model-less suite (SoK forest, TF-IDF logistic "
-        "regression, date detector, greedy n-grams; 5-fold out-of-fold scores, bootstrap "
-        "intervals). Attack AUCs near them measure the benchmark, not membership.",
+        f"bootstrap, {cfg['n_bootstrap']} resamples, seed {cfg['seed']}. "
+        + blind_description(metrics),
         _md_table(HEADER, metric_rows(metrics)),
     ]
     if "breakdown" in metrics:
