@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import pickle
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from imprint.backends.filehash import file_digest
 from imprint.errors import ConfigError, MissingDependencyError
 
 
@@ -105,10 +107,16 @@ def resolve_model(spec: str) -> ModelSource:
     return ModelSource(spec, spec)
 
 
-def fingerprint_source(source: ModelSource) -> str:
-    """Content fingerprint of the weights: sizes and sampled bytes of the weight files.
+#: files that decide what a local model computes: weights, config, tokenizer, chat template
+_MODEL_FILE_SUFFIXES = {".gguf", ".safetensors", ".bin", ".json", ".model", ".txt", ".jinja"}
 
-    Hub ids are fingerprinted by id (and revision where known) since their files are remote.
+
+def fingerprint_source(source: ModelSource) -> str:
+    """Content fingerprint of a model: name, size and whole-content digest of each model file.
+
+    Every byte counts (a fine-tune of a few layers changes it); each file's digest is computed
+    once and remembered in the imprint cache (see :mod:`imprint.backends.filehash`). Hub ids are
+    fingerprinted by id since their files are remote.
     """
     digest = hashlib.sha256()
     if not source.is_local:
@@ -116,14 +124,12 @@ def fingerprint_source(source: ModelSource) -> str:
         return digest.hexdigest()[:16]
     root = Path(source.location)
     files = [root / source.gguf_file] if source.gguf_file else sorted(root.iterdir())
+    memo_dir = cache_dir() / "file-digests"
     for f in files:
-        if f.is_file() and f.suffix in {".gguf", ".safetensors", ".bin", ".json", ".model"}:
-            digest.update(f.name.encode())
-            digest.update(str(f.stat().st_size).encode())
-            with f.open("rb") as handle:
-                digest.update(handle.read(1 << 20))
-                handle.seek(max(0, f.stat().st_size - (1 << 20)))
-                digest.update(handle.read(1 << 20))
+        if f.is_file() and f.suffix in _MODEL_FILE_SUFFIXES:
+            digest.update(f.name.encode("utf-8", "surrogatepass") + b"\0")
+            digest.update(f"{f.stat().st_size}\0".encode())
+            digest.update(file_digest(f, memo_dir=memo_dir).encode() + b"\0")
     return digest.hexdigest()[:16]
 
 
@@ -183,6 +189,34 @@ def pick_device(device: str) -> str:
     return device
 
 
+def _unpickler_reason(err: Exception) -> str:
+    """The line of torch's long weights_only message that says what was refused."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if "WeightsUnpickler error" in line:
+            reason = line.split("WeightsUnpickler error:", 1)[-1].strip()
+            if not reason and i + 1 < len(lines):
+                reason = lines[i + 1]
+            return reason.split(". ")[0] or type(err).__name__
+    return lines[0][:200] if lines else type(err).__name__
+
+
+def _unsafe_pickle_error(spec: str, source: ModelSource, err: Exception) -> ConfigError:
+    """torch refused a pickled checkpoint (``*.bin``): it holds more than tensors, or is no
+    pickle at all. Loading it anyway could run arbitrary code, so imprint never does."""
+    found = sorted(p.name for p in Path(source.location).glob("*.bin")) or ["a .bin file"]
+    return ConfigError(
+        f"could not load model {spec!r}: {', '.join(found)} in {source.location!r} is a pickled "
+        f"checkpoint that torch refuses to load safely ({_unpickler_reason(err)}): it holds "
+        "objects other than tensors, or is damaged or not a checkpoint, and imprint never "
+        "unpickles untrusted code. Only if you trust the file, convert it once: "
+        "state = torch.load(PATH, weights_only=False); safetensors.torch.save_file({k: v for k, "
+        "v in state.items() if isinstance(v, torch.Tensor)}, FOLDER/'model.safetensors') (the "
+        "folder's safetensors are then loaded instead); otherwise re-download the model in "
+        "safetensors format"
+    )
+
+
 def load_causal_lm(spec: str, *, dtype: str = "auto", device: str = "auto") -> tuple[Any, Any]:
     """Load (model, tokenizer) for a spec, in eval mode on the chosen device.
 
@@ -207,5 +241,7 @@ def load_causal_lm(spec: str, *, dtype: str = "auto", device: str = "auto") -> t
             f"could not load model {spec!r} from {source.location!r}: {err}. Offline, use a "
             "local folder, gguf:PATH or an alias"
         ) from err
+    except pickle.UnpicklingError as err:
+        raise _unsafe_pickle_error(spec, source, err) from err
     model.to(device).eval()  # type: ignore[arg-type]
     return model, tokenizer
