@@ -381,7 +381,7 @@ def blind_suite_warning(
     interval = summary.auc
     tpr = summary.tpr_at_fpr.get(0.01)
     tpr_text = f", TPR {tpr.estimate:.1%} at 1 % FPR" if tpr is not None else ""
-    level = f"{summary.confidence:.2%}".rstrip("0").rstrip(".")
+    level = f"{100 * summary.confidence:.2f}".rstrip("0").rstrip(".") + " %"
     how = f"Bonferroni {level} interval, strongest of {m}" if m > 1 else f"{level} interval"
     words = ", ".join(repr(f) for f, _ in best.top_features[:5])
     hint = f" Most telling features: {words}." if words else ""
