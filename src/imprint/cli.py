@@ -18,30 +18,16 @@ app = typer.Typer(
 console = Console()
 
 
-def _parse_value(text: str) -> Any:
-    """'0.1' -> 0.1, '3' -> 3, 'a,b' -> ('a', 'b') with each part parsed, 'true' -> True."""
-    if "," in text:
-        return tuple(_parse_value(p) for p in text.split(",") if p)
-    lowered = text.lower()
-    if lowered in {"true", "false"}:
-        return lowered == "true"
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
-
-
 def parse_params(items: list[str]) -> dict[str, dict[str, Any]]:
-    """``attack.param=value`` items into {attack: {param: value}}."""
+    """``attack.param=value`` items into {attack: {param: value}}; values stay text here and are
+    parsed to each parameter's declared type by :func:`imprint.attacks.params.check_params`."""
     out: dict[str, dict[str, Any]] = {}
     for item in items:
         key, sep, value = item.partition("=")
         attack, dot, param = key.partition(".")
         if not sep or not dot or not attack or not param:
             raise typer.BadParameter(f"{item!r}: use ATTACK.PARAM=VALUE, e.g. min_k.k=0.1")
-        out.setdefault(attack, {})[param] = _parse_value(value)
+        out.setdefault(attack, {})[param] = value
     return out
 
 
@@ -87,6 +73,12 @@ def run(
     token_budget: Annotated[int, typer.Option(help="padded tokens per batch")] = 4096,
     cache: Annotated[Path | None, typer.Option(help="signal cache (SQLite) path")] = None,
     no_blind: Annotated[bool, typer.Option("--no-blind", help="skip the blind baseline")] = False,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite", help="replace an --out folder that is not an imprint run (deletes it)"
+        ),
+    ] = False,
     api_base: Annotated[
         str | None,
         typer.Option(help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1 (black-box)"),
@@ -105,9 +97,12 @@ def run(
     ] = 6,
 ) -> None:
     """Run membership inference attacks and write a report folder."""
-    from imprint.run import RunConfig, execute_run
+    from imprint.attacks.params import check_params
 
     try:
+        params = check_params(parse_params(param))  # typed before torch or any model loads
+        from imprint.run import RunConfig, execute_run
+
         pools = dict(p.split("=", 1) for p in pool)
         config = RunConfig(
             model=model,
@@ -115,7 +110,7 @@ def run(
             out=out,
             attacks=tuple(a.strip() for a in attacks.split(",") if a.strip()),
             refs=parse_refs(ref),
-            params=parse_params(param),
+            params=params,
             pools=pools,
             text_field=text_field,
             label_field=label_field,
@@ -138,6 +133,7 @@ def run(
             api_top_k=api_top_k,
             api_timeout=api_timeout,
             api_max_retries=api_max_retries,
+            overwrite=overwrite,
         )
         execute_run(config, console=console)
     except (ImprintError, ValueError) as err:

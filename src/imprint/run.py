@@ -12,6 +12,7 @@ import numpy as np
 
 import imprint.game  # noqa: F401  (registers the game:DIR model and data schemes)
 from imprint.attacks import Attack, RunContext, build_attacks
+from imprint.attacks.params import check_params
 from imprint.backends.hf import HFLogprobBackend
 from imprint.backends.models import cache_dir
 from imprint.data import LoadedData, Sample, apply_transforms, resolve_data
@@ -58,7 +59,11 @@ class RunConfig:
     api_timeout: float = 60.0  # seconds per request attempt
     api_max_retries: int = 6  # per request; the first request to exhaust them stops the run
 
+    overwrite: bool = False  # replace an existing folder at ``out`` that is not an imprint run
+
     def __post_init__(self) -> None:
+        # typed now (text from --param included), so a bad value fails before data or models load
+        object.__setattr__(self, "params", check_params(self.params))
         names = [n for n, _ in self.refs]
         if "target" in names or len(set(names)) != len(names):
             raise ConfigError(f"reference names must be unique and not 'target': {names}")
@@ -206,8 +211,10 @@ def load_backends(config: RunConfig, cache: SignalCache | None = None) -> dict[s
 def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
     """Run the whole pipeline and write the run folder (see :mod:`imprint.report`)."""
     from imprint.report import ProgressFactory, evaluate_scores, write_run
+    from imprint.report.outdir import check_out_dir
 
     started = time.time()
+    check_out_dir(config.out, overwrite=config.overwrite)  # a bad --out fails before any work
     loaded, samples, dropped = load_samples(config)
     pools = {name: load_shot_pool(name, spec) for name, spec in config.pools.items()}
     # validate attacks before loading any model: errors here cost nothing
@@ -256,7 +263,9 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
         "passes": plan_report.to_dict(),
         "elapsed_s": round(time.time() - started, 2),
     }
-    write_run(config.out, samples, scores, metrics, manifest, console=console)
+    write_run(
+        config.out, samples, scores, metrics, manifest, console=console, overwrite=config.overwrite
+    )
     return RunResult(config.out, samples, scores, metrics, manifest)
 
 

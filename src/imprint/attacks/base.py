@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
+from imprint.attacks.params import check_params
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError
 from imprint.signals.needs import Need, SignalSet
@@ -144,16 +145,11 @@ def build_attacks(
         if key not in names:
             raise ConfigError(f"parameters given for attack {key!r}, which is not selected")
     attacks = []
+    typed = check_params(params)  # unknown names and ill-typed values fail before any work
     for name in names:
         cls = get_attack_class(name)
-        known = {f.name for f in fields(cls)}
-        unknown = set(params.get(name, {})) - known
-        if unknown:
-            raise ConfigError(
-                f"attack {name!r} has no parameter(s) {sorted(unknown)}; it takes {sorted(known)}"
-            )
         try:
-            attacks.append(cls.for_run(run, **params.get(name, {})))
+            attacks.append(cls.for_run(run, **typed.get(name, {})))
         except TypeError as err:
             raise ConfigError(f"attack {name!r}: {err}") from err
     return attacks

@@ -27,15 +27,36 @@ probabilities), each first token completed greedily: a noiseless estimate of the
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
-import torch
 
 from imprint.attacks.words import first_word, split_words
 from imprint.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _with_torch(fn: _F) -> _F:
+    """Run ``fn`` without autograd, importing torch at the first call rather than at import:
+    ``imprint.attacks`` (and the --param checks that use it) must load without torch."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        global torch  # the module's methods use the name torch
+        import torch
+
+        with torch.no_grad():
+            return fn(*args, **kwargs)
+
+    return cast(_F, run)
+
 
 WordDist = dict[str, float]  # next word -> weight (sample count, or probability mass)
 
@@ -104,7 +125,7 @@ class LocalNextWordSampler:
         self._ctx: dict[str | None, tuple[list[int], Any, torch.Tensor]] = {}
         self.forwarded_tokens = 0  # tree + x tokens that went through the model
 
-    @torch.no_grad()
+    @_with_torch
     def distributions(
         self, text: str, *, prefix: str | None, rng: np.random.Generator
     ) -> list[WordDist]:

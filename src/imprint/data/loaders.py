@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from imprint.data.sample import MEMBER, NON_MEMBER, Sample, text_hash
+from imprint.data.text_checks import lone_surrogate_problem
 from imprint.errors import DataError, MissingDependencyError
 
 TEXT_FIELDS: tuple[str, ...] = ("text", "input", "content")
@@ -51,6 +52,7 @@ R_UTF8 = "invalid UTF-8"
 R_JSON = "invalid JSON"
 R_NOT_OBJ = "not a JSON object"
 R_SHAPE = "malformed row"
+R_SURROGATE = "lone surrogate"
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,8 @@ def _resolve_fields(
 
 def _make_sample(record: Mapping[str, Any], fields: _Fields, default_id: str) -> Sample:
     present = sorted(str(k) for k in record)
+    if problem := lone_surrogate_problem(record):  # JSON escapes can carry one; UTF-8 cannot
+        raise _BadRow(R_SURROGATE, problem)
     if fields.text not in record or record[fields.text] is None:
         raise _BadRow(
             R_NO_TEXT,

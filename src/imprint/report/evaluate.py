@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -10,7 +11,8 @@ import numpy as np
 
 from imprint.data import Sample
 from imprint.diagnostics import BLIND_WARN_DELTA, blind_suite_report
-from imprint.metrics import UndefinedMetricWarning, bootstrap_metrics
+from imprint.metrics import DEFAULT_FPR_BOUNDS, UndefinedMetricWarning, bootstrap_metrics
+from imprint.metrics.bootstrap import fpr_key
 
 BLIND_NAME = "blind (bag-of-words, no model)"
 
@@ -25,9 +27,35 @@ def column_metrics(
         summary = bootstrap_metrics(
             labels[finite], scores[finite], n_resamples=n_bootstrap, seed=seed
         )
-    out = summary.to_dict()
+    out = mark_unmeasurable(summary.to_dict(), summary.n_nonmembers)
     out["n_nan"] = int((~finite).sum())
     return out
+
+
+def min_nonmembers(max_fpr: float) -> int:
+    """Non-members needed before one false positive is an FPR of at most ``max_fpr`` (1/t)."""
+    return math.ceil(1 / max_fpr - 1e-9)  # 1e-9: 1 / 0.001 must give 1000, not 1001
+
+
+def mark_unmeasurable(row: dict[str, Any], n_nonmembers: int) -> dict[str, Any]:
+    """Replace each ``tpr@t%`` cell that ``n_nonmembers`` cannot resolve (fewer than 1/t) by
+    ``{estimate: None, ..., "not_measurable": why}``: with fewer, the smallest non-zero FPR
+    exceeds t, so the figure would only be the TPR at zero false positives."""
+    for bound in DEFAULT_FPR_BOUNDS:
+        key, need = fpr_key(bound), min_nonmembers(bound)
+        if key in row and n_nonmembers < need:
+            smallest = f"1/{n_nonmembers} = {100 / n_nonmembers:.2g} %" if n_nonmembers else "none"
+            row[key] = {
+                "estimate": None,
+                "low": None,
+                "high": None,
+                "not_measurable": (
+                    f"an FPR of {bound * 100:g} % needs at least {need} non-members; this "
+                    f"evaluation has {n_nonmembers} (smallest non-zero FPR {smallest}), so the "
+                    "figure would only be the TPR at zero false positives"
+                ),
+            }
+    return row
 
 
 def blind_metrics(suite: dict[str, Any]) -> dict[str, Any]:
@@ -103,6 +131,8 @@ def evaluate_scores(
             metrics["warnings"].append(
                 f"{column}: {row['n_nan']} samples had no defined score and were left out"
             )
+    if isinstance(metrics.get("blind_suite"), dict):  # its out-of-fold scores cover every sample
+        mark_unmeasurable(metrics["blind_suite"], int((labels == 0).sum()))
     metrics["blind_warn_delta"] = BLIND_WARN_DELTA
     return metrics
 

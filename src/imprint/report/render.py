@@ -1,19 +1,42 @@
-"""Turn a run's metrics into a Markdown table, a self-contained HTML page and a rich table."""
+"""Turn a run's metrics into a Markdown report, a self-contained HTML page and a rich table.
+
+Both reports are rendered from the same blocks of plain text. Every piece of text is escaped for
+its format (file names, model names, breakdown groups and drop reasons come from users' files):
+Markdown gets HTML entities for ``< > &`` and backslashes before its own syntax (``|`` included,
+so a group value cannot shift table columns); HTML gets :func:`html.escape`.
+"""
 
 from __future__ import annotations
 
 import base64
 import html
+import re
 from pathlib import Path
 from typing import Any
 
 from imprint.report.evaluate import BLIND_NAME, blind_description
 
 TPR_KEYS = ("tpr@0.1%", "tpr@1%", "tpr@5%", "tpr@10%")
+NOT_MEASURABLE = "not measurable"
+
+# A block of the report: (kind, payload) with kind h1/h2 (text), p (text), warn (text),
+# table ((header, rows)) or img (file name); all text unescaped.
+Block = tuple[str, Any]
+
+_MD_SYNTAX = re.compile(r"([\\`*_{}\[\]|#~!])")
+
+
+def md_escape(text: str) -> str:
+    """``text`` as literal Markdown on one line: no HTML, emphasis, links, code or cell breaks."""
+    one_line = " ".join(str(text).splitlines())
+    entities = one_line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SYNTAX.sub(r"\\\1", entities)
 
 
 def fmt(cell: dict[str, Any] | None) -> str:
-    """'0.734 [0.681, 0.790]' for an interval dict; 'n/a' when undefined."""
+    """'0.734 [0.681, 0.790]' for an interval dict; 'not measurable' or 'n/a' when undefined."""
+    if cell and cell.get("not_measurable"):
+        return NOT_MEASURABLE
     if not cell or cell.get("estimate") is None:
         return "n/a"
     return f"{cell['estimate']:.3f} [{cell['low']:.3f}, {cell['high']:.3f}]"
@@ -37,10 +60,17 @@ def metric_rows(metrics: dict[str, Any]) -> list[list[str]]:
 HEADER = ["attack", "AUC [95% CI]", *(f"TPR@{k[4:]}FPR" for k in TPR_KEYS)]
 
 
-def _md_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
+def measurability_notes(metrics: dict[str, Any]) -> list[str]:
+    """Why a TPR@FPR column reads 'not measurable' (one line per column and reason)."""
+    rows = [*metrics["attacks"].values(), metrics.get("blind_suite") or {}]
+    notes: list[str] = []
+    for key in TPR_KEYS:
+        for row in rows:
+            reason = (row.get(key) or {}).get("not_measurable")
+            note = f"TPR@{key[4:]}FPR {NOT_MEASURABLE}: {reason}"
+            if reason and note not in notes:
+                notes.append(note)
+    return notes
 
 
 def breakdown_rows(metrics: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -52,39 +82,66 @@ def breakdown_rows(metrics: dict[str, Any]) -> tuple[list[str], list[list[str]]]
     return header, rows
 
 
-def render_markdown(metrics: dict[str, Any], manifest: dict[str, Any], plots: list[str]) -> str:
-    cfg = manifest["config"]
-    data = manifest["data"]
-    parts = [
-        "# imprint membership inference report",
-        f"Model `{cfg['model']}` on data `{cfg['data']}`: {data['evaluated']} samples evaluated "
-        f"({metrics_counts(metrics)}), {sum(data['dropped'].values())} dropped.",
-    ]
-    if metrics["warnings"]:
-        parts.append("\n".join(f"> **Warning:** {w}" for w in metrics["warnings"]))
-    parts += [
-        "## Attacks",
-        "Higher score = more likely member. Intervals: 95 % stratified "
-        f"bootstrap, {cfg['n_bootstrap']} resamples, seed {cfg['seed']}. "
-        + blind_description(metrics),
-        _md_table(HEADER, metric_rows(metrics)),
+def report_blocks(
+    metrics: dict[str, Any], manifest: dict[str, Any], plots: list[str]
+) -> list[Block]:
+    """The report's content in order, as plain-text blocks (see :data:`Block`)."""
+    cfg, data = manifest["config"], manifest["data"]
+    blocks: list[Block] = [
+        ("h1", "imprint membership inference report"),
+        (
+            "p",
+            f"Model {cfg['model']} on data {cfg['data']}: {data['evaluated']} samples evaluated "
+            f"({metrics_counts(metrics)}), {sum(data['dropped'].values())} dropped.",
+        ),
+        *(("warn", w) for w in metrics["warnings"]),
+        ("h2", "Attacks"),
+        (
+            "p",
+            "Higher score = more likely member. Intervals: 95 % stratified "
+            f"bootstrap, {cfg['n_bootstrap']} resamples, seed {cfg['seed']}. "
+            + blind_description(metrics),
+        ),
+        ("table", (HEADER, metric_rows(metrics))),
+        *(("p", note) for note in measurability_notes(metrics)),
     ]
     if "breakdown" in metrics:
-        header, rows = breakdown_rows(metrics)
-        parts += [f"## AUC by `{metrics['breakdown']['field']}`", _md_table(header, rows)]
-    if data["dropped"]:
-        parts += [
-            "## Dropped samples",
-            _md_table(["reason", "count"], [[k, str(v)] for k, v in data["dropped"].items()]),
+        blocks += [
+            ("h2", f"AUC by {metrics['breakdown']['field']}"),
+            ("table", breakdown_rows(metrics)),
         ]
+    if data["dropped"]:
+        rows = [[k, str(v)] for k, v in data["dropped"].items()]
+        blocks += [("h2", "Dropped samples"), ("table", (["reason", "count"], rows))]
     usage = [(n, m["usage"]) for n, m in manifest.get("models", {}).items() if m.get("usage")]
     if usage:
-        parts += [
-            "## Queries",
-            _md_table(["model", *USAGE_FIELDS], [[n, *_usage_cells(u)] for n, u in usage]),
-        ]
-    parts += ["## Plots", *(f"![{p}]({p})" for p in plots)]
+        rows = [[n, *_usage_cells(u)] for n, u in usage]
+        blocks += [("h2", "Queries"), ("table", (["model", *USAGE_FIELDS], rows))]
+    return blocks + [("h2", "Plots"), *(("img", p) for p in plots)]
+
+
+def render_markdown(metrics: dict[str, Any], manifest: dict[str, Any], plots: list[str]) -> str:
+    """report.md: every text escaped, so names from users' files stay literal text."""
+    parts = []
+    for kind, payload in report_blocks(metrics, manifest, plots):
+        if kind in ("h1", "h2"):
+            parts.append("#" * int(kind[1]) + " " + md_escape(payload))
+        elif kind == "warn":
+            parts.append(f"> **Warning:** {md_escape(payload)}")
+        elif kind == "table":
+            parts.append(_md_table(*payload))
+        elif kind == "img":
+            parts.append(f"![{md_escape(payload)}]({payload})")
+        else:
+            parts.append(md_escape(payload))
     return "\n\n".join(parts) + "\n"
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(md_escape(c) for c in cells) + " |"
+
+    return "\n".join([line(header), "|" + "---|" * len(header), *(line(r) for r in rows)])
 
 
 USAGE_FIELDS = ["requests", "cached", "retries", "failed", "prompt_tokens", "completion_tokens"]
@@ -108,25 +165,28 @@ def metrics_counts(metrics: dict[str, Any]) -> str:
     return f"{first['n_members']} members, {first['n_nonmembers']} non-members"
 
 
-def render_html(markdown_text: str, out: Path, plots: list[str]) -> str:
-    """A self-contained page (plots embedded as base64): opens offline, no external assets."""
+def render_html(
+    metrics: dict[str, Any], manifest: dict[str, Any], out: Path, plots: list[str]
+) -> str:
+    """A self-contained page (plots in ``out`` embedded as base64): opens offline, no external
+    assets; every text is HTML-escaped."""
     body = []
-    for block in markdown_text.split("\n\n"):
-        if block.startswith("|"):
-            body.append(_html_table(block))
-        elif block.startswith("#"):
-            level = len(block) - len(block.lstrip("#"))
-            body.append(f"<h{level}>{html.escape(block.lstrip('# '))}</h{level}>")
-        elif block.startswith("!["):
-            continue
+    for kind, payload in report_blocks(metrics, manifest, plots):
+        if kind in ("h1", "h2"):
+            body.append(f"<{kind}>{html.escape(payload)}</{kind}>")
+        elif kind == "warn":
+            body.append(f'<p class="warn"><b>Warning:</b> {html.escape(payload)}</p>')
+        elif kind == "table":
+            body.append(_html_table(*payload))
+        elif kind == "img":
+            data = base64.b64encode((out / payload).read_bytes()).decode()
+            name = html.escape(payload)
+            body.append(
+                f'<figure><img alt="{name}" src="data:image/png;base64,{data}">'
+                f"<figcaption>{name}</figcaption></figure>"
+            )
         else:
-            body.append(f"<p>{_inline(block)}</p>")
-    for plot in plots:
-        data = base64.b64encode((out / plot).read_bytes()).decode()
-        body.append(
-            f'<figure><img alt="{plot}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{plot}</figcaption></figure>"
-        )
+            body.append(f"<p>{html.escape(payload)}</p>")
     style = (
         "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px}"
@@ -138,28 +198,26 @@ def render_html(markdown_text: str, out: Path, plots: list[str]) -> str:
     )
 
 
-def _inline(text: str) -> str:
-    escaped = html.escape(text).replace("&gt; **Warning:**", "<b>Warning:</b>")
-    return escaped.replace("\n", "<br>")
-
-
-def _html_table(block: str) -> str:
-    lines = [line.strip("|").split("|") for line in block.splitlines() if not line.startswith("|-")]
-    head = "".join(f"<th>{html.escape(c.strip())}</th>" for c in lines[0])
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(c.strip())}</td>" for c in line) + "</tr>"
-        for line in lines[1:]
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def rich_table(metrics: dict[str, Any]) -> Any:
+    """The terminal table; notes on unmeasurable TPR columns as its caption."""
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title="membership inference (higher score = member)")
+    notes = measurability_notes(metrics)
+    table = Table(
+        title="membership inference (higher score = member)",
+        caption=escape("\n".join(notes)) if notes else None,
+    )
     for h in HEADER:
-        table.add_column(h)
+        table.add_column(escape(h))
     for row in metric_rows(metrics):
         table.add_row(*(escape(cell) for cell in row))
     return table

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import datetime
 import json
 import platform
 import sys
@@ -15,6 +17,7 @@ import numpy as np
 
 from imprint.data import Sample
 from imprint.metrics import roc_curve
+from imprint.report.outdir import check_out_dir, discard, publish, staging_dir
 from imprint.report.plots import plot_roc, plot_score_histograms
 from imprint.report.render import render_html, render_markdown, rich_table
 
@@ -32,20 +35,37 @@ def package_versions() -> dict[str, str]:
 
 
 def to_jsonable(value: Any) -> Any:
-    """Dataclasses, paths, numpy scalars and tuples into plain JSON values."""
+    """Any value as plain JSON: dataclasses, paths, numpy values, tuples, and the column types a
+    Parquet or hub dataset brings into ``meta``: dates and times as ISO 8601 text, durations as
+    seconds, decimals as exact text, bytes as text when they are UTF-8 (else ``base64:...``).
+    Anything else becomes its ``str``, so writing a run never fails on a value's type."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
         return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
+    if isinstance(value, list | tuple | set | frozenset | np.ndarray):
         return [to_jsonable(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
     if isinstance(value, np.generic):
-        return value.item()
+        value = value.item()
     if isinstance(value, float) and not np.isfinite(value):
         return None
-    return value
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    return _special_to_json(value)
+
+
+def _special_to_json(value: Any) -> Any:
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, bytes | bytearray | memoryview):
+        raw = bytes(value)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return "base64:" + base64.b64encode(raw).decode("ascii")
+    return str(value)  # Decimal (exact), Path, and any other object
 
 
 def write_scores(path: Path, samples: Sequence[Sample], scores: dict[str, np.ndarray]) -> None:
@@ -90,21 +110,44 @@ def write_run(
     manifest: dict[str, Any],
     *,
     console: Any = None,
+    overwrite: bool = False,
 ) -> None:
-    """Write every artefact of a run into ``out`` and print the table to ``console``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    manifest = to_jsonable({**manifest, "versions": package_versions()})
-    metrics = to_jsonable(metrics)
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    write_scores(out / "scores.parquet", samples, scores)
-    plots = write_plots(out, samples, scores)
-    markdown = render_markdown(metrics, manifest, plots)
-    (out / "report.md").write_text(markdown)
-    (out / "report.html").write_text(render_html(markdown, out, plots))
+    """Write every artefact of a run into ``out`` and print the table to ``console``.
+
+    The files are written into a hidden sibling folder renamed to ``out`` at the end (see
+    :mod:`imprint.report.outdir`): ``out`` is a whole run or left as it was.
+    """
+    out = check_out_dir(Path(out), overwrite=overwrite)
+    staged = staging_dir(out)
+    try:
+        metrics = _write_files(staged, samples, scores, metrics, manifest)
+        publish(staged, out, overwrite=overwrite)
+    finally:
+        discard(staged)  # nothing left after a successful publish; the debris of a failed one
     if console is not None:
         console.print(rich_table(metrics))
         for warning in metrics["warnings"]:
             console.print(f"[bold yellow]warning:[/] {warning}")
         console.print(f"report: {out / 'report.html'}")
+
+
+def _write_files(
+    folder: Path,
+    samples: Sequence[Sample],
+    scores: dict[str, np.ndarray],
+    metrics: dict[str, Any],
+    manifest: dict[str, Any],
+) -> dict[str, Any]:
+    """The run's files in ``folder``; returns the JSON-ready metrics."""
+    manifest = to_jsonable({**manifest, "versions": package_versions()})
+    metrics = to_jsonable(metrics)
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    (folder / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    write_scores(folder / "scores.parquet", samples, scores)
+    plots = write_plots(folder, samples, scores)
+    markdown = render_markdown(metrics, manifest, plots)
+    (folder / "report.md").write_text(markdown, encoding="utf-8")
+    (folder / "report.html").write_text(
+        render_html(metrics, manifest, folder, plots), encoding="utf-8"
+    )
+    return metrics

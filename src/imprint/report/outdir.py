@@ -1,0 +1,115 @@
+"""The run folder's location: checked before any work, written whole or not at all.
+
+A run is written into a hidden sibling folder (``.NAME.partial-*``) and renamed into place at the
+end, so a crash leaves no half-written run, and two runs aimed at one folder never mix their
+files: the one that finishes last is the folder, whole. An existing folder is replaced only when
+it is an earlier imprint run (it holds imprint's ``manifest.json``), or when ``overwrite`` says so.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import secrets
+import shutil
+from pathlib import Path
+
+from imprint.errors import ConfigError
+
+_SWAP_TRIES = 100  # each failed try means another run renamed a folder at that instant
+
+
+def is_run_folder(path: Path) -> bool:
+    """True when ``path`` holds a ``manifest.json`` written by imprint (config and versions)."""
+    try:
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and {"config", "versions"} <= set(manifest)
+
+
+def check_out_dir(out: Path, *, overwrite: bool = False) -> Path:
+    """Refuse an output location that cannot or must not become a run folder; return it absolute.
+
+    Raises :class:`ConfigError` when ``out`` is a file, lies under a file, is not writable, is
+    the current folder or one above it, or is a non-empty folder that is not an imprint run
+    (unless ``overwrite``). Creates nothing.
+    """
+    out = Path(os.path.abspath(out))
+    if out.exists() and not out.is_dir():
+        raise ConfigError(
+            f"--out {out} is a file, not a folder; pass a folder path for the run (a new one, "
+            "or an earlier imprint run to replace)"
+        )
+    cwd = Path.cwd()
+    if out == out.parent or out == cwd or out in cwd.parents:
+        raise ConfigError(
+            f"--out {out} is the current folder or one above it; the run replaces its --out "
+            "folder whole, so pass a new folder, e.g. --out runs/latest"
+        )
+    if out.is_dir() and any(out.iterdir()) and not is_run_folder(out) and not overwrite:
+        names = sorted(p.name for p in out.iterdir())
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        raise ConfigError(
+            f"--out {out} is a folder that is not an imprint run (no imprint manifest.json) and "
+            f"holds {len(names)} entries ({shown}); a run replaces its folder whole. Pass a new "
+            "folder, or add --overwrite to delete its contents and write the run there"
+        )
+    _check_parent(out)
+    return out
+
+
+def _check_parent(out: Path) -> None:
+    """The nearest existing folder above ``out`` must be a writable folder."""
+    ancestor = out.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ConfigError(f"--out {out}: {ancestor} is a file, so no folder can be made under it")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {out}: cannot write in {ancestor}; choose a writable place")
+
+
+def staging_dir(out: Path) -> Path:
+    """A new, empty hidden sibling of ``out`` to write the run into (same file system, so the
+    final rename is atomic)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staged = out.parent / f".{out.name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
+    staged.mkdir()
+    return staged
+
+
+def publish(staged: Path, out: Path, *, overwrite: bool = False) -> None:
+    """Rename the finished ``staged`` folder to ``out``, moving an earlier run there aside first.
+
+    Concurrent publishers race only on renames: each try either lands its whole folder or
+    finds ``out`` taken and moves that aside again, so ``out`` is always one run's folder.
+    """
+    for _ in range(_SWAP_TRIES):
+        try:
+            os.rename(staged, out)
+            return
+        except OSError as err:
+            if err.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+                raise
+        check_out_dir(out, overwrite=overwrite)  # still replaceable (it may have changed)
+        aside = out.parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            os.rename(out, aside)
+        except FileNotFoundError:
+            continue  # another run moved it first
+        _remove(aside)
+    raise ConfigError(f"--out {out}: could not move the finished run into place; retry")
+
+
+def discard(staged: Path) -> None:
+    """Remove an unfinished staging folder (the run failed before publishing)."""
+    _remove(staged)
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink():
+        path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
