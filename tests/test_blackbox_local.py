@@ -49,8 +49,10 @@ class HashEmbedder:
 
 
 @torch.no_grad()
-def brute_force(backend, prompt_ids, cfg, *, expected):
-    """Exact next-word weights by full forwards of every partial word (no cache, no tree)."""
+def brute_force(backend, prompt_ids, cfg, *, greedy):
+    """The law of naive generation, exactly: every continuation of ``max_word_tokens`` tokens
+    (or up to EOS) by full forwards (no cache, no tree, no early stop), decoded whole, then its
+    first word. ``greedy``: after the first token, only the most likely one (greedy_topk)."""
     eos = backend.tokenizer.eos_token_id
     dist: dict[str, float] = {}
 
@@ -62,18 +64,15 @@ def brute_force(backend, prompt_ids, cfg, *, expected):
     def walk(gen, mass, depth):
         ids, probs = top(prompt_ids + gen)
         pairs = list(zip(ids, probs, strict=True))
-        if expected and depth > 0:
+        if greedy and depth > 0:
             pairs = [(ids[int(np.argmax(probs))], 1.0)]
         for token, p in pairs:
-            if token == eos:
-                word, final = first_word(decode(gen), ended=True)
-            else:
-                new = [*gen, token]
-                word, final = first_word(decode(new), ended=len(new) >= cfg.max_word_tokens)
-            if final:
+            new = gen if token == eos else [*gen, token]
+            if token == eos or len(new) >= cfg.max_word_tokens:
+                word = first_word(decode(new), ended=True)[0]
                 dist[word] = dist.get(word, 0.0) + mass * p
             else:
-                walk([*gen, token], mass * p, depth + 1)
+                walk(new, mass * p, depth + 1)
 
     def decode(ids):
         return backend.tokenizer.decode(ids, skip_special_tokens=True)
@@ -83,22 +82,73 @@ def brute_force(backend, prompt_ids, cfg, *, expected):
 
 
 def prompt_ids(backend, text, word, prefix):
-    ctx = [backend.bos_id, *(backend.encode(prefix) if prefix else [])]
-    return ctx + backend.encode(text[: split_words(text)[word - 1].end])
+    """The prompt P + x_<i as HFTextBackend (the remote path) sends it: one string, one
+    tokenisation, so a BPE merge may cross the boundary between P and x."""
+    return [
+        backend.bos_id,
+        *backend.encode((prefix or "") + text[: split_words(text)[word - 1].end]),
+    ]
 
 
-@pytest.mark.parametrize("prefix", [None, PREFIX])
-def test_expected_mode_equals_brute_force(tiny, prefix):
-    cfg = NextWordConfig(top_k=3, temperature=0.7, max_word_tokens=3, expected=True, node_batch=5)
-    dists = LocalNextWordSampler(tiny, cfg).distributions(
-        TEXT, prefix=prefix, rng=np.random.default_rng(0)
-    )
-    assert len(dists) == len(split_words(TEXT)) - 1
+def assert_same_dists(tiny, text, prefix, cfg, dists, *, greedy):
+    assert len(dists) == len(split_words(text)) - 1
     for i, dist in enumerate(dists, start=1):
-        exact = brute_force(tiny, prompt_ids(tiny, TEXT, i, prefix), cfg, expected=True)
+        exact = brute_force(tiny, prompt_ids(tiny, text, i, prefix), cfg, greedy=greedy)
         assert dist.keys() == exact.keys()
         for word, mass in exact.items():
             assert dist[word] == pytest.approx(mass, abs=1e-5)
+
+
+@pytest.mark.parametrize("prefix", [None, PREFIX])
+def test_greedy_topk_mode_equals_brute_force(tiny, prefix):
+    cfg = NextWordConfig(
+        top_k=3, temperature=0.7, max_word_tokens=3, mode="greedy_topk", node_batch=5
+    )
+    sampler = LocalNextWordSampler(tiny, cfg)
+    dists = sampler.distributions(TEXT, prefix=prefix, rng=np.random.default_rng(0))
+    assert_same_dists(tiny, TEXT, prefix, cfg, dists, greedy=True)
+
+
+# P ends in a space, so jointly "P x" tokenises " the" as one token where P alone ends in " "
+JOINT_PREFIX = "Numbers like 1, 10 and 100 appear in many documents; so do "
+MIXED = "the council met in Kraków, 会议在首尔举行。"
+
+
+@pytest.mark.parametrize(("text", "prefix"), [(TEXT, None), (TEXT, PREFIX), (MIXED, JOINT_PREFIX)])
+def test_exact_mode_is_the_exact_next_word_distribution(tiny, text, prefix):
+    """min_mass=0 enumerates every branch: the law of naive generation on the remote path's
+    prompts (P and x_<i tokenised together); the early word cut never stops inside a character
+    whose bytes span several tokens."""
+    cfg = NextWordConfig(top_k=4, temperature=0.8, max_word_tokens=4, mode="exact", min_mass=0)
+    sampler = LocalNextWordSampler(tiny, cfg)
+    dists = sampler.distributions(text, prefix=prefix, rng=np.random.default_rng(0))
+    assert_same_dists(tiny, text, prefix, cfg, dists, greedy=False)
+    assert all(sum(d.values()) == pytest.approx(1.0) for d in dists)
+    assert sampler.unresolved_mass == 0.0
+
+
+def test_the_joint_tokenisation_case_is_exercised(tiny):
+    """The case above is real: P alone and P + x_<i tokenise differently at the boundary, and
+    the random model proposes byte tokens that are only part of a character."""
+    alone = tiny.encode(JOINT_PREFIX) + tiny.encode("the")
+    joint = tiny.encode(JOINT_PREFIX + "the")
+    assert alone != joint
+    halves = [t for t in range(len(tiny.tokenizer)) if tiny.tokenizer.decode([t]) == "\ufffd"]
+    assert len(halves) > 50
+
+
+def test_exact_mode_drops_only_unlikely_branches(tiny):
+    full = NextWordConfig(top_k=6, max_word_tokens=4, mode="exact", min_mass=0)
+    cut = NextWordConfig(top_k=6, max_word_tokens=4, mode="exact", min_mass=0.02)
+    a, b = (LocalNextWordSampler(tiny, c) for c in (full, cut))
+    exact = a.distributions(MIXED, prefix=PREFIX, rng=np.random.default_rng(0))
+    pruned = b.distributions(MIXED, prefix=PREFIX, rng=np.random.default_rng(0))
+    assert b.unresolved_mass > 0 and b.forwarded_tokens < a.forwarded_tokens
+    total_missing = sum(1.0 - sum(d.values()) for d in pruned)
+    assert total_missing == pytest.approx(b.unresolved_mass)
+    for d_exact, d_pruned in zip(exact, pruned, strict=True):
+        for word, mass in d_pruned.items():  # what is kept is exact, never more
+            assert mass <= d_exact[word] + 1e-9
 
 
 def test_sampled_word_frequencies_follow_the_exact_distribution(tiny):
@@ -106,7 +156,7 @@ def test_sampled_word_frequencies_follow_the_exact_distribution(tiny):
     sampler = LocalNextWordSampler(tiny, cfg)
     dists = sampler.distributions(TEXT, prefix=PREFIX, rng=np.random.default_rng(1))
     for i in (1, 4, 6):
-        exact = brute_force(tiny, prompt_ids(tiny, TEXT, i, PREFIX), cfg, expected=False)
+        exact = brute_force(tiny, prompt_ids(tiny, TEXT, i, PREFIX), cfg, greedy=False)
         assert sum(dists[i - 1].values()) == cfg.n
         for word, p in exact.items():  # 5 standard errors
             assert dists[i - 1].get(word, 0) / cfg.n == pytest.approx(p, abs=5 * (p / cfg.n) ** 0.5)
@@ -139,9 +189,10 @@ def test_greedy_generation_ignores_batch_padding(tiny):
     assert len(cut[0][0]) < len(together[0][0]) or not together[0][0][1:3]
 
 
-def test_simmia_local_expected_mode_runs_and_is_deterministic(tiny):
-    attack = SimMIA(n_shots=1, top_k=4, max_word_tokens=3, mode="expected")
-    args = (tiny, [TEXT, "In 2023 the council met."])
+@pytest.mark.parametrize("mode", ["exact", "greedy_topk"])
+def test_simmia_local_noiseless_modes_run_and_are_deterministic(tiny, mode):
+    attack = SimMIA(n_shots=1, top_k=4, max_word_tokens=3, mode=mode)
+    args = (tiny, [TEXT, "In 2023 the council met.", MIXED])
     first = attack.score_with_backend(*args, prefix=PREFIX, embedder=HashEmbedder())
     second = attack.score_with_backend(*args, prefix=PREFIX, embedder=HashEmbedder())
     assert np.isfinite(first["simmia"]).all() and np.array_equal(first["simmia"], second["simmia"])
@@ -218,7 +269,7 @@ def test_run_with_blackbox_attacks_on_a_wikimia_subset(
     data = tmp_path / "subset.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in subset))
     monkeypatch.setattr("imprint.attacks.simmia.default_embedder", HashEmbedder)
-    monkeypatch.setattr("imprint.attacks.petal.default_embedder", HashEmbedder)
+    monkeypatch.setattr("imprint.attacks.embed.default_embedder", HashEmbedder)
     result = execute_run(
         RunConfig(
             model=str(tiny_model_dir),

@@ -13,23 +13,24 @@ tensors g_1..g_m are combined (``aggregate``, written to the manifest):
 
 ``norm``: ``l2`` (default), ``l1`` or ``linf``.
 
-Not a TokenStats signal: the attack declares ``needs_backend = True`` and no needs; the run calls
-``check_backend(target)`` before any work and ``score_with_backend(target, texts)`` instead of
-``score``. A backend without the GRADIENTS capability raises :class:`CapabilityError`.
+Not a TokenStats signal: each text's norm is a ``gradnorm`` request (stored and counted like every
+model call); the run calls ``check_backend(target)`` before any work. A backend without the
+GRADIENTS capability raises :class:`CapabilityError`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from imprint.attacks.base import Attack, register
-from imprint.backends.gradients import check_gradients, check_norm, gradient_norms
+from imprint.attacks.base import register
+from imprint.attacks.model_calls import ModelCallAttack
+from imprint.backends.gradients import check_gradients, check_norm
 from imprint.errors import ConfigError
-from imprint.signals.needs import Need, SignalSet
+from imprint.requests.client import ModelRequests
 
 
 def gradnorm_score(norms: np.ndarray) -> np.ndarray:
@@ -39,7 +40,7 @@ def gradnorm_score(norms: np.ndarray) -> np.ndarray:
 
 @register("gradnorm")
 @dataclass(frozen=True)
-class GradNorm(Attack):
+class GradNorm(ModelCallAttack):
     norm: str = "l2"
     aggregate: str = "global"
 
@@ -52,7 +53,6 @@ class GradNorm(Attack):
         "Extraction in Large Language Models"
     )
     access = "white-box"
-    needs_backend: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         try:
@@ -60,20 +60,13 @@ class GradNorm(Attack):
         except ConfigError as err:
             raise ConfigError(f"gradnorm: {err}") from err
 
-    def needs(self) -> tuple[Need, ...]:
-        return ()
-
     def check_backend(self, backend: Any) -> None:
         """Raise CapabilityError before any work when ``backend`` has no gradients."""
         check_gradients(backend)
 
-    def score_with_backend(self, backend: Any, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """Column name -> scores of shape (len(texts),), higher = member."""
-        norms = gradient_norms(backend, texts, norm=self.norm, aggregate=self.aggregate)
+    def score_with_requests(
+        self, requests: ModelRequests, texts: Sequence[str], **kwargs: Any
+    ) -> dict[str, np.ndarray]:
+        """Column ``gradnorm``, shape (len(texts),), higher = member."""
+        norms = requests.gradient_norms("target", texts, norm=self.norm, aggregate=self.aggregate)
         return {self.name: gradnorm_score(norms)}
-
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
-        raise ConfigError(
-            "gradnorm needs the target backend: call "
-            "score_with_backend(backend, texts) (needs_backend = True)"
-        )

@@ -21,17 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from imprint.attacks.base import Attack, register
-from imprint.attacks.embed import Embedder, default_embedder
-from imprint.attacks.simmia import is_local_model, local_model
-from imprint.backends.base import SAMPLING, ScoreRequest, TokenStats
+from imprint.attacks.base import register
+from imprint.attacks.embed import Embedder
+from imprint.attacks.model_calls import ModelCallAttack
+from imprint.backends.base import SAMPLING, TokenStats
 from imprint.backends.text import as_text_backend
 from imprint.errors import CapabilityError, ConfigError
-from imprint.signals.needs import Need, SignalSet
+from imprint.requests.client import ModelRequests, local_transformers
 
 
 def log_similarity(embedder: Embedder, truth: Sequence[str], guess: Sequence[str]) -> np.ndarray:
@@ -62,12 +62,9 @@ def petal_score(sim_target: np.ndarray, slope: float, intercept: float) -> float
     return float(np.mean(slope * np.asarray(sim_target) + intercept))
 
 
-_SURROGATES: dict[tuple[str, str], Any] = {}
-
-
 @register("petal")
 @dataclass(frozen=True)
-class PETAL(Attack):
+class PETAL(ModelCallAttack):
     surrogate: str = "smollm2-135m"
 
     summary = "greedy-token similarity calibrated to log-probability by a surrogate model"
@@ -76,23 +73,19 @@ class PETAL(Attack):
         "Large Language Models (PETAL)"
     )
     access = "black-box"
-    needs_backend: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if not self.surrogate:
             raise ConfigError("petal needs a surrogate model spec (surrogate=...)")
 
-    def needs(self) -> tuple[Need, ...]:
-        return ()
-
     def check_backend(self, backend: Any) -> None:
         """Refuse a target that is the surrogate itself, or that cannot give greedy tokens."""
-        if getattr(local_model(backend) or backend, "spec", None) == self.surrogate:
+        if getattr(local_transformers(backend) or backend, "spec", None) == self.surrogate:
             raise ConfigError(
                 f"petal: the surrogate ({self.surrogate!r}) is the target itself; PETAL calibrates "
                 "on a different model — pass surrogate=<another model spec>"
             )
-        if not is_local_model(backend):
+        if local_transformers(backend) is None:
             if SAMPLING not in getattr(backend, "capabilities", frozenset()):
                 raise CapabilityError(f"petal needs greedy next tokens; {backend!r} cannot sample")
             as_text_backend(backend)
@@ -102,41 +95,32 @@ class PETAL(Attack):
         backend: Any,
         texts: Sequence[str],
         *,
+        embedder: Any = None,
+        roles: dict[str, Any] | None = None,
         surrogate: Any = None,
-        embedder: Embedder | None = None,
+        **kwargs: Any,
+    ) -> dict[str, np.ndarray]:
+        """As the base class; ``surrogate`` may hand in an already loaded surrogate backend."""
+        roles = {**(roles or {}), **({"surrogate": surrogate} if surrogate else {})}
+        return super().score_with_backend(backend, texts, embedder=embedder, roles=roles)
+
+    def score_with_requests(
+        self, requests: ModelRequests, texts: Sequence[str], **kwargs: Any
     ) -> dict[str, np.ndarray]:
         """Column ``petal``, shape (len(texts),), higher = member."""
-        self.check_backend(backend)
-        surrogate = surrogate or self._surrogate(backend)
-        embedder = embedder or default_embedder()
-        sur_stats = surrogate.score([ScoreRequest(t) for t in texts])
-        local = local_model(backend)
+        surrogate = requests.load("surrogate", self.surrogate)
+        sur_stats = requests.token_stats("surrogate", texts)
+        local = requests.local("target")
         if local is not None:
-            target_pairs = [
-                _token_pairs(local, s) for s in local.score([ScoreRequest(t) for t in texts])
-            ]
+            target_pairs = [_token_pairs(local, s) for s in requests.token_stats("target", texts)]
         else:
-            target_pairs = [_remote_pairs(backend, surrogate, s) for s in sur_stats]
+            target_pairs = [_remote_pairs(requests, surrogate, s) for s in sur_stats]
         scores = np.full(len(texts), np.nan)
         for i, stats in enumerate(sur_stats):
             truth, guess = _token_pairs(surrogate, stats)
-            slope, intercept = fit_line(log_similarity(embedder, truth, guess), stats.logp[1:])
-            scores[i] = petal_score(log_similarity(embedder, *target_pairs[i]), slope, intercept)
+            slope, intercept = fit_line(log_similarity(requests, truth, guess), stats.logp[1:])
+            scores[i] = petal_score(log_similarity(requests, *target_pairs[i]), slope, intercept)
         return {self.name: scores}
-
-    def _surrogate(self, target: Any) -> Any:
-        """The surrogate backend, loaded once per (spec, device) and process."""
-        from imprint.backends.hf import HFLogprobBackend
-
-        device = str(getattr(target, "device", "auto"))
-        key = (self.surrogate, device)
-        if key not in _SURROGATES:
-            _SURROGATES.clear()  # one surrogate in memory at a time
-            _SURROGATES[key] = HFLogprobBackend(self.surrogate, name="surrogate", device=device)
-        return _SURROGATES[key]
-
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
-        raise ConfigError("petal is black-box: call score_with_backend(backend, texts)")
 
 
 def _token_pairs(backend: Any, stats: TokenStats) -> tuple[list[str], list[str]]:
@@ -147,7 +131,9 @@ def _token_pairs(backend: Any, stats: TokenStats) -> tuple[list[str], list[str]]
     return truth, guess
 
 
-def _remote_pairs(backend: Any, surrogate: Any, stats: TokenStats) -> tuple[list[str], list[str]]:
+def _remote_pairs(
+    requests: ModelRequests, surrogate: Any, stats: TokenStats
+) -> tuple[list[str], list[str]]:
     """Greedy one-token continuations of a text-only target after every surrogate-token prefix."""
     ids = [int(t) for t in stats.token_ids]
     decode = surrogate.tokenizer.decode
@@ -155,5 +141,5 @@ def _remote_pairs(backend: Any, surrogate: Any, stats: TokenStats) -> tuple[list
     truth = [decode([t]) for t in ids[1:]]
     if not prompts:
         return [], []
-    outs = as_text_backend(backend).sample(prompts, 1, 1, temperature=0.0, seed=0)
+    outs = requests.sample("target", prompts, 1, 1, temperature=0.0, seed=0)
     return truth, [o[0] for o in outs]

@@ -54,11 +54,17 @@ class ModelRequests:
         *,
         embedder: Any = None,
         local_models: Callable[[Any], Any] | None = None,
+        logprobs: Callable[[Any, str, Sequence[str]], list[Any]] | None = None,
+        loader: Callable[[str, str], Any] | None = None,
     ) -> None:
         self.backends = dict(backends)
         self.runner = runner
         self._embedder = embedder
         self._local_models = local_models
+        # log-prob passes go through the signal planner and its cache (injected by the run, which
+        # owns both); ``loader(role, spec)`` loads an auxiliary model such as PETAL's surrogate
+        self._logprobs = logprobs
+        self._loader = loader
 
     # -- plumbing ------------------------------------------------------------------------------
     def backend(self, role: str) -> Any:
@@ -72,6 +78,20 @@ class ModelRequests:
     def local(self, role: str = "target") -> Any | None:
         """The local transformers backend behind ``role`` (fast paths), or None for an API."""
         return self._local_models(self.backend(role)) if self._local_models else None
+
+    def load(self, role: str, spec: str) -> Any:
+        """The backend in ``role``, loaded from ``spec`` on first use (e.g. a surrogate model)."""
+        if role not in self.backends:
+            if self._loader is None:
+                raise ConfigError(f"no model in role {role!r} and no loader to load {spec!r}")
+            self.backends[role] = self._loader(role, spec)
+        return self.backends[role]
+
+    def token_stats(self, role: str, texts: Sequence[str]) -> list[Any]:
+        """Per-token statistics of each text under ``role`` (planned, batched and cached)."""
+        if self._logprobs is None:
+            raise ConfigError("this run has no log-prob planner for token statistics")
+        return self._logprobs(self.backend(role), role, texts)
 
     # -- text ----------------------------------------------------------------------------------
     def sample(
@@ -227,3 +247,42 @@ def _text_rng(request: NextWordRequest) -> np.random.Generator:
         )
     ).digest()
     return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
+def local_transformers(backend: Any) -> Any | None:
+    """The local transformers backend behind ``backend`` (an HFLogprobBackend itself, or the one
+    an HFTextBackend wraps), which fast paths can drive; None for text-only backends."""
+    for candidate in (backend, getattr(backend, "hf", None)):
+        attrs = ("model", "tokenizer", "encode", "bos_id")
+        if candidate is not None and all(hasattr(candidate, a) for a in attrs):
+            return candidate
+    return None
+
+
+def _score_directly(backend: Any, role: str, texts: Sequence[str]) -> list[Any]:
+    from imprint.backends.base import ScoreRequest
+
+    return list(backend.score([ScoreRequest(t) for t in texts]))
+
+
+def load_local_model(role: str, spec: str) -> Any:
+    from imprint.backends.hf import HFLogprobBackend
+
+    return HFLogprobBackend(spec, name=role)
+
+
+def in_memory_requests(
+    backend: Any, *, embedder: Any = None, roles: dict[str, Any] | None = None
+) -> ModelRequests:
+    """A client over ``backend`` (role ``target``) with an in-memory store: for library calls
+    and tests that score a handful of texts without a run (nothing persists)."""
+    from imprint.requests.store import RequestStore
+
+    return ModelRequests(
+        {"target": backend, **(roles or {})},
+        RequestRunner(RequestStore(None)),
+        embedder=embedder,
+        local_models=local_transformers,
+        logprobs=_score_directly,
+        loader=load_local_model,
+    )
