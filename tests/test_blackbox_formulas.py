@@ -13,7 +13,15 @@ from imprint.attacks.base import RunContext
 from imprint.attacks.petal import PETAL, fit_line, log_similarity, petal_score
 from imprint.attacks.samia import SaMIA, split_prefix
 from imprint.attacks.simmia import SimMIA, exact_rate, relative_score
-from imprint.attacks.words import first_word, is_number, rouge1_recall, split_words, word_prefixes
+from imprint.attacks.words import (
+    first_word,
+    is_number,
+    rouge1_recall,
+    rouge_tokens,
+    split_units,
+    split_words,
+    word_prefixes,
+)
 from imprint.backends.base import SAMPLING
 from imprint.data.sample import Sample
 from imprint.errors import CapabilityError, ConfigError
@@ -72,10 +80,39 @@ def test_split_words_keeps_numbers_hyphens_and_punctuation():
         ("   ", False, ("", False)),
         ("", True, ("", True)),
         (" Haw", True, ("Haw", True)),
+        # U+FFFD at the end: a character whose bytes are not all there yet
+        (" Krak\ufffd", False, ("Krak", False)),
+        ("\ufffd", False, ("", False)),
+        (" was \ufffd", False, ("was", True)),  # the space already ended the word
+        (" twenty-\ufffd", False, ("twenty", False)),
+        (" Krak\ufffd", True, ("Krak", True)),  # the budget ran out inside the character
+        ("\ufffd", True, ("", True)),
+        # unspaced scripts: a character is a word, final once anything follows it
+        (" 会", False, ("会", False)),
+        (" 会议", False, ("会", True)),
+        ("か\ufffd", False, ("か", False)),  # the next character may be a mark: が
+        (" हिन्", False, ("हिन्", False)),  # Devanagari signs are part of the word
+        (" हिन्दी ", False, ("हिन्दी", True)),
     ],
 )
 def test_first_word_is_final_only_when_more_text_cannot_change_it(continuation, ended, expected):
     assert first_word(continuation, ended=ended) == expected
+
+
+def test_split_words_is_unicode_aware():
+    text = "Kraków (हिन्दी) 会议在首尔举行，2023年。Straße"
+    assert [w.text for w in split_words(text)] == (
+        ["Kraków", "(", "हिन्दी", ")"]
+        + list("会议在首尔举行，")
+        + ["2023"]
+        + list("年。")
+        + ["Straße"]
+    )
+    decomposed = "Krako\u0301w"  # o + combining acute: still one word
+    assert [w.text for w in split_words(decomposed)] == [decomposed]
+    assert [u.text for u in split_units("the council 会议在首尔 met")] == (
+        ["the", "council"] + list("会议在首尔") + ["met"]
+    )
 
 
 def test_is_number():
@@ -89,6 +126,18 @@ def test_rouge1_recall_by_hand():
     assert rouge1_recall("on the mat the mat", ref) == pytest.approx(4 / 6)  # mat clipped at 1
     assert rouge1_recall("THE. Cat!", ref) == pytest.approx(2 / 6)  # lowercase, no punctuation
     assert rouge1_recall("", ref) == 0.0 and rouge1_recall("x", "") == 0.0
+
+
+def test_rouge1_keeps_non_ascii_letters_and_case_folds():
+    zh = "会议在首尔举行，讨论了预算。"
+    assert rouge1_recall(zh, zh) == 1.0  # every character is a unigram; punctuation dropped
+    assert rouge_tokens(zh) == list("会议在首尔举行讨论了预算")
+    assert rouge1_recall("会议在北京", zh) == pytest.approx(3 / 12)  # 会 议 在
+    assert rouge_tokens("Kraków KRAKÓW Krako\u0301w") == ["kraków"] * 3  # NFKC, case-folded
+    assert rouge1_recall("Krak w", "Kraków") == 0.0  # no longer split at the ó
+    assert rouge1_recall("STRASSE", "Straße") == 1.0
+    assert rouge1_recall("हिन्दी भाषा", "हिन्दी भाषा") == 1.0
+    assert rouge1_recall("Москва", "москва и Киев") == pytest.approx(1 / 3)
 
 
 # -- SaMIA ---------------------------------------------------------------------------------------
@@ -105,6 +154,19 @@ def test_samia_by_hand():
     call = backend.calls[0]
     assert call["n"] == 2 and call["max_tokens"] == 3 * 5 and call["top_k"] == 50
     assert call["temperature"] == 1.0
+
+
+def test_samia_splits_unspaced_scripts_by_character():
+    text = "会议在首尔举行，讨论了预算。"  # 14 characters (punctuation counts as a word here)
+    prefix, suffix = split_prefix(text, 0.5)
+    assert (prefix, suffix) == ("会议在首尔举行", "，讨论了预算。")
+    cands = ["讨论了预算", "天气很好"]
+    backend = FakeText({prefix: cands})
+    scores = SaMIA(n_samples=2).score_with_backend(backend, [text])
+    assert scores["samia"][0] == pytest.approx(np.mean([5 / 5, 0.0]))
+    assert backend.calls[0]["max_tokens"] == 3 * 7
+    # whitespace between words is kept as written, not re-joined with single spaces
+    assert split_prefix("a  b\nc d", 0.5) == ("a  b", "c d")
 
 
 def test_samia_validates_and_refuses_non_samplers():
@@ -179,8 +241,18 @@ def test_simmia_prepare_takes_nonmember_shots_out_of_the_evaluation():
     assert all(next(s for s in samples if s.id == i).label == 0 for i in prep.removed_ids)
     with pytest.raises(ConfigError, match="prefix"):
         SimMIA().score_with_backend(FakeText({}), ["a b"])
-    with pytest.raises(CapabilityError, match="expected"):
-        SimMIA(mode="expected").check_backend(FakeText({}))
+    with pytest.raises(CapabilityError, match="exact"):
+        SimMIA(mode="exact").check_backend(FakeText({}))
+
+
+def test_simmia_old_expected_mode_names_its_new_name():
+    with pytest.raises(ConfigError, match="greedy_topk") as err:
+        SimMIA(mode="expected")
+    assert "mode='exact'" in str(err.value)  # and where the real expectation is
+    with pytest.raises(ConfigError, match="min_mass"):
+        SimMIA(mode="exact", min_mass=1.5)
+    with pytest.raises(ConfigError, match="top_k"):
+        SimMIA(mode="greedy_topk", top_k=0)
 
 
 # -- PETAL ---------------------------------------------------------------------------------------

@@ -4,10 +4,12 @@ SimMIA needs, at every word position i of x, N samples of the next word given x_
 P + x_<i). The naive way calls ``generate`` once per prefix with N return sequences. Here:
 
 1. The context (BOS, or BOS + P) is encoded once and its KV cache kept for every text.
-2. One forward pass over x (after the context cache) gives the next-token distribution at every
-   word boundary: x_<i is a prefix of x, so its tokens are a prefix of x's tokens wherever the
-   tokenizer agrees (it almost always does; where it does not, the few differing prompt tokens
-   become a short chain in the tree below).
+2. Every prompt is tokenised as the naive and remote paths tokenise it: BOS + encode(P + x_<i),
+   P and x_<i together (a BPE merge may cross the boundary between them). One forward pass over
+   BOS + encode(P + x), reusing the context's cache for the tokens it shares with it, gives the
+   next-token distribution at every word boundary where a prompt's tokens are a prefix of the
+   whole text's (almost everywhere; where they are not, the few differing prompt tokens become a
+   short chain in the tree below).
 3. The first tokens of all N samples at all positions are drawn at once, as counts per distinct
    token (multinomial), which has the same law as N independent draws.
 4. Samples whose word is not yet final (see :func:`imprint.attacks.words.first_word`) continue:
@@ -18,10 +20,19 @@ P + x_<i). The naive way calls ``generate`` once per prefix with N return sequen
 
 So the cost is one pass over x plus one short forward per round over the distinct partial words,
 instead of N x (prompt + max_word_tokens) tokens per prefix. The sampling law (top-k, then
-temperature, word cut) equals that of the naive generate-per-prefix baseline.
+temperature, word cut) equals that of the naive generate-per-prefix baseline. A word is never cut
+inside a character whose UTF-8 bytes span several tokens (see :func:`first_word`).
 
-``expected=True`` replaces sampling by the model's own top-k first-token distribution (weights =
-probabilities), each first token completed greedily: a noiseless estimate of the expectation.
+Modes (``NextWordConfig.mode``):
+
+- ``sample``: N samples, as above; weights are counts summing to N.
+- ``exact``: the exact next-word distribution under the same law (weights are probabilities):
+  every branch of the token tree is followed with its probability instead of a sampled count.
+  Unfinished words less likely than ``min_mass`` are not expanded (their total is counted in
+  ``unresolved_mass``), which bounds the cost; ``min_mass=0`` enumerates everything. Any
+  expectation of a quantity in [0, 1] is then off by at most the dropped mass.
+- ``greedy_topk``: each of the top-k first tokens, weighted by its probability, completed
+  greedily. Noiseless and cheap, but not the expectation of the sampled score.
 """
 
 from __future__ import annotations
@@ -59,6 +70,7 @@ def _with_torch(fn: _F) -> _F:
 
 
 WordDist = dict[str, float]  # next word -> weight (sample count, or probability mass)
+MODES = ("sample", "exact", "greedy_topk")
 
 
 @dataclass(frozen=True)
@@ -69,7 +81,8 @@ class NextWordConfig:
     top_k: int = 50
     temperature: float = 1.0
     max_word_tokens: int = 8
-    expected: bool = False
+    mode: str = "sample"
+    min_mass: float = 1e-4  # exact mode: branches less likely than this are not expanded
     node_batch: int = 512  # tree tokens per forward
 
     def __post_init__(self) -> None:
@@ -78,6 +91,15 @@ class NextWordConfig:
         if self.temperature <= 0 or self.top_k < 0:
             raise ConfigError(
                 f"temperature must be > 0 and top_k >= 0, got {self.temperature}, {self.top_k}"
+            )
+        if self.mode not in MODES:
+            raise ConfigError(f"next-word mode must be one of {MODES}, got {self.mode!r}")
+        if not 0 <= self.min_mass < 1:
+            raise ConfigError(f"min_mass must be in [0, 1), got {self.min_mass}")
+        if self.mode == "greedy_topk" and self.top_k == 0:
+            raise ConfigError(
+                "greedy_topk completes each of the top-k first tokens, and top_k=0 means the "
+                "whole vocabulary: set top_k (e.g. 50), or use mode='exact'"
             )
 
 
@@ -97,17 +119,21 @@ class _Item:
     word: int
     mass: float
     gen: list[int]
-    source: int  # node id whose output predicts the next token; -1 - j: x row j
+    source: int  # node id whose output predicts the next token; -1 - a: after a text tokens
     visible: int
     ancestors: tuple[int, ...]
     pos: int
+    greedy: bool = False  # continues with the most likely token only
 
 
 @dataclass
 class _Tree:
-    ctx_len: int
+    """The whole text's forward (``hidden`` row r = position ``start + r``) and the tree."""
+
     cache: Any
-    x_top: dict[int, tuple[np.ndarray, np.ndarray]]  # x row -> (top ids, probs)
+    start: int
+    hidden: Any
+    rows: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # a -> top-k
     nodes: list[_Node] = field(default_factory=list)
     top: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
@@ -122,65 +148,76 @@ class LocalNextWordSampler:
     def __init__(self, backend: Any, config: NextWordConfig) -> None:
         self.hf, self.cfg = backend, config
         self.eos = backend.tokenizer.eos_token_id
-        self._ctx: dict[str | None, tuple[list[int], Any, torch.Tensor]] = {}
+        self._ctx: dict[str | None, tuple[list[int], Any]] = {}
         self.forwarded_tokens = 0  # tree + x tokens that went through the model
+        self.unresolved_mass = 0.0  # exact mode: probability dropped below min_mass, summed
 
     @_with_torch
     def distributions(
         self, text: str, *, prefix: str | None, rng: np.random.Generator
     ) -> list[WordDist]:
         """Per word position i = 1 .. L-1 (0-based), the weights of next words given
-        [prefix +] x_<i. Weights sum to ``n`` (sampling) or 1 (``expected``)."""
+        [prefix +] x_<i. Weights sum to ``n`` (sample), 1 (greedy_topk) or 1 less the dropped
+        mass (exact)."""
         words = split_words(text)
         if len(words) < 2:
             return []
-        x = self.hf.encode(text)
-        tree = self._start(x, prefix)
-        items = [self._root(tree, x, text[: w.end], i + 1) for i, w in enumerate(words[:-1])]
+        context = prefix or ""
+        full = [self.hf.bos_id, *self.hf.encode(context + text)]
+        prompts = [[self.hf.bos_id, *self.hf.encode(context + text[: w.end])] for w in words[:-1]]
+        tree = self._start(full, prompts, prefix)
+        items = [self._root(tree, full, ids, i + 1) for i, ids in enumerate(prompts)]
+        self._fill_rows(tree, {-1 - item.source for item in items if item.source < 0})
         self._forward_pending(tree)
         dists: list[WordDist] = [{} for _ in items]
-        depth = 0
         while items:
-            items = self._grow(tree, items, dists, rng, depth)
+            items = self._grow(tree, items, dists, rng)
             self._forward_pending(tree)
-            depth += 1
         return dists
 
     # -- set-up --------------------------------------------------------------------------------
-    def _context(self, prefix: str | None) -> tuple[list[int], Any, torch.Tensor]:
+    def _context(self, prefix: str | None) -> tuple[list[int], Any]:
+        """BOS [+ P] tokens and their KV cache, kept for every text with this prefix."""
         if prefix not in self._ctx:
             ids = [self.hf.bos_id, *(self.hf.encode(prefix) if prefix else [])]
             out = self._base(torch.tensor([ids]), None, None, None)
             if len(self._ctx) > 2:
                 self._ctx.clear()
-            self._ctx[prefix] = (ids, out.cache, out.last_hidden_state[0, -1:])
+            self._ctx[prefix] = (ids, out.cache)
         return self._ctx[prefix]
 
-    def _start(self, x: list[int], prefix: str | None) -> _Tree:
-        ids, cache, last = self._context(prefix)
-        cache = copy.deepcopy(cache)
-        ctx_len = len(ids)
-        pos = torch.arange(ctx_len, ctx_len + len(x)).unsqueeze(0)
-        hidden = self._base(torch.tensor([x]), None, pos, cache).last_hidden_state[0]
-        self.forwarded_tokens += len(x)
-        rows = torch.cat([last, hidden])  # row j predicts x token j (row 0: the context's last)
-        tops = self._top(rows)
-        return _Tree(ctx_len, cache, {j: t for j, t in enumerate(tops)})
+    def _start(self, full: list[int], prompts: list[list[int]], prefix: str | None) -> _Tree:
+        """Forward the whole text ``full`` after the part of the context cache it shares.
 
-    def _root(self, tree: _Tree, x: list[int], prompt: str, word: int) -> _Item:
-        """The item for word position ``word``: N samples at the end of the prompt x_<word."""
-        ids = self.hf.encode(prompt)
-        m = 0
-        while m < min(len(ids), len(x)) and ids[m] == x[m]:
-            m += 1
+        Re-forwarding starts one token before the shortest agreement with the context or any
+        prompt, so every row a prompt needs exists; cache slot j then holds full[j]."""
+        ids, cache = self._context(prefix)
+        shared = min(_common(ids, full), *(_common(p, full) for p in prompts))
+        start = max(shared - 1, 0)
+        cache = copy.deepcopy(cache)
+        cache.crop(start - cache.get_seq_length())  # keep the first ``start`` entries
+        pos = torch.arange(start, len(full)).unsqueeze(0)
+        hidden = self._base(torch.tensor([full[start:]]), None, pos, cache).last_hidden_state[0]
+        self.forwarded_tokens += len(full) - start
+        return _Tree(cache, start, hidden)
+
+    def _root(self, tree: _Tree, full: list[int], ids: list[int], word: int) -> _Item:
+        """The item for word position ``word``: the samples after the prompt tokens ``ids``."""
+        m = _common(ids, full)
         ancestors: tuple[int, ...] = ()
-        for j, token in enumerate(ids[m:]):  # prompt tokens that differ from x's: a chain
-            node = _Node(token, tree.ctx_len + m + j, tree.ctx_len + m, ancestors)
-            tree.nodes.append(node)
+        for j, token in enumerate(ids[m:]):  # prompt tokens that differ from the text's: a chain
+            tree.nodes.append(_Node(token, m + j, m, ancestors))
             ancestors = (*ancestors, len(tree.nodes) - 1)
-        source = ancestors[-1] if ancestors else -1 - m
-        mass = 1.0 if self.cfg.expected else float(self.cfg.n)
-        return _Item(word, mass, [], source, tree.ctx_len + m, ancestors, tree.ctx_len + len(ids))
+        source = ancestors[-1] if ancestors else -1 - m  # -1 - m: the row after m text tokens
+        mass = float(self.cfg.n) if self.cfg.mode == "sample" else 1.0
+        return _Item(word, mass, [], source, m, ancestors, len(ids))
+
+    def _fill_rows(self, tree: _Tree, after: set[int]) -> None:
+        """Top-k next tokens after the first ``a`` text tokens, for each ``a`` in ``after``."""
+        wanted = sorted(after)
+        if wanted:
+            rows = tree.hidden[torch.tensor(wanted) - 1 - tree.start]
+            tree.rows.update(zip(wanted, self._top(rows), strict=True))
 
     # -- sampling --------------------------------------------------------------------------------
     def _grow(
@@ -189,47 +226,50 @@ class LocalNextWordSampler:
         items: list[_Item],
         dists: list[WordDist],
         rng: np.random.Generator,
-        depth: int,
     ) -> list[_Item]:
         """Split every item over its next tokens; finished words go to ``dists``."""
         grown: list[_Item] = []
         for item in items:
             top_ids, probs = (
-                tree.x_top[-1 - item.source] if item.source < 0 else tree.top[item.source]
+                tree.rows[-1 - item.source] if item.source < 0 else tree.top[item.source]
             )
-            for token, mass in self._split(item.mass, top_ids, probs, rng, depth):
-                gen = [*item.gen, token]
-                if token == self.eos:
-                    word, final = first_word(self._decode(item.gen), ended=True)
-                else:
-                    ended = len(gen) >= self.cfg.max_word_tokens
-                    word, final = first_word(self._decode(gen), ended=ended)
+            for token, mass, greedy in self._split(item, top_ids, probs, rng):
+                word, final = self._word(item.gen, token)
                 if final:
                     dists[item.word - 1][word] = dists[item.word - 1].get(word, 0.0) + mass
+                    continue
+                if self.cfg.mode == "exact" and mass < self.cfg.min_mass:
+                    self.unresolved_mass += mass  # too unlikely to expand further
                     continue
                 tree.nodes.append(_Node(token, item.pos, item.visible, item.ancestors))
                 node_id = len(tree.nodes) - 1
                 ancestors = (*item.ancestors, node_id)
+                gen = [*item.gen, token]
                 grown.append(
-                    _Item(item.word, mass, gen, node_id, item.visible, ancestors, item.pos + 1)
+                    _Item(
+                        item.word, mass, gen, node_id, item.visible, ancestors, item.pos + 1, greedy
+                    )
                 )
         return grown
 
+    def _word(self, gen: list[int], token: int) -> tuple[str, bool]:
+        """The first word after generating ``gen`` then ``token``, and whether it is final."""
+        if token == self.eos:
+            return first_word(self._decode(gen), ended=True)
+        new = [*gen, token]
+        return first_word(self._decode(new), ended=len(new) >= self.cfg.max_word_tokens)
+
     def _split(
-        self,
-        mass: float,
-        top_ids: np.ndarray,
-        probs: np.ndarray,
-        rng: np.random.Generator,
-        depth: int,
-    ) -> list[tuple[int, float]]:
-        """(next token, mass) pairs: multinomial counts, or probabilities / greedy (expected)."""
-        if self.cfg.expected:
-            if depth == 0:
-                return [(int(t), mass * float(p)) for t, p in zip(top_ids, probs, strict=True)]
-            return [(int(top_ids[int(np.argmax(probs))]), mass)]
-        counts = rng.multinomial(int(round(mass)), probs)
-        return [(int(top_ids[j]), float(c)) for j, c in enumerate(counts) if c > 0]
+        self, item: _Item, top_ids: np.ndarray, probs: np.ndarray, rng: np.random.Generator
+    ) -> list[tuple[int, float, bool]]:
+        """(next token, mass, greedy from there) triples for ``item``, by the mode."""
+        if item.greedy:
+            return [(int(top_ids[int(np.argmax(probs))]), item.mass, True)]
+        if self.cfg.mode == "sample":
+            counts = rng.multinomial(int(round(item.mass)), probs)
+            return [(int(top_ids[j]), float(counts[j]), False) for j in np.flatnonzero(counts)]
+        greedy = self.cfg.mode == "greedy_topk"  # exact: every branch, pruned in _grow
+        return [(int(t), item.mass * float(p), greedy) for t, p in zip(top_ids, probs, strict=True)]
 
     def _decode(self, ids: Sequence[int]) -> str:
         return str(self.hf.tokenizer.decode(list(ids), skip_special_tokens=True))
@@ -259,13 +299,14 @@ class LocalNextWordSampler:
     def _base(self, ids: torch.Tensor, mask: Any, pos: Any, cache: Any) -> Any:
         base = getattr(self.hf.model, self.hf.model.base_model_prefix)
         device = self.hf.device
-        return base(
-            input_ids=ids.to(device),
-            attention_mask=None if mask is None else mask.to(device),
-            position_ids=None if pos is None else pos.to(device),
-            cache=cache,
-            use_cache=True,
-        )
+        with self.hf.attention():  # shared K/V heads on CPU, for this call only
+            return base(
+                input_ids=ids.to(device),
+                attention_mask=None if mask is None else mask.to(device),
+                position_ids=None if pos is None else pos.to(device),
+                cache=cache,
+                use_cache=True,
+            )
 
     def _top(self, hidden: torch.Tensor, chunk: int = 256) -> list[tuple[np.ndarray, np.ndarray]]:
         """Top-k token ids and their renormalised probabilities at temperature, per row."""
@@ -279,3 +320,11 @@ class LocalNextWordSampler:
             ids_np = ids.cpu().numpy()
             out.extend((ids_np[r], probs[r] / probs[r].sum()) for r in range(len(ids_np)))
         return out
+
+
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token lists."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n

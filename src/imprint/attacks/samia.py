@@ -1,9 +1,10 @@
 """SaMIA (Kaneko et al. 2024): sampling-based pseudo-likelihood from generated text only.
 
-The prefix is the first ``floor(prefix_ratio * n_words)`` whitespace words of x (default 50 %);
-the model continues it ``n_samples`` times (default 10, top-k 50, temperature 1) and each
-continuation is compared with the true suffix by ROUGE-1 recall (clipped unigram overlap /
-reference unigrams, lowercase alphanumeric tokens):
+The prefix is the first ``floor(prefix_ratio * n_words)`` whitespace words of x (default 50 %;
+each character of a script written without spaces, such as Chinese, counts as a word); the model
+continues it ``n_samples`` times (default 10, top-k 50, temperature 1) and each continuation is
+compared with the true suffix by ROUGE-1 recall (clipped unigram overlap / reference unigrams, on
+NFKC-normalised, case-folded Unicode words; see :func:`imprint.attacks.words.rouge_tokens`):
 
     samia(x)      = (1/n) sum_j ROUGE1(c_j, suffix)
     samia_zlib(x) = (1/n) sum_j ROUGE1(c_j, suffix) * zlib_bytes(c_j)
@@ -29,7 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from imprint.attacks.base import Attack, check_fraction, register
-from imprint.attacks.words import rouge1_recall
+from imprint.attacks.words import rouge1_recall, split_units
 from imprint.backends.base import SAMPLING
 from imprint.backends.text import as_text_backend
 from imprint.errors import CapabilityError, ConfigError
@@ -37,10 +38,13 @@ from imprint.signals.needs import Need, SignalSet
 
 
 def split_prefix(text: str, ratio: float) -> tuple[str, str]:
-    """(prefix, reference suffix): the first ``floor(ratio * n)`` whitespace words, the rest."""
-    words = text.split()
-    k = int(len(words) * ratio)
-    return " ".join(words[:k]), " ".join(words[k:])
+    """(prefix, reference suffix): the text up to the end of its first ``floor(ratio * n)`` words
+    (:func:`imprint.attacks.words.split_units`) and the text from the next word on, as written."""
+    units = split_units(text)
+    k = int(len(units) * ratio)
+    prefix = text[: units[k - 1].end] if k > 0 else ""
+    suffix = text[units[k].start :].rstrip() if k < len(units) else ""
+    return prefix, suffix
 
 
 def zlib_size(text: str) -> int:
@@ -101,7 +105,7 @@ class SaMIA(Attack):
         out = {"samia": np.zeros(len(texts)), "samia_zlib": np.zeros(len(texts))}
         groups: dict[int, list[int]] = {}  # one sample() call per token budget
         for i, (_, suffix) in enumerate(splits):
-            budget = self.max_tokens or max(8, 3 * len(suffix.split()))
+            budget = self.max_tokens or max(8, 3 * len(split_units(suffix)))
             groups.setdefault(budget, []).append(i)
         for budget, idx in sorted(groups.items()):
             candidates = sampler.sample(

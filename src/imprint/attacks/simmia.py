@@ -20,12 +20,15 @@ Variants: ``simmia_star`` (SimMIA*) replaces s by the exact-match rate with Lapl
 numbers in the embedding score too (embeddings rate every number as near-identical). A sample
 without a word (end of text) has similarity 0.
 
-Sampling: black-box backends (HTTP, vLLM) get one ``sample`` call per prompt x_<i with n = N
+Sampling: black-box backends (HTTP, vLLM) get one ``sample`` call per prompt P + x_<i with n = N
 and a chat instruction asking for the next word only. Local models take the fast path of
 :mod:`imprint.attacks.next_word` (one pass over x, a batched token tree for multi-token words,
-P's KV cache reused), whose sampling law equals generate-per-prefix. ``mode="expected"`` (local
-only) replaces the N samples by the expectation under the model's top-k next tokens, each
-completed greedily, which removes sampling noise.
+P's KV cache reused), whose sampling law equals generate-per-prefix; both paths tokenise the
+prompt P + x_<i as one string. Two noiseless modes need a local model: ``mode="exact"`` replaces
+the N samples by the exact next-word distribution under the same law (branches less likely than
+``min_mass`` are not expanded, so each s is exact to within that dropped mass: 0 enumerates
+all), and ``mode="greedy_topk"`` weights each top-k first token by its probability and completes
+it greedily (cheaper, but not the expectation; it was called ``expected`` before).
 
 Shots come from the run's ``nonmembers`` pool, else from the evaluation non-members, which then
 leave the evaluation (``Preparation.removed_ids``); ``prepare`` must run before scoring, or pass
@@ -42,7 +45,7 @@ import numpy as np
 
 from imprint.attacks.base import Attack, Preparation, RunContext, register
 from imprint.attacks.embed import Embedder, default_embedder
-from imprint.attacks.next_word import LocalNextWordSampler, NextWordConfig, WordDist
+from imprint.attacks.next_word import MODES, LocalNextWordSampler, NextWordConfig, WordDist
 from imprint.attacks.recall import check_shots
 from imprint.attacks.shots import nonmember_shots
 from imprint.attacks.words import first_word, is_number, split_words
@@ -53,7 +56,7 @@ from imprint.errors import CapabilityError, ConfigError
 from imprint.signals.needs import Need, SignalSet
 
 PREFIX = "simmia"
-MODES = ("sample", "expected")
+RENAMED_MODES = {"expected": "greedy_topk"}
 
 
 def exact_rate(true_word: str, dist: WordDist, n: int) -> float:
@@ -132,6 +135,7 @@ class SimMIA(Attack):
     max_word_tokens: int = 8
     exact_numbers: bool = False
     mode: str = "sample"
+    min_mass: float = 1e-4  # mode="exact": next-word branches less likely than this are dropped
     seed: int = 0
 
     summary = "-mean next-word similarity ratio, non-member prefix vs none (word sampling)"
@@ -141,6 +145,12 @@ class SimMIA(Attack):
 
     def __post_init__(self) -> None:
         check_shots("simmia", self.n_shots, self.separator)
+        if self.mode in RENAMED_MODES:
+            raise ConfigError(
+                f"simmia mode={self.mode!r} is now mode={RENAMED_MODES[self.mode]!r}: it weights "
+                "the top-k first tokens by probability and completes each greedily, which is not "
+                "an expectation; for the exact expected next-word distribution use mode='exact'"
+            )
         if self.mode not in MODES:
             raise ConfigError(f"simmia mode must be one of {MODES}, got {self.mode!r}")
         self.sampling_config()  # validates n_samples, top_k, temperature, max_word_tokens
@@ -151,7 +161,8 @@ class SimMIA(Attack):
             top_k=self.top_k,
             temperature=self.temperature,
             max_word_tokens=self.max_word_tokens,
-            expected=self.mode == "expected",
+            mode=self.mode,
+            min_mass=self.min_mass,
         )
 
     def needs(self) -> tuple[Need, ...]:
@@ -172,9 +183,9 @@ class SimMIA(Attack):
 
     def check_backend(self, backend: Any) -> None:
         """Raise CapabilityError before any work when ``backend`` cannot serve this mode."""
-        if self.mode == "expected" and not is_local_model(backend):
+        if self.mode != "sample" and not is_local_model(backend):
             raise CapabilityError(
-                "simmia mode='expected' needs a local model's next-token distribution; "
+                f"simmia mode={self.mode!r} needs a local model's next-token distribution; "
                 f"{backend!r} only returns text — use mode='sample'"
             )
         if SAMPLING not in getattr(backend, "capabilities", frozenset()):
