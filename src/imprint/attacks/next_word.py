@@ -28,7 +28,7 @@ Modes (``NextWordConfig.mode``):
 - ``sample``: N samples, as above; weights are counts summing to N.
 - ``exact``: the exact next-word distribution under the same law (weights are probabilities):
   every branch of the token tree is followed with its probability instead of a sampled count.
-  Unfinished words less likely than ``min_mass`` are not expanded (their total is counted in
+  Branches less likely than ``min_mass`` are dropped (their total is counted in
   ``unresolved_mass``), which bounds the cost; ``min_mass=0`` enumerates everything. Any
   expectation of a quantity in [0, 1] is then off by at most the dropped mass.
 - ``greedy_topk``: each of the top-k first tokens, weighted by its probability, completed
@@ -238,9 +238,6 @@ class LocalNextWordSampler:
                 if final:
                     dists[item.word - 1][word] = dists[item.word - 1].get(word, 0.0) + mass
                     continue
-                if self.cfg.mode == "exact" and mass < self.cfg.min_mass:
-                    self.unresolved_mass += mass  # too unlikely to expand further
-                    continue
                 tree.nodes.append(_Node(token, item.pos, item.visible, item.ancestors))
                 node_id = len(tree.nodes) - 1
                 ancestors = (*item.ancestors, node_id)
@@ -268,8 +265,13 @@ class LocalNextWordSampler:
         if self.cfg.mode == "sample":
             counts = rng.multinomial(int(round(item.mass)), probs)
             return [(int(top_ids[j]), float(counts[j]), False) for j in np.flatnonzero(counts)]
-        greedy = self.cfg.mode == "greedy_topk"  # exact: every branch, pruned in _grow
-        return [(int(t), item.mass * float(p), greedy) for t, p in zip(top_ids, probs, strict=True)]
+        masses = item.mass * probs
+        # exact: branches below min_mass are dropped before decoding (decoding every child of
+        # every branch costs more than the model calls on a flat distribution)
+        keep = masses >= (self.cfg.min_mass if self.cfg.mode == "exact" else 0.0)
+        self.unresolved_mass += float(masses[~keep].sum())
+        greedy = self.cfg.mode == "greedy_topk"
+        return [(int(top_ids[j]), float(masses[j]), greedy) for j in np.flatnonzero(keep)]
 
     def _decode(self, ids: Sequence[int]) -> str:
         return str(self.hf.tokenizer.decode(list(ids), skip_special_tokens=True))
