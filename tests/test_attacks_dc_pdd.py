@@ -3,6 +3,7 @@ prepare -> plan -> score flow on the tiny model."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,10 +12,12 @@ import pytest
 import torch
 
 from imprint.attacks.base import RunContext
-from imprint.attacks.dc_pdd import DcPdd, corpus_counts, iter_corpus_texts
+from imprint.attacks.dc_pdd import DcPdd, corpus_digest, iter_corpus_texts
 from imprint.backends.hf import HFLogprobBackend
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError, DataError
+from imprint.requests import RequestRunner, RequestStore
+from imprint.requests.client import ModelRequests
 from imprint.signals.cache import SignalCache
 from imprint.signals.plan import run_plan
 
@@ -47,20 +50,47 @@ def test_corpus_texts_from_text_and_jsonl_files(corpus):
     assert [t.strip() for t in iter_corpus_texts(corpus)] == ["ab", "b", "ba", "c"]
 
 
-def test_counts_are_cached_per_fingerprint(corpus):
-    calls = []
+class _Tokenizer:
+    """A stand-in target: counts its tokenizer calls; ``fingerprint`` names the model."""
 
-    def tokenize(text: str) -> list[int]:
-        calls.append(text)
+    def __init__(self, fingerprint: str) -> None:
+        self.fingerprint, self.calls = fingerprint, 0
+
+    def encode(self, text: str) -> list[int]:
+        self.calls += 1
         return char_ids(text)
 
-    counts = corpus_counts(corpus, tokenize, "fp-1")
+
+def _prepared_counts(corpus, backend, store_path):
+    client = ModelRequests({"target": backend}, RequestRunner(RequestStore(store_path)))
+    run = RunContext(tokenize=backend.encode, target_fingerprint=backend.fingerprint)
+    run = dataclasses.replace(run, requests=client)
+    attack = DcPdd(corpus=str(corpus), vocab_size=3).prepare([], run).attack
+    return attack.counts, client.runner.counts.of("target", "token_counts")
+
+
+def test_counts_are_stored_per_fingerprint_as_prepared_state(corpus, tmp_path):
+    first = _Tokenizer("fp-1")
+    counts, n = _prepared_counts(corpus, first, tmp_path / "c.sqlite")
     assert list(counts) == [2, 3, 1]  # a: 2, b: 3, c: 1
-    n_calls = len(calls)
-    assert list(corpus_counts(corpus, tokenize, "fp-1")) == [2, 3, 1]
-    assert len(calls) == n_calls  # served from the cache
-    corpus_counts(corpus, tokenize, "fp-2")  # another tokenizer counts again
-    assert len(calls) == 2 * n_calls
+    assert (n.executed, first.calls) == (1, 4)
+    again = _Tokenizer("fp-1")  # a new run on the same store counts nothing
+    counts, n = _prepared_counts(corpus, again, tmp_path / "c.sqlite")
+    assert list(counts) == [2, 3, 1] and (n.cache_hits, again.calls) == (1, 0)
+    other = _Tokenizer("fp-2")  # another tokenizer counts again
+    _prepared_counts(corpus, other, tmp_path / "c.sqlite")
+    assert other.calls == 4
+
+
+def test_corpus_digest_covers_the_middle_of_a_file(tmp_path):
+    big = tmp_path / "big.txt"
+    lines = [f"line {i} " + "x" * 80 for i in range(60_000)]  # ~5 MB, more than 2 MiB
+    big.write_text("\n".join(lines))
+    before = corpus_digest(big)
+    lines[30_000] = "edited " + "y" * 82
+    big.write_text("\n".join(lines))
+    assert big.stat().st_size == len("\n".join(lines))
+    assert corpus_digest(big) != before
 
 
 def test_bad_corpus_inputs_teach(tmp_path, corpus):
@@ -100,8 +130,8 @@ def test_prepare_plan_score_with_a_corpus(tiny_model_dir, tmp_path):
     pooled = DcPdd.for_run(run, a=1.0)
     assert with_corpus.vocab_size == backend.model.config.vocab_size
     scores = {}
-    for attack in (with_corpus, pooled):
-        attack.prepare(samples, run)
+    for unprepared in (with_corpus, pooled):
+        attack = unprepared.prepare(samples, run).attack or unprepared
         signals, _ = run_plan(texts, attack.needs(), {"target": backend}, SignalCache(None))
         scores[attack.corpus] = attack.score(signals)["dc_pdd"]
         assert np.isfinite(scores[attack.corpus]).all() and (scores[attack.corpus] > 0).all()
@@ -115,7 +145,7 @@ def test_v_is_the_model_vocabulary_not_the_largest_id_seen(tiny_model_dir):
     backend = HFLogprobBackend(str(tiny_model_dir), device="cpu")
     texts = ["The quick brown fox.", "Der schnelle braune Fuchs. 東京は大きい。"]
     attack = DcPdd.for_run(RunContext(vocab_size=backend.vocab_size), a=1.0)
-    attack.prepare([], RunContext())
+    attack = attack.prepare([], RunContext()).attack or attack
     signals, _ = run_plan(texts, attack.needs(), {"target": backend}, SignalCache(None))
     out = attack.score(signals)["dc_pdd"]
     stats = signals.get()

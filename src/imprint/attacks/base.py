@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -37,6 +37,9 @@ class RunContext:
     # what the target gives: "gray-box" (a local model: log-probs, and text by sampling it) or
     # "black-box" (an API that returns text only)
     target_access: str = "gray-box"
+    # the run's request client (imprint.requests.client.ModelRequests): model work an attack's
+    # set-up needs (masked-LM neighbours, corpus token counts) goes through it, stored and counted
+    requests: Any = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,9 @@ class Preparation:
     prefixes: dict[str, str] = field(default_factory=dict)
     removed_ids: frozenset[str] = frozenset()
     reason: str = ""
+    # the attack with its prepared state filled in (typed fields marked ``prepared``, see
+    # :func:`prepared_field`); the run scores with it. None: the attack needs no state.
+    attack: Attack | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,21 @@ class Attack:
     def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
         """Column name -> scores of shape (n_samples,), higher = member."""
         raise NotImplementedError  # abstract
+
+
+def prepared_field() -> Any:
+    """A dataclass field for state an attack's ``prepare`` fills in (not a hyperparameter: no
+    ``--param`` sets it, the manifest leaves it out, equality and hashing ignore it)."""
+    return field(default=None, repr=False, compare=False, metadata={"prepared": True})
+
+
+def hyperparameters(attack: Attack) -> dict[str, Any]:
+    """The attack's hyperparameters (for the manifest): every field but prepared state."""
+    return {
+        f.name: getattr(attack, f.name)
+        for f in fields(attack)
+        if not f.metadata.get("prepared") and not f.name.startswith("_")
+    }
 
 
 A = TypeVar("A", bound=type[Attack])

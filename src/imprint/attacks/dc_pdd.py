@@ -9,8 +9,9 @@ mean alpha, higher = member.
 
 Reference corpus (``corpus``): a text file, a JSONL/JSON file (field ``text``, ``input`` or
 ``content``) or a folder of such files, searched recursively. Counts are cached per target
-fingerprint and corpus content under ``cache_dir()/dc_pdd``, so a corpus is tokenised once per
-tokenizer.
+fingerprint and the corpus's full content digest as a ``token_counts`` request in the run's request
+store, so a corpus is tokenised once per tokenizer. The counts are the attack's prepared state
+(the ``counts`` field ``prepare`` fills in), not a module-level cache.
 
 Default without a corpus: the evaluation texts themselves, pooled. This does not leak labels: the
 counts never see a label, every text adds its tokens to the one shared table in the same way, and
@@ -30,16 +31,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from imprint.attacks.base import Attack, Preparation, RunContext, register
+from imprint.attacks.base import Attack, Preparation, RunContext, prepared_field, register
+from imprint.backends.filehash import file_digest
 from imprint.backends.models import cache_dir
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError, DataError
@@ -49,7 +49,6 @@ COUNTS_VERSION = "1"  # bump when counting changes what a cached table means
 TEXT_SUFFIXES = (".txt", ".md", ".text")
 JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _TEXT_FIELDS = ("text", "input", "content")
-_PREPARED: dict[DcPdd, np.ndarray] = {}  # counts made by prepare(), read by score()
 
 
 def first_occurrences(token_ids: np.ndarray) -> np.ndarray:
@@ -155,37 +154,21 @@ def iter_corpus_texts(path: str | Path) -> Iterator[str]:
 
 
 def corpus_digest(path: str | Path) -> str:
-    """Content fingerprint of a corpus: names, sizes and the first and last MiB of each file."""
+    """Content fingerprint of a corpus: each file's relative name and full-content sha256."""
     root = Path(path).expanduser()
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(f"counts-v{COUNTS_VERSION}|".encode())
     for f in corpus_files(root):
-        size = f.stat().st_size
-        digest.update(f"{f.relative_to(root) if root.is_dir() else f.name}|{size}|".encode())
-        with f.open("rb") as handle:
-            digest.update(handle.read(1 << 20))
-            handle.seek(max(0, size - (1 << 20)))
-            digest.update(handle.read(1 << 20))
-    return digest.hexdigest()[:24]
+        name = f.relative_to(root) if root.is_dir() else f.name
+        whole = file_digest(f, memo_dir=cache_dir() / "file-digests")
+        digest.update(f"{name}|{whole}|".encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:32]
 
 
-def corpus_counts(
-    path: str | Path,
-    tokenize: Callable[[str], list[int]],
-    fingerprint: str,
-) -> np.ndarray:
-    """Token counts of a corpus, read from the cache or counted once and cached atomically."""
-    key = hashlib.sha256(f"{fingerprint}|{corpus_digest(path)}|{COUNTS_VERSION}".encode())
-    target = cache_dir() / "dc_pdd" / f"{key.hexdigest()[:24]}.npy"
-    if target.exists():
-        return np.load(target)
+def corpus_counts(path: str | Path, tokenize: Callable[[str], list[int]]) -> np.ndarray:
+    """Token counts of a corpus (no persistence: a run stores them through its requests)."""
     counts = count_tokens(tokenize(text) for text in iter_corpus_texts(path))
     if counts.sum() == 0:
         raise DataError(f"dc_pdd corpus {str(path)!r} has no tokens")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".npy")
-    with os.fdopen(fd, "wb") as handle:
-        np.save(handle, counts)
-    os.replace(tmp, target)
     return counts
 
 
@@ -195,6 +178,7 @@ class DcPdd(Attack):
     corpus: str | None = None
     a: float = 0.01
     vocab_size: int | None = None  # V of the smoothing; None: the run's target vocabulary
+    counts: np.ndarray | None = prepared_field()  # the corpus's token counts, set by prepare()
 
     summary = (
         "token probabilities calibrated by corpus token frequencies (first occurrences, a=0.01, "
@@ -239,8 +223,19 @@ class DcPdd(Attack):
                 "dc_pdd with a corpus needs the run's target tokenizer and "
                 "fingerprint (RunContext.tokenize, target_fingerprint)"
             )
-        _PREPARED[self] = corpus_counts(self.corpus, run.tokenize, run.target_fingerprint)
-        return Preparation()
+        if run.requests is not None:
+            corpus = self.corpus
+            counts = run.requests.token_counts(
+                "target",
+                corpus_digest(corpus),
+                lambda: iter_corpus_texts(corpus),
+                count_tokens,
+            )
+            if counts.sum() == 0:
+                raise DataError(f"dc_pdd corpus {corpus!r} has no tokens")
+        else:
+            counts = corpus_counts(self.corpus, run.tokenize)
+        return Preparation(attack=replace(self, counts=counts))
 
     def needs(self) -> tuple[Need, ...]:
         return (Need(),)
@@ -249,12 +244,12 @@ class DcPdd(Attack):
         stats = signals.get()
         if self.corpus is None:
             counts = count_tokens(s.token_ids for s in stats)
-        elif self in _PREPARED:
-            counts = _PREPARED[self]
+        elif self.counts is not None:
+            counts = self.counts
         else:
             raise ConfigError(
-                f"dc_pdd: corpus {self.corpus!r} was not counted; call "
-                "prepare(samples, run) before score()"
+                f"dc_pdd: corpus {self.corpus!r} was not counted; score with the attack "
+                "prepare(samples, run) returns (Preparation.attack)"
             )
         # an id past V (a tokenizer with tokens the model config does not count) still gets a row
         top = max((int(s.token_ids.max()) for s in stats if len(s)), default=0)

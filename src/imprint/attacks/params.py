@@ -198,7 +198,8 @@ def check_params(params: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str,
     out: dict[str, dict[str, Any]] = {}
     for attack, values in params.items():
         cls = get_attack_class(attack)
-        known = {f.name for f in dataclasses.fields(cls)}
+        # prepared state (filled in by the attack's set-up) is not a parameter
+        known = {f.name for f in dataclasses.fields(cls) if not f.metadata.get("prepared")}
         unknown = sorted(set(values) - known)
         if unknown:
             raise ConfigError(

@@ -13,6 +13,7 @@ from imprint.requests.kinds import (
     NextWordRequest,
     Request,
     SampleRequest,
+    TokenCountsRequest,
 )
 from imprint.requests.runner import KindCounts, RequestCounts, RequestRunner
 from imprint.requests.store import RequestStore
@@ -29,4 +30,5 @@ __all__ = [
     "RequestRunner",
     "RequestStore",
     "SampleRequest",
+    "TokenCountsRequest",
 ]

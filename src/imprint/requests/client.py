@@ -15,7 +15,7 @@ which draw nothing, batch freely.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ from imprint.requests.kinds import (
     GreedyRequest,
     NextWordRequest,
     SampleRequest,
+    TokenCountsRequest,
 )
 from imprint.requests.runner import RequestRunner
 
@@ -179,6 +180,23 @@ class ModelRequests:
             return [float(v) for v in values]
 
         return np.asarray(self.runner.run(role, self.fingerprint(role), reqs, execute), float)
+
+    def token_counts(
+        self,
+        role: str,
+        corpus_digest: str,
+        texts: Callable[[], Iterable[str]],
+        count: Callable[[Iterable[list[int]]], np.ndarray],
+    ) -> np.ndarray:
+        """Token counts of a corpus (identified by its content digest) under ``role``'s
+        tokenizer; ``texts()`` iterates the corpus, ``count`` tallies token id lists."""
+        tokenize = self.backend(role).encode
+        request = TokenCountsRequest(corpus=corpus_digest)
+
+        def execute(batch: list[TokenCountsRequest]) -> list[np.ndarray]:
+            return [count(tokenize(t) for t in texts()) for _ in batch]
+
+        return np.asarray(self.runner.run(role, self.fingerprint(role), [request], execute)[0])
 
     # -- embeddings ----------------------------------------------------------------------------
     def embed(self, strings: Sequence[str]) -> np.ndarray:

@@ -158,3 +158,21 @@ class EmbedRequest(Request):
     @staticmethod
     def decode(blob: bytes) -> Any:
         return np.frombuffer(blob, dtype="<f4").copy()
+
+
+@dataclass(frozen=True)
+class TokenCountsRequest(Request):
+    """Token counts of a whole corpus under the backend's tokenizer (DC-PDD's reference
+    frequencies). ``corpus`` is the corpus's content digest. Result: an int64 vector."""
+
+    kind: ClassVar[str] = "token_counts"
+    corpus: str
+    version: str = "1"
+
+    @staticmethod
+    def encode(result: Any) -> bytes:
+        return np.asarray(result, dtype="<i8").tobytes()
+
+    @staticmethod
+    def decode(blob: bytes) -> Any:
+        return np.frombuffer(blob, dtype="<i8").copy()

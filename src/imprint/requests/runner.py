@@ -52,10 +52,16 @@ class RequestCounts:
 class RequestRunner:
     """Executes requests through the store; ``progress(label, total)`` gives an advance callback."""
 
-    def __init__(self, store: RequestStore, *, progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        store: RequestStore,
+        *,
+        progress: Progress | None = None,
+        counts: RequestCounts | None = None,
+    ) -> None:
         self.store = store
         self.progress = progress
-        self.counts = RequestCounts()
+        self.counts = counts if counts is not None else RequestCounts()
 
     def run(
         self,
