@@ -16,6 +16,9 @@ from imprint.attacks.neighbours import NeighbourVariant, lexical_neighbours
 from imprint.backends.hf import HFLogprobBackend
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError
+from imprint.requests import RequestRunner, RequestStore
+from imprint.requests import mlm_neighbours as mlm
+from imprint.requests.client import ModelRequests
 from imprint.signals.cache import SignalCache
 from imprint.signals.plan import run_plan
 
@@ -41,10 +44,11 @@ def one_word_apart(a: str, b: str) -> bool:
     return len(wa) == len(wb) and sum(x != y for x, y in zip(wa, wb, strict=True)) == 1
 
 
-@pytest.fixture(autouse=True)
-def _fresh_memo():
-    nb._MEMO.clear()
-    nb._MLMS.clear()
+def mlm_neighbours(spec, texts, store=None, **settings):
+    """Neighbours of ``texts`` as a run makes them: neighbours requests through a client."""
+    variant = NeighbourVariant(generator=str(spec), **settings)
+    client = ModelRequests({}, RequestRunner(RequestStore(store)))
+    return client.neighbours(str(spec), texts, nb.generator_config(variant)), client
 
 
 @pytest.fixture(scope="module")
@@ -103,31 +107,38 @@ def test_lexical_neighbours_swap_one_word_keeping_case_and_punctuation():
 
 
 def test_mlm_neighbours_are_single_token_swaps(tiny_mlm_dir):
-    variant = NeighbourVariant(generator=str(tiny_mlm_dir), n=8, top_k=3)
-    out = variant.apply(CORPUS[1])
+    (out,), _ = mlm_neighbours(tiny_mlm_dir, [CORPUS[1]], n=8, top_k=3)
     assert 0 < len(out) <= 8 and CORPUS[1] not in out
     assert all(one_word_apart(CORPUS[1], o) for o in out), out
-    nb._MEMO.clear()
-    nb._MLMS.clear()
-    assert variant.apply(CORPUS[1]) == out  # seeded dropout: the same neighbours again
+    (again,), _ = mlm_neighbours(tiny_mlm_dir, [CORPUS[1]], n=8, top_k=3)
+    assert again == out  # seeded dropout: the same neighbours from a fresh MLM
 
 
-def test_mlm_neighbours_are_cached_on_disk(tiny_mlm_dir, monkeypatch):
-    variant = NeighbourVariant(generator=str(tiny_mlm_dir), n=5, top_k=2)
-    first = nb.generate(variant, CORPUS, release=True)
-    assert (Path(nb.cache_dir()) / "neighbours.sqlite").exists()
-    nb._MEMO.clear()
+def test_mlm_neighbours_are_stored_requests(tiny_mlm_dir, tmp_path, monkeypatch):
+    store = tmp_path / "cache.sqlite"
+    first, client = mlm_neighbours(tiny_mlm_dir, CORPUS, store, n=5, top_k=2)
+    assert client.runner.counts.of("mlm", "neighbours").executed == len(set(CORPUS))
 
     def refuse(*args, **kwargs):
-        raise AssertionError("the MLM was loaded although every text was cached")
+        raise AssertionError("the MLM was loaded although every text was stored")
 
-    monkeypatch.setattr(nb, "MaskedLMNeighbours", refuse)
-    assert nb.generate(variant, CORPUS) == first
+    monkeypatch.setattr(mlm, "MaskedLMNeighbours", refuse)
+    again, client = mlm_neighbours(tiny_mlm_dir, CORPUS, store, n=5, top_k=2)
+    assert again == first
+    assert client.runner.counts.of("mlm", "neighbours").cache_hits == len(set(CORPUS))
+    # another ranking is another request: it would need the MLM
+    with pytest.raises(AssertionError, match="MLM was loaded"):
+        mlm_neighbours(tiny_mlm_dir, CORPUS[:1], store, n=5, top_k=2, ranking="logp")
+
+
+def test_unprepared_mlm_variant_is_refused(tiny_mlm_dir):
+    with pytest.raises(ConfigError, match="prepare"):
+        NeighbourVariant(generator=str(tiny_mlm_dir)).apply(CORPUS[0])
 
 
 def test_missing_mlm_is_a_teaching_error(tmp_path):
     with pytest.raises(ConfigError, match="masked LM"):
-        NeighbourVariant(generator=str(tmp_path / "absent")).apply(TEXT)
+        Neighborhood(mlm=str(tmp_path / "absent")).prepare([Sample("0", TEXT, 1)], RunContext())
     with pytest.raises(ConfigError):
         Neighborhood(dropout=1.0)
 
@@ -135,8 +146,8 @@ def test_missing_mlm_is_a_teaching_error(tmp_path):
 def test_neighborhood_end_to_end_uses_mean_neighbour_loss(tiny_model_dir, tiny_mlm_dir):
     backend = HFLogprobBackend(str(tiny_model_dir), device="cpu")
     samples = [Sample(str(i), t, i % 2) for i, t in enumerate(CORPUS)]
-    for attack in (Neighborhood(n=4), Neighborhood(mlm=str(tiny_mlm_dir), n=4, top_k=2)):
-        attack.prepare(samples, RunContext())
+    for unprepared in (Neighborhood(n=4), Neighborhood(mlm=str(tiny_mlm_dir), n=4, top_k=2)):
+        attack = unprepared.prepare(samples, RunContext()).attack or unprepared
         texts = [s.text for s in samples]
         signals, _ = run_plan(texts, attack.needs(), {"target": backend}, SignalCache(None))
         scores = attack.score(signals)["neighborhood"]
@@ -161,19 +172,19 @@ def test_ratio_ranking_by_hand_differs_from_raw_logp():
     probs = np.array([[0.9, 0.08, 0.015, 0.005], [0.3, 0.2, 0.1, 0.4]])
     logp = np.log(probs)
     # ratio at position 0: 0.08 / 0.1 = 0.8, 0.015 / 0.1 = 0.15, 0.005 / 0.1 = 0.05
-    assert nb.replacement_scores(logp[0], 0)[1:] == pytest.approx(np.log([0.8, 0.15, 0.05]))
+    assert mlm.replacement_scores(logp[0], 0)[1:] == pytest.approx(np.log([0.8, 0.15, 0.05]))
     # at position 1: 0.3 / 0.6 = 0.5, 0.2 / 0.6, 0.1 / 0.6
-    assert nb.replacement_scores(logp[1], 3)[:3] == pytest.approx(np.log([0.5, 1 / 3, 1 / 6]))
-    assert nb.replacement_scores(logp[1], 3, "logp") == pytest.approx(logp[1])
+    assert mlm.replacement_scores(logp[1], 3)[:3] == pytest.approx(np.log([0.5, 1 / 3, 1 / 6]))
+    assert mlm.replacement_scores(logp[1], 3, "logp") == pytest.approx(logp[1])
     every = np.ones(4, dtype=bool)
-    ratio = nb.rank_candidates(logp, [0, 1], [0, 3], every, set(), top_k=2)
-    raw = nb.rank_candidates(logp, [0, 1], [0, 3], every, set(), top_k=2, ranking="logp")
+    ratio = mlm.rank_candidates(logp, [0, 1], [0, 3], every, set(), top_k=2)
+    raw = mlm.rank_candidates(logp, [0, 1], [0, 3], every, set(), top_k=2, ranking="logp")
     assert ordered(ratio) == [(0, 1), (1, 0), (1, 1), (0, 2)]  # 0.8, 0.5, 1/3, 0.15
     assert ordered(raw) == [(1, 0), (1, 1), (0, 1), (0, 2)]  # 0.3, 0.2, 0.08, 0.015
     assert sorted(s for s, _, _ in ratio) == pytest.approx(np.log([0.15, 1 / 3, 0.5, 0.8]))
     # special tokens and a changed word-start status are never candidates
     starts = np.array([True, True, False, True])
-    kept = nb.rank_candidates(logp, [0], [0], starts, {1}, top_k=3)
+    kept = mlm.rank_candidates(logp, [0], [0], starts, {1}, top_k=3)
     assert [c for _, _, c in kept] == [3]
 
 
@@ -182,7 +193,7 @@ def test_ratio_ranking_is_finite_when_the_original_is_certain():
     logits = np.array([60.0, 0.0, -1.0, -2.0], dtype=np.float32)
     logp = (logits - np.log(np.sum(np.exp(logits - 60.0))) - 60.0).astype(np.float32)
     assert np.exp(logp[0]) == 1.0
-    scores = nb.replacement_scores(logp, 0)
+    scores = mlm.replacement_scores(logp, 0)
     z = 1 + np.exp(-1.0) + np.exp(-2.0)  # the others' share, renormalised
     assert scores[1:] == pytest.approx(np.log([1 / z, np.exp(-1.0) / z, np.exp(-2.0) / z]))
 
@@ -193,14 +204,12 @@ def test_ranking_is_a_named_field_in_the_variant_and_its_cache_key(tmp_path):
     assert vars(Neighborhood(ranking="logp"))["ranking"] == "logp"  # the manifest's entry
     assert "p/(1-p_orig)" in Neighborhood.summary
     logp_variant = NeighbourVariant(generator=str(tmp_path / "mlm"), ranking="logp")
-    assert nb._config_key(attack.variant) != nb._config_key(logp_variant)
+    assert nb.generator_config(attack.variant) != nb.generator_config(logp_variant)
     with pytest.raises(ConfigError, match="ranking"):
         Neighborhood(ranking="prob")
 
 
 def test_mlm_neighbours_under_both_rankings_are_single_swaps(tiny_mlm_dir):
     for ranking in ("ratio", "logp"):
-        out = NeighbourVariant(generator=str(tiny_mlm_dir), n=6, top_k=3, ranking=ranking).apply(
-            CORPUS[0]
-        )
+        (out,), _ = mlm_neighbours(tiny_mlm_dir, [CORPUS[0]], n=6, top_k=3, ranking=ranking)
         assert 0 < len(out) <= 6 and all(one_word_apart(CORPUS[0], o) for o in out), out

@@ -14,14 +14,22 @@ word) scores 0. Variant: ``neighbours``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from imprint.attacks.base import Attack, Preparation, RunContext, mean_logp, register
-from imprint.attacks.neighbours import LEXICAL, NeighbourVariant, generate
+from imprint.attacks.base import (
+    Attack,
+    Preparation,
+    RunContext,
+    mean_logp,
+    prepared_field,
+    register,
+)
+from imprint.attacks.neighbours import LEXICAL, NeighbourVariant, generator_config
 from imprint.data.sample import Sample
+from imprint.requests.client import standalone_requests
 from imprint.signals.needs import Need, SignalSet
 
 
@@ -39,6 +47,8 @@ class Neighborhood(Attack):
     top_k: int = 10
     dropout: float = 0.7
     ranking: str = "ratio"
+    # MLM neighbours by text, filled in by prepare() from the run's neighbours requests
+    neighbours: Mapping[str, tuple[str, ...]] | None = prepared_field()
 
     summary = (
         "mean loss of one-word neighbours minus the loss of x (offline lexical swaps; with mlm=, "
@@ -60,12 +70,18 @@ class Neighborhood(Attack):
             top_k=self.top_k,
             dropout=self.dropout,
             ranking=self.ranking,
+            table=self.neighbours,
         )
 
     def prepare(self, samples: Sequence[Sample], run: RunContext) -> Preparation:
-        """Generate (or load) every sample's neighbours now, loading the MLM once."""
-        generate(self.variant, [s.text for s in samples], release=True)
-        return Preparation()
+        """MLM neighbours of every sample, as requests of the run (stored, counted); the attack
+        returned holds them. Lexical neighbours need no set-up."""
+        if self.mlm is None:
+            return Preparation()
+        requests = run.requests or standalone_requests()
+        texts = list(dict.fromkeys(s.text for s in samples))
+        found = requests.neighbours(self.mlm, texts, generator_config(self.variant))
+        return Preparation(attack=replace(self, neighbours=dict(zip(texts, found, strict=True))))
 
     def needs(self) -> tuple[Need, ...]:
         return (Need(), Need(variant=self.variant))

@@ -20,31 +20,28 @@ text's hash; a text with none swaps its first two words. Unlike the MLM it knows
 neighbours are rougher and fewer (about two per function word), but they are deterministic and
 need nothing beyond this file.
 
-Neighbours are cached per text and generator configuration in ``cache_dir()/neighbours.sqlite``
-(MLM) and memoised in-process.
+MLM neighbours are ``neighbours`` requests of the run (:mod:`imprint.requests`): generated once
+per text and configuration, stored under the MLM's content fingerprint and handed to the attack as
+prepared state (``NeighbourVariant.table``); the MLM itself runs in
+:mod:`imprint.requests.mlm_neighbours`. Lexical neighbours are computed on the fly.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-import sqlite3
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from imprint.attacks.augment import text_seed
-from imprint.backends.models import cache_dir, fingerprint_source, pick_device, resolve_model
-from imprint.data.sample import text_hash
 from imprint.errors import ConfigError
+from imprint.requests.mlm_neighbours import RANKINGS
 from imprint.signals.needs import TextVariant
 
 LEXICAL = "lexical"
 NEIGHBOURS_VERSION = "2"  # 2: the ranking is part of the configuration (ratio by default)
-# how MLM candidates are ranked across positions: Mattern et al.'s p(c) / (1 - p(x_i)), or log p(c)
-RANKINGS = ("ratio", "logp")
 
 _GROUPS = [
     "the a this",
@@ -167,209 +164,18 @@ def lexical_neighbours(text: str, n: int, *, seed: int = 0) -> tuple[str, ...]:
     return tuple(out)
 
 
-# -- masked LM ---------------------------------------------------------------------------------
-def replacement_scores(logp: np.ndarray, original: int, ranking: str = "ratio") -> np.ndarray:
-    """Ranking score of every token as a replacement of ``original`` at one position, shape (V,).
-
-    ``logp`` (V,) is the MLM's log-distribution there. ``ratio``: log p(c) - log(1 - p(original)),
-    the log of Mattern et al.'s p(c) / (1 - p(x_i)), with 1 - p(x_i) summed over the other tokens
-    (exact even when p(x_i) rounds to 1); ``logp``: log p(c).
-    """
-    row = np.asarray(logp, dtype=np.float64)
-    if ranking == "logp":
-        return row.copy()
-    if ranking != "ratio":
-        raise ConfigError(f"unknown neighbour ranking {ranking!r}; use one of {list(RANKINGS)}")
-    others = np.delete(row, original)
-    top = others.max() if others.size else -np.inf
-    if not np.isfinite(top):  # every other token impossible: no candidate here
-        return np.full_like(row, -np.inf)
-    rest = top + np.log(np.sum(np.exp(others - top)))
-    return row - rest
-
-
-def rank_candidates(
-    logp: np.ndarray,
-    positions: Sequence[int],
-    ids: Sequence[int],
-    word_start: np.ndarray,
-    special: set[int],
-    *,
-    top_k: int,
-    ranking: str = "ratio",
-) -> list[tuple[float, int, int]]:
-    """(score, position, token) of the ``top_k`` candidates at each position, unsorted.
-
-    ``logp`` (len(positions), V): the MLM's log-distribution at each position. A candidate keeps
-    the word-start status of the token it replaces and is neither that token nor a special one.
-    """
-    out = []
-    for r, pos in enumerate(positions):
-        score = replacement_scores(logp[r], ids[pos], ranking)[: len(word_start)]
-        score[word_start != word_start[ids[pos]]] = -np.inf
-        score[[ids[pos], *special]] = -np.inf
-        best = np.argsort(-score, kind="stable")[:top_k]
-        out += [(float(score[c]), pos, int(c)) for c in best if np.isfinite(score[c])]
-    return out
-
-
-class MaskedLMNeighbours:
-    """Proposes single-token swaps with a transformers masked LM (see the module docstring)."""
-
-    def __init__(self, spec: str, *, device: str = "auto") -> None:
-        from transformers import AutoModelForMaskedLM, AutoTokenizer
-
-        location = spec[3:] if spec.startswith("hf:") else spec
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(location)
-            self.model = AutoModelForMaskedLM.from_pretrained(location)
-        except OSError as err:
-            raise ConfigError(
-                f"could not load masked LM {spec!r}: {err}. Offline, pass a local "
-                "folder saved with save_pretrained, or use mlm=None (lexical)"
-            ) from err
-        if not getattr(self.tokenizer, "is_fast", False):
-            raise ConfigError(f"masked LM {spec!r}: a fast tokenizer (with offsets) is needed")
-        self.model.to(pick_device(device)).eval()
-        vocab = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
-        wordpiece = any(t.startswith("##") for t in vocab)
-        self.word_start = np.array(
-            [(not t.startswith("##")) if wordpiece else t.startswith(("Ġ", "▁")) for t in vocab]
-        )
-        self.special = set(self.tokenizer.all_special_ids)
-        context = getattr(self.model.config, "max_position_embeddings", 512)
-        self.max_length = min(int(self.tokenizer.model_max_length), int(context) - 2)
-
-    def neighbours(
-        self,
-        text: str,
-        *,
-        n: int,
-        top_k: int,
-        dropout: float,
-        seed: int,
-        ranking: str = "ratio",
-        batch: int = 32,
-    ) -> tuple[str, ...]:
-        import torch
-
-        enc = self.tokenizer(
-            text, return_offsets_mapping=True, truncation=True, max_length=self.max_length
-        )
-        ids, offsets = enc["input_ids"], enc["offset_mapping"]
-        positions = [i for i, (a, b) in enumerate(offsets) if b > a and ids[i] not in self.special]
-        if not positions:
-            return ()
-        device = next(self.model.parameters()).device
-        gen = torch.Generator().manual_seed(seed ^ (text_seed(text) & 0x7FFFFFFF))
-        with torch.no_grad():
-            emb = self.model.get_input_embeddings()(torch.tensor([ids], device=device))
-            candidates: list[tuple[float, int, int]] = []
-            for lo in range(0, len(positions), batch):
-                chunk = positions[lo : lo + batch]
-                rows = emb.repeat(len(chunk), 1, 1)
-                for r, pos in enumerate(chunk):
-                    keep = (torch.rand(rows.shape[-1], generator=gen) >= dropout).to(rows)
-                    rows[r, pos] = rows[r, pos] * keep / (1.0 - dropout)
-                logits = self.model(inputs_embeds=rows).logits
-                logp = torch.log_softmax(logits[torch.arange(len(chunk)), chunk].float(), -1)
-                candidates += rank_candidates(
-                    logp.cpu().numpy(),
-                    chunk,
-                    ids,
-                    self.word_start,
-                    self.special,
-                    top_k=top_k,
-                    ranking=ranking,
-                )
-        candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
-        out: dict[str, None] = {}
-        for _, pos, cand in candidates:
-            swapped = self._splice(text, offsets[pos], ids[pos], cand)
-            if swapped is not None and swapped != text:
-                out.setdefault(swapped)
-            if len(out) == n:
-                break
-        return tuple(out)
-
-    def _splice(self, text: str, span: tuple[int, int], old: int, new: int) -> str | None:
-        piece = text[span[0] : span[1]]
-        word = str(self.tokenizer.decode([new])).strip()
-        if not word or word.lower() == str(self.tokenizer.decode([old])).strip().lower():
-            return None
-        lead = piece[: len(piece) - len(piece.lstrip())]
-        return text[: span[0]] + lead + word + text[span[1] :]
-
-
-_MLMS: dict[str, MaskedLMNeighbours] = {}
-_MEMO: dict[tuple[str, str], tuple[str, ...]] = {}
-
-
-def _config_key(variant: NeighbourVariant) -> str:
-    if variant.generator == LEXICAL:
-        ident = LEXICAL
-    else:
-        try:
-            ident = fingerprint_source(resolve_model(variant.generator))
-        except ConfigError:
-            ident = variant.generator
-    raw = (
-        f"{ident}|{variant.n}|{variant.top_k}|{variant.dropout}|{variant.seed}|"
-        f"{variant.ranking}|{NEIGHBOURS_VERSION}"
+def generator_config(variant: NeighbourVariant) -> str:
+    """The MLM generator's settings as canonical text (part of each neighbours request's key)."""
+    return json.dumps(
+        {
+            "n": variant.n,
+            "top_k": variant.top_k,
+            "dropout": variant.dropout,
+            "ranking": variant.ranking,
+            "version": NEIGHBOURS_VERSION,
+        },
+        sort_keys=True,
     )
-    return hashlib.sha256(raw.encode()).hexdigest()[:24]
-
-
-def _connect() -> sqlite3.Connection:
-    path = cache_dir() / "neighbours.sqlite"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), timeout=60)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS neighbours (config TEXT NOT NULL, text TEXT NOT "
-        "NULL, data TEXT NOT NULL, PRIMARY KEY (config, text)) WITHOUT ROWID"
-    )
-    return conn
-
-
-def generate(
-    variant: NeighbourVariant, texts: Sequence[str], *, release: bool = False
-) -> list[tuple[str, ...]]:
-    """Neighbours of each text: memo, then the on-disk cache, then the generator."""
-    key = _config_key(variant)
-    missing = list(dict.fromkeys(t for t in texts if (key, t) not in _MEMO))
-    if missing and variant.generator == LEXICAL:
-        for t in missing:
-            _MEMO[key, t] = lexical_neighbours(t, variant.n, seed=variant.seed)
-    elif missing:
-        with _connect() as conn:
-            for t in missing:
-                row = conn.execute(
-                    "SELECT data FROM neighbours WHERE config=? AND text=?", (key, text_hash(t))
-                ).fetchone()
-                if row:
-                    _MEMO[key, t] = tuple(json.loads(row[0]))
-            todo = [t for t in missing if (key, t) not in _MEMO]
-            if todo:
-                mlm = _MLMS.get(variant.generator) or MaskedLMNeighbours(variant.generator)
-                _MLMS[variant.generator] = mlm
-                for t in todo:
-                    _MEMO[key, t] = mlm.neighbours(
-                        t,
-                        n=variant.n,
-                        top_k=variant.top_k,
-                        dropout=variant.dropout,
-                        seed=variant.seed,
-                        ranking=variant.ranking,
-                    )
-                    conn.execute(
-                        "INSERT OR REPLACE INTO neighbours VALUES (?, ?, ?)",
-                        (key, text_hash(t), json.dumps(_MEMO[key, t])),
-                    )
-        conn.close()
-    if release:
-        _MLMS.pop(variant.generator, None)
-    return [_MEMO[key, t] for t in texts]
 
 
 @dataclass(frozen=True)
@@ -383,6 +189,10 @@ class NeighbourVariant(TextVariant):
     dropout: float = 0.7
     seed: int = 0
     ranking: str = "ratio"  # MLM only; the lexical scheme has no probabilities to rank by
+    # MLM neighbours by text, prepared by the run's requests (see Neighborhood.prepare)
+    table: Mapping[str, tuple[str, ...]] | None = field(
+        default=None, repr=False, compare=False, hash=False
+    )
 
     def __post_init__(self) -> None:
         if self.n < 1 or self.top_k < 1:
@@ -396,4 +206,11 @@ class NeighbourVariant(TextVariant):
             )
 
     def apply(self, text: str) -> tuple[str, ...]:
-        return generate(self, [text])[0]
+        if self.generator == LEXICAL:
+            return lexical_neighbours(text, self.n, seed=self.seed)
+        if self.table is None or text not in self.table:
+            raise ConfigError(
+                f"no masked-LM neighbours prepared for a text ({text[:40]!r}...): generate them "
+                "with Neighborhood.prepare(samples, run) and score with the attack it returns"
+            )
+        return self.table[text]

@@ -25,6 +25,7 @@ from imprint.requests.kinds import (
     EmbedRequest,
     GradNormRequest,
     GreedyRequest,
+    NeighbourRequest,
     NextWordRequest,
     SampleRequest,
     TokenCountsRequest,
@@ -198,6 +199,40 @@ class ModelRequests:
 
         return np.asarray(self.runner.run(role, self.fingerprint(role), [request], execute)[0])
 
+    def neighbours(
+        self, spec: str, texts: Sequence[str], config: str, *, seed: int = 0
+    ) -> list[tuple[str, ...]]:
+        """Masked-LM neighbours of each text from the MLM at ``spec`` (role ``mlm``), under the
+        generator settings ``config`` (canonical JSON: n, top_k, dropout, ranking)."""
+        import json
+
+        from imprint.requests.mlm_neighbours import MaskedLMNeighbours
+
+        settings = json.loads(config)
+        fingerprint = _model_fingerprint(spec)
+        reqs = [NeighbourRequest(text=t, config=config, seed=seed) for t in texts]
+
+        def execute(batch: list[NeighbourRequest]) -> list[list[str]]:
+            if "mlm" not in self.backends:  # loaded only when a text is missing from the store
+                self.backends["mlm"] = MaskedLMNeighbours(spec)
+            mlm = self.backends["mlm"]
+            return [
+                list(
+                    mlm.neighbours(
+                        r.text,
+                        n=settings["n"],
+                        top_k=settings["top_k"],
+                        dropout=settings["dropout"],
+                        seed=r.seed,
+                        ranking=settings["ranking"],
+                    )
+                )
+                for r in batch
+            ]
+
+        out = self.runner.run("mlm", fingerprint, reqs, execute, batch_size=8)
+        return [tuple(texts) for texts in out]
+
     # -- embeddings ----------------------------------------------------------------------------
     def embed(self, strings: Sequence[str]) -> np.ndarray:
         """Unit-norm embeddings of the stripped strings, shape (len(strings), d), float32."""
@@ -219,6 +254,23 @@ class ModelRequests:
 
             self._embedder = default_embedder()
         return self._embedder
+
+
+def _model_fingerprint(spec: str) -> str:
+    """The content fingerprint of a model spec (its name when it cannot be resolved locally)."""
+    from imprint.backends.models import fingerprint_source, resolve_model
+
+    try:
+        return fingerprint_source(resolve_model(spec))
+    except ConfigError:
+        return spec
+
+
+def standalone_requests() -> ModelRequests:
+    """A client with no run behind it (in-memory store): for attack set-up in library use."""
+    from imprint.requests.store import RequestStore
+
+    return ModelRequests({}, RequestRunner(RequestStore(None)), local_models=local_transformers)
 
 
 def _sample_batch(sampler: Any, batch: Sequence[SampleRequest]) -> list[list[str]]:
