@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from imprint.errors import ImprintError
 
@@ -31,6 +32,21 @@ def parse_params(items: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def parse_model_args(items: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` items into {key: value}; values stay text here and are parsed to the option
+    types of the target's provider by :func:`imprint.backends.registry.choose_backend`."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise typer.BadParameter(f"{item!r}: use KEY=VALUE, e.g. --model-arg dtype=bfloat16")
+        if key in out:
+            raise typer.BadParameter(f"--model-arg {key} is given twice; keep one")
+        out[key] = value
+    return out
+
+
 def parse_refs(items: list[str]) -> tuple[tuple[str, str], ...]:
     """``NAME=SPEC`` or ``SPEC`` (named ref1, ref2, ...) into (name, spec) pairs."""
     refs = []
@@ -41,7 +57,8 @@ def parse_refs(items: list[str]) -> tuple[tuple[str, str], ...]:
 
 
 def _fail(err: Exception) -> None:
-    console.print(f"[bold red]error:[/] {err}")
+    # escaped: brackets in a message (pip install 'llm-imprint[vllm]') are text, not markup
+    console.print(f"[bold red]error:[/] {escape(str(err))}")
     raise typer.Exit(2)
 
 
@@ -50,12 +67,20 @@ def run(
     model: Annotated[
         str,
         typer.Option(
-            help="target: alias, folder, gguf:PATH, hub id; with --api-base the API model name"
+            help="target: alias, folder, hf:ID or owner/name, gguf:PATH, vllm:SPEC, game:DIR, "
+            "openai:MODEL (with --api-base; there any name is the API's model name)"
         ),
     ],
     data: Annotated[str, typer.Option(help="data: file, wikimia:32, hf:ID, game:DIR")],
     attacks: Annotated[str, typer.Option(help="comma-separated attacks, or 'all'")] = "all",
     ref: Annotated[list[str], typer.Option(help="reference model NAME=SPEC (repeatable)")] = [],  # noqa: B006
+    model_arg: Annotated[
+        list[str],
+        typer.Option(
+            help="KEY=VALUE option of the target's backend (repeatable), e.g. dtype=bfloat16, "
+            "vllm: tensor_parallel_size=2; a wrong key lists the ones it takes"
+        ),
+    ] = [],  # noqa: B006
     out: Annotated[Path, typer.Option(help="run folder to write")] = Path("runs/latest"),
     param: Annotated[list[str], typer.Option(help="ATTACK.PARAM=VALUE (repeatable)")] = [],  # noqa: B006
     pool: Annotated[list[str], typer.Option(help="NAME=DATA pool for shots (repeatable)")] = [],  # noqa: B006
@@ -110,6 +135,7 @@ def run(
             out=out,
             attacks=tuple(a.strip() for a in attacks.split(",") if a.strip()),
             refs=parse_refs(ref),
+            model_args=parse_model_args(model_arg),
             params=params,
             pools=pools,
             text_field=text_field,
@@ -147,6 +173,23 @@ def list_attacks() -> None:
 
     for name, cls in available_attacks().items():
         typer.echo(f"{name:<14} {cls.access:<9} {cls.summary}  [{cls.paper}]")
+
+
+@app.command("backends")
+def list_backends() -> None:
+    """List the model schemes: provider, capabilities, options (--model-arg KEY=VALUE)."""
+    import dataclasses
+
+    from imprint.backends import available_backends
+
+    for name, provider in available_backends().items():
+        caps = ",".join(sorted(provider.capabilities))
+        options = ", ".join(f.name for f in dataclasses.fields(provider.options))
+        typer.echo(f"{name + ':':<8} {caps:<27} {provider.summary}\n{'':<9}options: {options}")
+    from imprint.backends.models import model_schemes
+
+    for scheme in model_schemes():  # e.g. game:DIR, resolved to a folder that hf loads
+        typer.echo(f"{scheme + ':':<8} served by hf (resolves to a model folder)")
 
 
 @app.command("datasets")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -13,8 +14,15 @@ import numpy as np
 import imprint.game  # noqa: F401  (registers the game:DIR model and data schemes)
 from imprint.attacks import Attack, RunContext, build_attacks
 from imprint.attacks.params import check_params
-from imprint.backends.hf import HFLogprobBackend
+from imprint.backends.base import LOGPROBS
 from imprint.backends.models import cache_dir
+from imprint.backends.registry import (
+    BackendChoice,
+    LoadContext,
+    available_backends,
+    choose_backend,
+    provider_for,
+)
 from imprint.data import LoadedData, Sample, apply_transforms, resolve_data
 from imprint.data.pools import load_shot_pool
 from imprint.errors import ConfigError, DataError
@@ -31,6 +39,9 @@ class RunConfig:
     out: Path
     attacks: tuple[str, ...] = ("all",)
     refs: tuple[tuple[str, str], ...] = ()  # (name, model spec)
+    # the target backend's own options (--model-arg KEY=VALUE), typed by its provider; see
+    # imprint.backends.registry. --device, --dtype, --max-length, --api-* are shorthands for them
+    model_args: dict[str, Any] = field(default_factory=dict)
     params: dict[str, dict[str, Any]] = field(default_factory=dict)
     pools: dict[str, str] = field(default_factory=dict)  # pool name -> data spec
     text_field: str | None = None
@@ -70,6 +81,10 @@ class RunConfig:
         if self.n_bootstrap < 1:
             raise ConfigError(f"n_bootstrap must be >= 1, got {self.n_bootstrap}")
         self._check_api_options()
+        # providers and their options resolved now: a bad --model-arg or a missing extra fails
+        # before data or models load
+        target = backend_choices(self)["target"]
+        object.__setattr__(self, "model_args", dict(target.args))
 
     def _check_api_options(self) -> None:
         from imprint.backends.http_checks import check_api_base
@@ -90,7 +105,9 @@ class RunConfig:
 
     @property
     def target_access(self) -> str:
-        return "black-box" if self.api_base else "gray-box"
+        """gray-box when the target's provider gives per-token log-probs, else black-box."""
+        provider, _ = provider_for(self.model, api_base=self.api_base)
+        return "gray-box" if LOGPROBS in provider.capabilities else "black-box"
 
 
 @dataclass
@@ -177,34 +194,55 @@ def compute_scores(
     return scores, report
 
 
-def load_backends(config: RunConfig, cache: SignalCache | None = None) -> dict[str, Any]:
-    """The target and reference backends; an API target answers from ``cache`` when it can."""
-    specs = [("target", config.model), *config.refs]
-    backends: dict[str, Any] = {}
-    for name, spec in specs:
-        if name == "target" and config.api_base:
-            from imprint.backends.http import OpenAICompatibleBackend, RetryPolicy
+def backend_choices(config: RunConfig) -> dict[str, BackendChoice]:
+    """The target's and the reference models' providers with typed options (nothing loaded).
 
-            backends[name] = OpenAICompatibleBackend(
-                config.api_base,
-                spec,
-                mode=config.api_mode,
-                api_key_env=config.api_key_env,
-                max_concurrency=config.api_concurrency,
-                top_k=config.api_top_k,
-                timeout_s=config.api_timeout,
-                retry=RetryPolicy(max_retries=config.api_max_retries),
-                seed=config.seed,
-                cache=cache,
+    ``--model-arg`` applies to the target; the shorthand flags (``--device`` ...) to every model
+    whose provider takes them. A shorthand no model takes is refused rather than ignored.
+    """
+    settings = _changed_settings(config)
+    choices = {
+        "target": choose_backend(
+            config.model, api_base=config.api_base, args=config.model_args, settings=settings
+        )
+    }
+    for name, spec in config.refs:
+        choice = choose_backend(spec, settings=settings)
+        if LOGPROBS not in choice.provider.capabilities:
+            raise ConfigError(
+                f"reference model {name}={spec!r} is served by {choice.provider.name!r}, which "
+                "gives no log-probabilities; reference attacks need a local model (an alias, a "
+                "folder, gguf:PATH or a hub id)"
             )
-        else:
-            backends[name] = HFLogprobBackend(
-                spec,
-                name=name,
-                device=config.device,
-                dtype=config.dtype,
-                max_length=config.max_length,
-            )
+        choices[name] = choice
+    used = set().union(*(c.settings_used for c in choices.values()))
+    for setting in sorted(set(settings) - used):
+        provider = choices["target"].provider
+        raise ConfigError(
+            f"--{setting.replace('_', '-')} {settings[setting]!r} has no effect: the target is "
+            f"served by {provider.name!r}, whose options are "
+            f"{', '.join(f.name for f in dataclasses.fields(provider.options))} "
+            "(set them with --model-arg KEY=VALUE); drop the flag"
+        )
+    return choices
+
+
+def _changed_settings(config: RunConfig) -> dict[str, Any]:
+    """The run settings providers read (RunConfig fields) whose value is not the default."""
+    names = {s for p in available_backends().values() for s in p.settings.values()}
+    defaults = {f.name: f.default for f in dataclasses.fields(RunConfig) if f.name in names}
+    return {n: getattr(config, n) for n, d in defaults.items() if getattr(config, n) != d}
+
+
+def load_backends(config: RunConfig, cache: SignalCache | None = None) -> dict[str, Any]:
+    """The target and reference backends, each built by its provider in the registry; an API
+    target answers from ``cache`` when it can."""
+    backends: dict[str, Any] = {}
+    for name, choice in backend_choices(config).items():
+        context = LoadContext(
+            name=name, seed=config.seed, token_budget=config.token_budget, cache=cache
+        )
+        backends[name] = choice.load(context)
     return backends
 
 
@@ -256,7 +294,7 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
             "evaluated": len(samples),
             "dropped": dropped,
         },
-        "models": {name: _describe(b) for name, b in backends.items()},
+        "models": _describe_models(config, backends),
         "attacks": {
             a.name: {k: v for k, v in vars(a).items() if not k.startswith("_")} for a in attacks
         },
@@ -297,9 +335,17 @@ def _set_up_attacks(
     return samples, attacks, prefixes
 
 
-def _describe(backend: Any) -> dict[str, Any]:
-    """A backend's manifest entry; text backends add their query and token counters."""
+def _describe_models(config: RunConfig, backends: dict[str, Any]) -> dict[str, Any]:
+    choices = backend_choices(config)
+    return {name: _describe(backend, choices.get(name)) for name, backend in backends.items()}
+
+
+def _describe(backend: Any, choice: BackendChoice | None = None) -> dict[str, Any]:
+    """A backend's manifest entry: its provider and typed options, what it loaded; text
+    backends add their query and token counters."""
     entry = {"spec": backend.spec, "fingerprint": backend.fingerprint}
+    if choice is not None:
+        entry = {"model": choice.spec, **choice.describe(), **entry}
     if callable(getattr(backend, "usage", None)):
         entry["usage"] = backend.usage()
     return entry

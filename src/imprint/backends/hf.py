@@ -10,8 +10,8 @@ least ``max_length - stride`` tokens of context after the first window.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ import torch
 
 from imprint.backends.base import GRADIENTS, LOGPROBS, SAMPLING, ScoreRequest, TokenStats
 from imprint.backends.models import fingerprint_source, load_causal_lm, resolve_model
+from imprint.backends.scoped import sdpa_gqa
 from imprint.errors import ConfigError
 from imprint.signals.reduce import reduce_hidden
 
@@ -78,11 +79,11 @@ class HFLogprobBackend:
             model, tokenizer = load_causal_lm(spec, dtype=dtype, device=device)
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
-        if self.device.type == "cpu":
-            # transformers copies K/V to every query head (grouped-query attention) unless told
-            # that SDPA can share them; torch's CPU kernel can, even with a mask. Saves two copies
-            # of the K/V per layer: measured ~20 % off a pass after a 1,000-token prefix.
-            os.environ.setdefault("TRANSFORMERS_SDPA_FORCE_GQA", "1")
+        # transformers copies K/V to every query head (grouped-query attention) unless told that
+        # SDPA can share them; torch's CPU kernel can, even with a mask. Saves two copies of the
+        # K/V per layer: measured ~20 % off a pass after a 1,000-token prefix. Switched on only
+        # around this backend's forwards (see attention()), never for the whole process.
+        self.share_kv_heads = self.device.type == "cpu"
         context = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
         self.max_length = min(max_length or context, context)
         self.stride = stride or self.max_length // 2
@@ -202,7 +203,8 @@ class HFLogprobBackend:
         if prefix not in self._prefix_cache:
             ids = torch.tensor([[self.bos_id, *self.encode(prefix)]], device=self.device)
             base = getattr(self.model, self.model.base_model_prefix)
-            output = base(input_ids=ids, use_cache=True)
+            with self.attention():
+                output = base(input_ids=ids, use_cache=True)
             cache = output.cache
             self._prefix_cache.clear()  # one live prefix at a time bounds memory
             self._prefix_cache[prefix] = (cache, output.last_hidden_state[:, -1:], ids.shape[1])
@@ -210,13 +212,18 @@ class HFLogprobBackend:
 
     def _hidden(self, input_ids: torch.Tensor, mask: torch.Tensor, past: Any) -> torch.Tensor:
         base = getattr(self.model, self.model.base_model_prefix)
-        output = base(
-            input_ids=input_ids.to(self.device),
-            attention_mask=mask.to(self.device),
-            cache=past,
-            use_cache=past is not None,
-        )
+        with self.attention():
+            output = base(
+                input_ids=input_ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                cache=past,
+                use_cache=past is not None,
+            )
         return output.last_hidden_state
+
+    def attention(self) -> AbstractContextManager[None]:
+        """Wrap a forward of this model: shared K/V heads on CPU for the call only."""
+        return sdpa_gqa(self.share_kv_heads)
 
     def _head(self, hidden: torch.Tensor) -> torch.Tensor:
         logits = self.model.get_output_embeddings()(hidden)

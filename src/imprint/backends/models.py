@@ -73,6 +73,11 @@ def register_model_scheme(prefix: str, to_spec: Callable[[str], str], *, force: 
     _SCHEMES[prefix] = to_spec
 
 
+def model_schemes() -> tuple[str, ...]:
+    """The registered ``prefix:ARG`` model schemes (e.g. ``game``), sorted."""
+    return tuple(sorted(_SCHEMES))
+
+
 def resolve_model(spec: str) -> ModelSource:
     """Turn a user's model spec into a :class:`ModelSource` (no weights are loaded)."""
     if spec in ALIASES:

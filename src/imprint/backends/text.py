@@ -163,7 +163,7 @@ class HFTextBackend:
             if temperature > 0
             else {"do_sample": False}
         )
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
+        with torch.random.fork_rng(devices=[]), torch.no_grad(), self.hf.attention():
             if seed is not None:
                 torch.manual_seed(seed)
             generated = self.hf.model.generate(
@@ -191,13 +191,22 @@ class VLLMTextBackend:
     """Sampling with vLLM (prefix caching on): ``pip install 'llm-imprint[vllm]'``.
 
     ``spec`` is a hub id or local folder vLLM can load. Imported lazily; a missing vllm raises
-    :class:`MissingDependencyError` naming the extra.
+    :class:`MissingDependencyError` naming the extra. ``engine_args`` go to ``vllm.LLM``
+    (tensor_parallel_size, gpu_memory_utilization, max_model_len, dtype ...);
+    ``model_fingerprint`` identifies the weights (default: the spec).
     """
 
     capabilities = frozenset({SAMPLING})
 
     def __init__(
-        self, spec: str, *, name: str = "target", temperature: float = 1.0, top_k: int = 50
+        self,
+        spec: str,
+        *,
+        name: str = "target",
+        temperature: float = 1.0,
+        top_k: int = 50,
+        engine_args: dict[str, Any] | None = None,
+        model_fingerprint: str | None = None,
     ) -> None:
         try:
             import vllm
@@ -206,8 +215,18 @@ class VLLMTextBackend:
         self._vllm = vllm
         self.spec, self.name = spec, name
         self.temperature, self.top_k = temperature, top_k
-        self.llm = vllm.LLM(model=spec, enable_prefix_caching=True)
+        self.engine_args = dict(engine_args or {})
+        self._model_fingerprint = model_fingerprint or spec
+        self.llm = vllm.LLM(model=spec, enable_prefix_caching=True, **self.engine_args)
         self._usage = {"prompts": 0, "samples": 0, "completion_tokens": 0}
+
+    @property
+    def fingerprint(self) -> str:
+        parts = [self._model_fingerprint, "vllm", str(self.temperature), str(self.top_k)]
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
+
+    def __repr__(self) -> str:
+        return f"VLLMTextBackend({self.spec!r}, temperature={self.temperature}, top_k={self.top_k})"
 
     def usage(self) -> dict[str, Any]:
         return dict(self._usage)

@@ -328,13 +328,17 @@ def _csv_rows(data: bytes) -> tuple[list[str], Iterator[_Row]]:
         data = data[3:]
     # surrogateescape keeps bad bytes visible per row, so the error can name the row's line.
     text = data.decode("utf-8", errors="surrogateescape")
-    csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))  # long documents are normal
-    reader = csv.reader(io.StringIO(text, newline=""))
-    header = next(reader, [])
+    previous = csv.field_size_limit()
+    csv.field_size_limit(max(previous, 2**31 - 1))  # long documents are normal
+    try:
+        reader = csv.reader(io.StringIO(text, newline=""))
+        header = next(reader, [])
+        parsed = [(reader.line_num, values) for values in reader]
+    finally:
+        csv.field_size_limit(previous)  # the limit is process-wide: leave it as it was
 
     def rows() -> Iterator[_Row]:
-        for values in reader:
-            line = reader.line_num
+        for line, values in parsed:
             if not any(v.strip() for v in values):
                 continue
             if any(_has_surrogate(v) for v in values):

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from imprint.backends.scoped import seeded_torch
 from imprint.data import LoadedData, Sample, fingerprint_samples, resolve_data
 from imprint.errors import DataError
 
@@ -136,8 +137,8 @@ def _sample_batch(
     ids = torch.tensor([[pad] * (width - len(e)) + e for e in encoded])
     mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded])
     device = next(model.parameters()).device
-    torch.manual_seed(seed)
-    with torch.no_grad():
+    # seeded inside a fork of torch's RNGs: the caller's random state is left as it was
+    with seeded_torch(seed, device), torch.no_grad():
         out = model.generate(
             input_ids=ids.to(device),
             attention_mask=mask.to(device),

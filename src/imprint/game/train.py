@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from imprint.backends.scoped import seeded_torch
 from imprint.errors import ConfigError, DataError
 from imprint.game.config import GameConfig
 
@@ -81,9 +82,6 @@ def check_trainable(model: Any, config: GameConfig, spec: str) -> None:
 
 def prepare_model(model: Any, config: GameConfig, spec: str) -> Any:
     """Make the parameters ``config.method`` trains require grad; return the model to train."""
-    import torch
-
-    torch.manual_seed(config.seed)  # LoRA's initialisation is random
     if config.method == "lora":
         from peft import LoraConfig, get_peft_model
 
@@ -95,7 +93,10 @@ def prepare_model(model: Any, config: GameConfig, spec: str) -> Any:
             bias="none",
             task_type="CAUSAL_LM",
         )
-        model = get_peft_model(model, lora)
+        # LoRA's initialisation is random: seeded, in a fork of torch's RNGs (the caller's
+        # random state is left as it was)
+        with seeded_torch(config.seed, next(model.parameters()).device):
+            model = get_peft_model(model, lora)
     else:
         for p in model.parameters():
             p.requires_grad_(config.method == "full" and p.is_floating_point())
@@ -196,7 +197,9 @@ def train(
         console=console,
         disable=not progress,
     )
-    with bar:
+    # dropout, where a model has any, draws from torch's RNG: seeded, in a fork (the caller's
+    # random state is left as it was)
+    with bar, seeded_torch(config.seed, device):
         task = bar.add_task("training", total=n_batches * epochs)
         model.train()
         for epoch in range(1, epochs + 1):

@@ -1,0 +1,120 @@
+"""The built-in backend providers (see :mod:`imprint.backends.registry` for the schemes).
+
+Each loader imports its heavy dependency (torch and transformers, vLLM, httpx) in its body, so
+registering the providers costs nothing at import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from imprint.backends.base import GRADIENTS, LOGPROBS, SAMPLING
+from imprint.backends.options import HFOptions, OpenAIOptions, VLLMOptions
+from imprint.backends.registry import BackendChoice, LoadContext, register
+
+#: run-wide flags that feed the local transformers options (they apply to reference models too)
+_HF_SETTINGS = {
+    "device": "device",
+    "dtype": "dtype",
+    "max_length": "max_length",
+    "start_token": "start_token",
+}
+
+
+def load_hf(choice: BackendChoice, context: LoadContext) -> Any:
+    """A local transformers model (alias, folder, hub id, GGUF file, game folder)."""
+    from imprint.backends.hf import HFLogprobBackend
+
+    options: HFOptions = choice.options
+    return HFLogprobBackend(
+        choice.target,
+        name=context.name,
+        device=options.device,
+        dtype=options.dtype,
+        max_length=options.max_length,
+        stride=options.stride,
+        start_token=options.start_token,
+        token_budget=context.token_budget,
+    )
+
+
+for _name, _summary, _example in (
+    ("hf", "Hugging Face transformers: per-token log-probs, gradients, sampling", "hf:owner/name"),
+    ("gguf", "a GGUF file, de-quantised once, run as hf", "gguf:/models/model.Q4_1.gguf"),
+):
+    register(
+        _name,
+        options=HFOptions,
+        capabilities=frozenset({LOGPROBS, GRADIENTS, SAMPLING}),
+        summary=_summary,
+        example=_example,
+        settings=_HF_SETTINGS,
+        whole_spec=True,  # resolve_model reads hf:, gguf:, game:, aliases and folders itself
+    )(load_hf)
+
+
+@register(
+    "vllm",
+    options=VLLMOptions,
+    capabilities=frozenset({SAMPLING}),
+    summary="vLLM engine: text sampling only (black-box attacks), prefix caching on",
+    example="vllm:meta-llama/Llama-3.2-1B",
+    settings={"dtype": "dtype", "max_model_len": "max_length"},
+    requires=(("vllm", "vllm"),),
+)
+def load_vllm(choice: BackendChoice, context: LoadContext) -> Any:
+    """vLLM over a hub id or folder; an alias, ``gguf:PATH`` or ``game:DIR`` is first resolved
+    to a folder of safetensors (GGUF de-quantised once, as for hf) that vLLM can load."""
+    from imprint.backends.models import fingerprint_source, materialize, resolve_model
+    from imprint.backends.text import VLLMTextBackend
+
+    source = resolve_model(choice.target)
+    options: VLLMOptions = choice.options
+    engine = options.engine_args()
+    identity = [fingerprint_source(source), "vllm", engine["dtype"], str(options.max_model_len)]
+    return VLLMTextBackend(
+        materialize(source).location,
+        name=context.name,
+        engine_args=engine,
+        model_fingerprint=hashlib.sha256("|".join(identity).encode()).hexdigest()[:20],
+    )
+
+
+@register(
+    "openai",
+    options=OpenAIOptions,
+    capabilities=frozenset({SAMPLING}),
+    summary="an OpenAI-compatible HTTP API (completions or chat): text only",
+    example="openai:gpt-4o-mini --api-base https://api.openai.com/v1",
+    settings={
+        "mode": "api_mode",
+        "key_env": "api_key_env",
+        "concurrency": "api_concurrency",
+        "top_k": "api_top_k",
+        "timeout": "api_timeout",
+        "max_retries": "api_max_retries",
+    },
+    requires=(("httpx", "api"),),
+)
+def load_openai(choice: BackendChoice, context: LoadContext) -> Any:
+    """The API at ``choice.api_base`` serving the model ``choice.target``; answers are cached
+    in ``context.cache`` as they arrive."""
+    from imprint.backends.http import OpenAICompatibleBackend, RetryPolicy
+
+    options: OpenAIOptions = choice.options
+    assert choice.api_base is not None  # choose_backend refuses openai without one
+    return OpenAICompatibleBackend(
+        choice.api_base,
+        choice.target,
+        name=context.name,
+        mode=options.mode,
+        api_key_env=options.key_env,
+        max_concurrency=options.concurrency,
+        max_n_per_request=options.max_n_per_request,
+        top_k=options.top_k,
+        timeout_s=options.timeout,
+        retry=RetryPolicy(max_retries=options.max_retries),
+        seed=context.seed,
+        cache=context.cache,
+    )
