@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from imprint.cli import app as diagnostics_app
 from imprint.data import LabelConflictWarning
 from imprint.diagnostics import blind
 from imprint.diagnostics.blind_suite import (
@@ -18,7 +19,6 @@ from imprint.diagnostics.blind_suite import (
     run_blind_suite,
     strongest_blind,
 )
-from imprint.diagnostics.cli import diagnostics_app
 from imprint.diagnostics.dates import find_dates
 from imprint.diagnostics.greedy import fit_greedy_ngrams
 from imprint.errors import ConfigError, DataError

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from imprint.diagnostics.cli import diagnostics_app
+from imprint.cli import app as diagnostics_app
 from imprint.diagnostics.runs import auc_difference, compare_runs, read_run
 from imprint.errors import DataError
 from imprint.metrics import auc

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from imprint.cli import app as diagnostics_app
 from imprint.data import Sample
-from imprint.diagnostics.cli import diagnostics_app
 from imprint.diagnostics.corpus import R_JSON, R_NO_TEXT, R_UTF8, iter_documents, new_stats
 from imprint.diagnostics.decontam import R_ABOVE, R_UNDEFINED, filter_by_overlap
 from imprint.diagnostics.ngrams import NgramBatch, ngram_hashes, normalize_words

@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from imprint.cli import app as diagnostics_app
 from imprint.data import Sample, load_file
-from imprint.diagnostics.cli import diagnostics_app
 from imprint.diagnostics.perturb import (
     BigramNeighbours,
     paraphrase,

@@ -18,7 +18,7 @@ from imprint.data import Sample
 from imprint.diagnostics.overlap import NgramIndex, overlap_scores
 from imprint.errors import ConfigError
 
-__all__ = ["PRESETS", "filter_by_overlap", "write_filtered"]
+__all__ = ["PRESETS", "filter_by_overlap", "resolve_bound", "write_filtered"]
 
 #: MIMIR split name -> (n, largest overlap kept)
 PRESETS: dict[str, tuple[int, float]] = {
@@ -29,6 +29,21 @@ PRESETS: dict[str, tuple[int, float]] = {
 R_ABOVE = "overlap above bound"
 R_UNDEFINED = "overlap undefined (fewer than n words)"
 Undefined = Literal["drop", "keep"]
+
+
+def resolve_bound(
+    preset: str | None, n: int | None = None, max_overlap: float | None = None
+) -> tuple[int, float]:
+    """(n, largest overlap kept) from a MIMIR preset name, where an explicit ``n`` or
+    ``max_overlap`` overrides the preset's; without a preset both must be given."""
+    if preset is not None:
+        if preset not in PRESETS:
+            raise ConfigError(f"unknown preset {preset!r}; choose from {list(PRESETS)}")
+        n = PRESETS[preset][0] if n is None else n
+        max_overlap = PRESETS[preset][1] if max_overlap is None else max_overlap
+    if n is None or max_overlap is None:
+        raise ConfigError("give --n and --max-overlap, or a --preset such as ngram_13_0.8")
+    return n, max_overlap
 
 
 def filter_by_overlap(

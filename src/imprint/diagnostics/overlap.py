@@ -48,6 +48,8 @@ __all__ = [
 INDEX_FORMAT = "imprint-ngram-index"
 MANIFEST = "manifest.json"
 DEFAULT_FP_RATE = 0.01
+#: ``progress(label, total) -> advance(n)``: a progress factory, e.g. the CLI's rich bars
+Progress = Callable[[str, int], Callable[[int], None]]
 N_PROBES = 200_000
 _HASH_FUNC = operator.index  # n-gram hashes are already uniform 64-bit ints
 
@@ -155,27 +157,6 @@ def _filter_stats(
     return stats
 
 
-def _rich_progress(total: int, label: str) -> tuple[Any, Callable[[int], None]]:
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
-
-    bar = Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-    )
-    task = bar.add_task(label, total=total)
-    bar.start()
-    return bar, lambda k: bar.advance(task, k)
-
-
 def _prepare_out(out: Path, overwrite: bool) -> None:
     if (out / MANIFEST).exists() and not overwrite:
         raise ConfigError(
@@ -191,23 +172,19 @@ def _stream_into(
     *,
     text_field: str | None,
     unit: Unit,
-    progress: bool,
+    progress: Progress | None,
 ) -> tuple[dict[int, int], list[CorpusFileStats]]:
     """Add every n-gram of the corpus files to ``blooms[n]``; return counts and file stats."""
     inserted = dict.fromkeys(blooms, 0)
     stats: list[CorpusFileStats] = []
     total = sum(p.stat().st_size for p in paths)
-    bar, tick = _rich_progress(total, "indexing n-grams") if progress else (None, None)
-    try:
-        for batch in iter_batches(paths, stats, text_field=text_field, unit=unit, progress=tick):
-            hashed = NgramBatch.from_texts(batch)
-            for n, bloom in blooms.items():
-                keys, _ = hashed.ngrams(n)
-                bloom.update(keys.tolist())
-                inserted[n] += keys.size
-    finally:
-        if bar is not None:
-            bar.stop()
+    tick = progress("indexing n-grams (bytes)", total) if progress else None
+    for batch in iter_batches(paths, stats, text_field=text_field, unit=unit, progress=tick):
+        hashed = NgramBatch.from_texts(batch)
+        for n, bloom in blooms.items():
+            keys, _ = hashed.ngrams(n)
+            bloom.update(keys.tolist())
+            inserted[n] += keys.size
     return inserted, stats
 
 
@@ -222,7 +199,7 @@ def build_index(
     unit: Unit = "line",
     measure_fp: bool = True,
     max_memory_gb: float | None = None,
-    progress: bool = False,
+    progress: Progress | None = None,
     overwrite: bool = False,
     seed: int = 0,
 ) -> dict[str, Any]:
@@ -232,7 +209,7 @@ def build_index(
     ``None`` counts them in a first streaming pass. ``max_memory_gb`` refuses to allocate
     filters larger than that in total. The manifest reports per n the false-positive rate at
     capacity (formula), estimated from the filter's fill (``fill ** k``) and measured on
-    200,000 random 64-bit keys (``measure_fp``).
+    200,000 random 64-bit keys (``measure_fp``). ``progress`` reports bytes read per pass.
     """
     started = time.time()
     ns = _check_ns(ns)
@@ -247,12 +224,8 @@ def build_index(
     total_bytes = sum(p.stat().st_size for p in paths)
     counted = capacity is None
     if capacity is None:
-        bar, tick = _rich_progress(total_bytes, "counting n-grams") if progress else (None, None)
-        try:
-            caps = count_ngrams(paths, ns, text_field=text_field, unit=unit, progress=tick)
-        finally:
-            if bar is not None:
-                bar.stop()
+        tick = progress("counting n-grams (bytes)", total_bytes) if progress else None
+        caps = count_ngrams(paths, ns, text_field=text_field, unit=unit, progress=tick)
     elif isinstance(capacity, int):
         caps = dict.fromkeys(ns, capacity)
     else:
@@ -462,7 +435,7 @@ def extend_index(
     corpus: Sequence[str | Path],
     *,
     measure_fp: bool = True,
-    progress: bool = False,
+    progress: Progress | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
     """Add more corpus files to an existing index in place (filters updated incrementally).

@@ -20,10 +20,13 @@ reads the run folder ``imprint run`` produces on that dataset.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,11 +38,13 @@ __all__ = [
     "DEFAULT_EDITS",
     "PARAPHRASE_PROMPT",
     "BigramNeighbours",
+    "PerturbedSet",
     "hf_generator",
     "paraphrase",
     "perturbed_rows",
     "random_word_edits",
     "word_tokens",
+    "write_perturbed",
 ]
 
 DEFAULT_EDITS = (1, 10, 25)
@@ -285,3 +290,46 @@ def perturbed_rows(
         "label_of_perturbed": 0,
     }
     return rows, summary
+
+
+@dataclass(frozen=True)
+class PerturbedSet:
+    """A perturbed dataset on disk: ``dataset`` (JSONL that ``imprint run`` loads as-is),
+    ``manifest`` (source and ``summary``), ``n_rows`` and the summary of what was made."""
+
+    dataset: Path
+    manifest: Path
+    n_rows: int
+    summary: dict[str, Any]
+
+
+def write_perturbed(
+    samples: Sequence[Sample],
+    out: str | Path,
+    *,
+    source: str,
+    edits: Sequence[int] = DEFAULT_EDITS,
+    neighbour_fraction: float | None = DEFAULT_NEIGHBOUR_FRACTION,
+    paraphraser: Callable[[str], str] | None = None,
+    prompt: str = PARAPHRASE_PROMPT,
+    seed: int = 0,
+) -> PerturbedSet:
+    """:func:`perturbed_rows` written to ``out/perturbed.jsonl`` (UTF-8, text as is) and
+    ``out/perturbed.manifest.json`` (``source``, the data spec, plus the summary)."""
+    rows, summary = perturbed_rows(
+        samples,
+        edits=edits,
+        neighbour_fraction=neighbour_fraction,
+        paraphraser=paraphraser,
+        prompt=prompt,
+        seed=seed,
+    )
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    dataset = folder / "perturbed.jsonl"
+    with open(dataset, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    manifest = folder / "perturbed.manifest.json"
+    manifest.write_text(json.dumps({"source": source, **summary}, indent=2) + "\n")
+    return PerturbedSet(dataset, manifest, len(rows), summary)

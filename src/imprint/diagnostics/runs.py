@@ -27,6 +27,7 @@ __all__ = [
     "RunScores",
     "auc_difference",
     "compare_runs",
+    "perturbation_groups",
     "perturbation_table",
     "read_run",
 ]
@@ -122,6 +123,17 @@ def perturbation_table(
             row["thresholds"][_pct(f)] = _json(threshold_at_fpr(calib, f)) if calib.size else None
         out["attacks"][name] = row
     return out
+
+
+def perturbation_groups(run: RunScores, *, field: str = "perturbation") -> list[str]:
+    """Per row of ``run``: ``members`` or ``nonmembers`` for natural rows (``meta[field]``
+    missing or ``"none"``), else the perturbation's name (e.g. ``edit10``)."""
+    return [
+        ("members" if label == 1 else "nonmembers")
+        if str(meta.get(field) or NATURAL) == NATURAL
+        else str(meta[field])
+        for meta, label in zip(run.meta, run.labels, strict=True)
+    ]
 
 
 def _kind_order(kind: str) -> tuple[int, str]:

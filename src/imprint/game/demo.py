@@ -27,13 +27,21 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from imprint.errors import ConfigError
 from imprint.game.build import build_games
 from imprint.game.config import GENERATE, GameConfig
 
-__all__ = ["DEMO_DEFAULTS", "DemoResult", "run_demo"]
+__all__ = ["DEMO_DEFAULTS", "DemoResult", "RunAttacks", "run_demo"]
+
+
+class RunAttacks(Protocol):
+    """One run of the attacks: ``RunConfig`` fields as keywords; returns an object with ``out``
+    (the run folder) and ``metrics``. The game package never imports the orchestrator."""
+
+    def __call__(self, *, console: Any = None, **config: Any) -> Any: ...
+
 
 #: The demo's game: small enough for a 2-core CPU (see the module docstring of imprint.game).
 DEMO_DEFAULTS: dict[str, Any] = {
@@ -69,6 +77,7 @@ class DemoResult:
 
 def run_demo(
     *,
+    run_attacks: RunAttacks,
     epochs: Sequence[int] = DEMO_DEFAULTS["epochs"],
     shift: bool = False,
     out: Path | str = Path("imprint-demo"),
@@ -93,14 +102,14 @@ def run_demo(
     console: Any = None,
     progress: bool = True,
 ) -> DemoResult:
-    """Build or reuse the demo game(s), attack them, write ``out/demo.md`` and ``demo.json``.
+    """Build or reuse the demo game(s), attack them with ``run_attacks`` (the orchestrator,
+    passed in by the CLI: ``imprint.cli.common.run_attacks``), write ``out/demo.md`` and
+    ``demo.json``.
 
     ``reference=True`` adds the base model as the reference ``base`` when the ``ref`` attack runs
     (the ideal reference: the target without the members). ``blind=False`` skips the blind
     baseline (its checks then fail: nothing was measured). Returns folders and measured figures.
     """
-    from imprint.run import RunConfig, execute_run
-
     out = Path(out)
     counts = sorted(set(epochs))
     if not counts:
@@ -133,7 +142,10 @@ def run_demo(
         for e, folder in built.items():
             label = f"{prefix}e{e}"
             games[label] = folder
-            run_cfg = RunConfig(
+            if console is not None:
+                console.rule(f"attacking game {label} ({e} epochs{', shifted' if prefix else ''})")
+            result = run_attacks(
+                console=console,
                 model=f"game:{folder}",
                 data=f"game:{folder}",
                 out=out / f"run-{label}",
@@ -148,9 +160,6 @@ def run_demo(
                 blind=blind,
                 progress=progress,
             )
-            if console is not None:
-                console.rule(f"attacking game {label} ({e} epochs{', shifted' if prefix else ''})")
-            result = execute_run(run_cfg, console=console)
             runs[label] = result.out
             figures[label] = _figures(result.metrics)
     checks = _checks(figures, counts, shift=shift)

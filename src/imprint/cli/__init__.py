@@ -1,0 +1,40 @@
+"""The ``imprint`` command line: the one package that imports the orchestrator (:mod:`imprint.run`).
+
+Commands live by topic (:mod:`.run`, :mod:`.diagnostics`, :mod:`.game`) and share one error
+handler, one list parser, one KEY=VALUE parser and one progress factory (:mod:`.common`).
+Nothing heavy is imported here: ``imprint attacks`` loads no torch.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from imprint.cli import diagnostics, game
+from imprint.cli import run as run_commands
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Membership inference attacks against LLMs, measured honestly.",
+)
+
+app.command("run")(run_commands.run)
+app.command("attacks")(run_commands.list_attacks)
+app.command("backends")(run_commands.list_backends)
+app.command("datasets")(run_commands.list_datasets)
+
+app.command("blind")(diagnostics.blind)
+app.add_typer(diagnostics.overlap_app, name="overlap")
+app.add_typer(diagnostics.data_app, name="data")
+app.command("perturb")(diagnostics.perturb)
+app.command("perturb-table")(diagnostics.perturb_table)
+app.command("compare")(diagnostics.compare)
+
+app.add_typer(game.game_app, name="game")
+app.command("demo")(game.demo)
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app()

@@ -1,0 +1,194 @@
+"""What every command shares: the console, the error handler, the list and KEY=VALUE parsers,
+the progress factory, JSON output and the one door to the orchestrator (:func:`run_attacks`).
+
+Only this package imports :mod:`imprint.run`; the diagnostics and games receive
+:func:`run_attacks` as an argument where they need a run.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn, ParamSpec, TypeVar, overload
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from imprint.errors import ImprintError
+
+__all__ = [
+    "add_row",
+    "console",
+    "fail",
+    "handle_errors",
+    "parse_key_values",
+    "parse_list",
+    "progress_bars",
+    "run_attacks",
+    "say",
+    "split_key_value",
+    "table",
+    "warn",
+    "write_json",
+]
+
+console = Console()
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+#: ``progress(label, total) -> advance(n)``
+ProgressFn = Callable[[str, int], Callable[[int], None]]
+
+
+def say(message: str, *, label: str = "", style: str = "") -> None:
+    """Print ``message`` as plain text on one line: brackets (``llm-imprint[vllm]``), ``:name:``
+    emoji codes and long paths in it are printed as they are, never parsed or wrapped."""
+    line = Text.assemble((label, style), " " if label else "", message)
+    console.print(line, soft_wrap=True)
+
+
+def warn(message: str) -> None:
+    """Print ``warning: <message>``."""
+    say(message, label="warning:", style="bold yellow")
+
+
+def fail(err: Exception) -> NoReturn:
+    """Print ``error: <message>`` (one line, no traceback) and exit with code 2."""
+    message = " ".join(str(err).splitlines()) or type(err).__name__
+    say(message, label="error:", style="bold red")
+    raise typer.Exit(2)
+
+
+def handle_errors(command: Callable[P, R]) -> Callable[P, R]:
+    """Decorate a command: an :class:`ImprintError` or ``ValueError`` raised anywhere in it
+    becomes :func:`fail`'s one-line error and exit code 2 (typer's own usage errors, e.g. from
+    :func:`parse_list`, keep click's usage message, also exit 2)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except (ImprintError, ValueError) as err:
+            fail(err)
+
+    return wrapper
+
+
+@overload
+def parse_list(text: str, *, option: str, example: str = ...) -> tuple[str, ...]: ...
+@overload
+def parse_list(
+    text: str, *, option: str, convert: Callable[[str], T], example: str = ...
+) -> tuple[T, ...]: ...
+def parse_list(
+    text: str, *, option: str, convert: Callable[[str], Any] = str, example: str = "a,b"
+) -> tuple[Any, ...]:
+    """``"a, b,,c"`` -> ``(a, b, c)``: comma-separated, items stripped, empty items skipped
+    (so ``""`` is the empty list), each passed through ``convert``. An item ``convert`` refuses
+    is a usage error naming the option, the item, its position and an example."""
+    out: list[Any] = []
+    for position, part in enumerate(text.split(","), 1):
+        item = part.strip()
+        if not item:
+            continue
+        try:
+            out.append(convert(item))
+        except ValueError:
+            kind = getattr(convert, "__name__", "value")
+            raise typer.BadParameter(
+                f"item {position}, {item!r}, is not a valid {kind}; use a comma-separated list "
+                f"such as {example}",
+                param_hint=option,
+            ) from None
+    return tuple(out)
+
+
+def split_key_value(item: str, *, option: str, example: str) -> tuple[str, str]:
+    """``"KEY=VALUE"`` -> (KEY stripped, VALUE as given; it may hold ``=`` and be empty)."""
+    key, sep, value = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise typer.BadParameter(
+            f"{item!r}: use KEY=VALUE, e.g. {option} {example}", param_hint=option
+        )
+    return key, value
+
+
+def parse_key_values(items: Sequence[str], *, option: str, example: str) -> dict[str, str]:
+    """Repeated ``KEY=VALUE`` options into {key: value}, in order; a key given twice is a usage
+    error (which one was meant is unknowable). Values stay text: the consumer types them."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, value = split_key_value(item, option=option, example=example)
+        if key in out:
+            raise typer.BadParameter(f"{option} {key} is given twice; keep one", param_hint=option)
+        out[key] = value
+    return out
+
+
+@contextmanager
+def progress_bars(*, enabled: bool = True) -> Iterator[ProgressFn]:
+    """A progress factory ``(label, total) -> advance(n)`` drawing rich bars on the console
+    (silent when ``enabled`` is false or the console is not a terminal); stopped on exit."""
+    if not enabled:
+        yield lambda label, total: lambda n: None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    bars = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    )
+
+    def factory(label: str, total: int) -> Callable[[int], None]:
+        task = bars.add_task(label, total=total)
+        return lambda n: bars.advance(task, n)
+
+    with bars:
+        yield factory
+
+
+def table(title: str, columns: Sequence[str]) -> Table:
+    """A rich table whose title and headers are plain text (paths, data-derived names)."""
+    out = Table(title=Text(title))
+    for column in columns:
+        out.add_column(Text(column))
+    return out
+
+
+def add_row(to: Table, *cells: str) -> None:
+    """Add a row of plain-text cells (a ``[`` in a text or feature is never markup)."""
+    to.add_row(*(Text(cell) for cell in cells))
+
+
+def write_json(path: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` as indented JSON (numpy values and paths converted) and say so."""
+    from imprint.report import to_jsonable
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(to_jsonable(payload), indent=2) + "\n")
+    say(f"wrote {path}")
+
+
+def run_attacks(*, console: Any = None, **config: Any) -> Any:
+    """One run of the orchestrator: ``RunConfig(**config)`` executed; returns its ``RunResult``.
+    The games and diagnostics receive this function instead of importing :mod:`imprint.run`."""
+    from imprint.run import RunConfig, execute_run
+
+    return execute_run(RunConfig(**config), console=console)

@@ -1,0 +1,438 @@
+"""Benchmark-validity commands: ``blind``, ``overlap build|add|merge|score``, ``data filter``,
+``perturb``, ``perturb-table`` and ``compare``. The work is done by :mod:`imprint.diagnostics`;
+these functions parse options, call it and print tables."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from imprint.cli.common import (
+    add_row,
+    console,
+    handle_errors,
+    parse_list,
+    progress_bars,
+    run_attacks,
+    say,
+    table,
+    warn,
+    write_json,
+)
+
+__all__ = [
+    "blind",
+    "compare",
+    "data_app",
+    "data_filter",
+    "overlap_app",
+    "perturb",
+    "perturb_table",
+]
+
+TextField = Annotated[str | None, typer.Option(help="text field of the data file")]
+LabelField = Annotated[str | None, typer.Option(help="label field of the data file")]
+Truncate = Annotated[int | None, typer.Option(help="truncate texts to N words")]
+MinWords = Annotated[int | None, typer.Option(help="drop texts under N words")]
+Seed = Annotated[int, typer.Option()]
+Bootstrap = Annotated[int, typer.Option(help="bootstrap resamples")]
+Corpus = Annotated[list[Path], typer.Option(help="corpus file (repeatable)")]
+MoreCorpus = Annotated[list[Path] | None, typer.Argument(help="more corpus files")]
+CandidateData = Annotated[str, typer.Option(help="candidate data spec")]
+
+overlap_app = typer.Typer(
+    no_args_is_help=True,
+    help="n-gram overlap of candidate texts with a training corpus (Bloom filters).",
+)
+data_app = typer.Typer(no_args_is_help=True, help="Data transforms.")
+
+
+def _fmt(interval: Any) -> str:
+    if interval is None or math.isnan(interval.estimate):
+        return "-"
+    return f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
+
+
+# -- blind ----------------------------------------------------------------------------------------
+
+
+@handle_errors
+def blind(
+    data: Annotated[str, typer.Option(help="data spec: file, wikimia:32, ...")],
+    seed: Seed = 0,
+    folds: Annotated[int, typer.Option(help="stratified cross-validation folds")] = 5,
+    bootstrap: Bootstrap = 1000,
+    baseline: Annotated[list[str], typer.Option(help="run only these baselines (repeatable)")] = [],  # noqa: B006
+    out: Annotated[Path | None, typer.Option(help="write the results as JSON")] = None,
+    text_field: TextField = None,
+    label_field: LabelField = None,
+    truncate: Truncate = None,
+    min_words: MinWords = None,
+) -> None:
+    """Model-less blind baselines (SoK forest, TF-IDF, dates, greedy n-grams), cross-validated.
+
+    The texts go through the transforms of ``imprint run`` (exact dedupe; a text under both
+    labels is dropped in every copy), so both judge the same samples; drops are printed."""
+    from imprint.diagnostics.blind_suite import blind_suite_warning, run_blind_suite
+    from imprint.diagnostics.inputs import evaluation_samples
+
+    found = evaluation_samples(
+        data, text_field=text_field, label_field=label_field, truncate=truncate, min_words=min_words
+    )
+    for message in found.warnings:
+        warn(message)
+    if found.dropped:
+        shown = ", ".join(f"{n} {reason}" for reason, n in found.dropped.items())
+        say(f"dropped {sum(found.dropped.values())} of {found.n_loaded} texts: {shown}")
+    results = run_blind_suite(
+        [s.text for s in found.samples],
+        [s.label for s in found.samples],
+        seed=seed,
+        n_folds=folds,
+        n_bootstrap=bootstrap,
+        baselines=baseline or None,
+    )
+    _print_blind(results, f"blind baselines on {data} ({folds}-fold out-of-fold, 95 % CI)")
+    warning = blind_suite_warning(results)
+    if warning:
+        warn(warning)
+    if out is not None:
+        write_json(out, _blind_payload(data, found, results, warning))
+
+
+def _print_blind(results: list[Any], title: str) -> None:
+    from imprint.diagnostics.blind_suite import selected_summary
+
+    shown = table(title, ("baseline", "AUC", "TPR@1%FPR", "TPR@5%FPR", "top features"))
+    for r in results:
+        tpr = r.summary.tpr_at_fpr if r.summary else {}
+        feats = ", ".join(f"{f} ({w:+.2g})" for f, w in r.top_features[:5])
+        if r.protocol_auc:
+            feats += (
+                f"; SoK protocol split AUCs {r.protocol_auc[0]:.3f} ± {r.protocol_auc[1]:.3f} "
+                "sd (a spread, not an interval)"
+            )
+        auc = _fmt(r.summary.auc if r.summary else None)
+        add_row(shown, r.name, auc, _fmt(tpr.get(0.01)), _fmt(tpr.get(0.05)), r.error or feats)
+    console.print(shown)
+    selected = selected_summary(results)
+    if selected is not None:
+        best, summary, m = selected
+        how = f", Bonferroni {summary.confidence:.2%} interval: best of {m}" if m > 1 else ""
+        say(f"strongest: {best.name} (AUC {_fmt(summary.auc)}{how})")
+
+
+def _blind_payload(
+    data: str, found: Any, results: list[Any], warning: str | None
+) -> dict[str, Any]:
+    from imprint.diagnostics.blind_suite import selected_summary
+
+    selected = selected_summary(results)
+    return {
+        "data": data,
+        "evaluated": len(found.samples),
+        "dropped": found.dropped,
+        "strongest": selected[0].name if selected else None,
+        # the strongest's metrics with intervals adjusted for picking it (None if none)
+        "strongest_adjusted": selected[1].to_dict() if selected else None,
+        "warning": warning,
+        "baselines": [r.to_dict() for r in results],
+    }
+
+
+# -- overlap --------------------------------------------------------------------------------------
+
+
+@overlap_app.command("build")
+@handle_errors
+def overlap_build(
+    corpus: Corpus,
+    out: Annotated[Path, typer.Option(help="index folder to write")],
+    more: MoreCorpus = None,
+    n: Annotated[list[int], typer.Option("--n", help="n-gram length (repeatable)")] = [7],  # noqa: B006
+    fp_rate: Annotated[float, typer.Option(help="target false-positive rate")] = 0.01,
+    capacity: Annotated[
+        int | None, typer.Option(help="n-grams per filter; default: counted in a first pass")
+    ] = None,
+    text_field: Annotated[str | None, typer.Option(help="JSON text field")] = None,
+    unit: Annotated[str, typer.Option(help="plain text: 'line' or 'paragraph'")] = "line",
+    measure: Annotated[bool, typer.Option(help="measure the false-positive rate")] = True,
+    max_memory_gb: Annotated[float | None, typer.Option(help="refuse larger filters")] = None,
+    overwrite: Annotated[bool, typer.Option(help="replace an existing index")] = False,
+) -> None:
+    """Build Bloom filters of the corpus's word n-grams (JSONL/text, gzip/zstd, streamed)."""
+    from imprint.diagnostics.overlap import build_index
+
+    with progress_bars() as progress:
+        manifest = build_index(
+            [*corpus, *(more or [])],
+            n,
+            out,
+            fp_rate=fp_rate,
+            capacity=capacity,
+            text_field=text_field,
+            unit=unit,  # type: ignore[arg-type]
+            measure_fp=measure,
+            max_memory_gb=max_memory_gb,
+            progress=progress,
+            overwrite=overwrite,
+        )
+    _print_index(manifest, out)
+
+
+def _print_index(manifest: dict[str, Any], out: Path) -> None:
+    columns = ("n", "capacity", "inserted", "MB", "k", "fp@capacity", "fp est.", "fp measured")
+    shown = table(f"n-gram index {out}", columns)
+    for n, f in manifest["filters"].items():
+        measured = f.get("fp_rate_measured")
+        add_row(
+            shown,
+            n,
+            f"{f['capacity']:,}",
+            f"{f['n_inserted']:,}",
+            f"{f['size_bytes'] / 1e6:.1f}",
+            str(f["k"]),
+            f"{f['fp_rate_at_capacity']:.4f}",
+            f"{f['fp_rate_estimated']:.4f}",
+            "-" if measured is None else f"{measured:.4f}",
+        )
+    console.print(shown)
+    for c in manifest["corpus"]:
+        skipped = ", ".join(f"{v} {k}" for k, v in c["skipped"].items()) or "none"
+        say(f"{c['path']}: {c['documents']:,} documents; skipped lines: {skipped}")
+
+
+@overlap_app.command("add")
+@handle_errors
+def overlap_add(
+    index: Annotated[Path, typer.Option(help="index folder to extend in place")],
+    corpus: Corpus,
+    more: MoreCorpus = None,
+) -> None:
+    """Add corpus files to an existing index (filters updated incrementally)."""
+    from imprint.diagnostics.overlap import extend_index
+
+    with progress_bars() as progress:
+        manifest = extend_index(index, [*corpus, *(more or [])], progress=progress)
+    _print_index(manifest, index)
+
+
+@overlap_app.command("merge")
+@handle_errors
+def overlap_merge(
+    indexes: Annotated[list[Path], typer.Argument(help="shard index folders")],
+    out: Annotated[Path, typer.Option(help="merged index folder")],
+    overwrite: Annotated[bool, typer.Option()] = False,
+) -> None:
+    """Union shard indexes built with the same --n, --fp-rate and --capacity."""
+    from imprint.diagnostics.overlap import merge_indexes
+
+    _print_index(merge_indexes(indexes, out, overwrite=overwrite), out)
+
+
+@overlap_app.command("score")
+@handle_errors
+def overlap_score(
+    index: Annotated[Path, typer.Option(help="index folder")],
+    data: CandidateData,
+    n: Annotated[list[int], typer.Option("--n", help="n to score (default: all)")] = [],  # noqa: B006
+    out: Annotated[Path | None, typer.Option(help="per-sample JSONL; also .summary.json")] = None,
+    plot: Annotated[Path | None, typer.Option(help="histogram PNG (default: beside --out)")] = None,
+    text_field: TextField = None,
+    label_field: LabelField = None,
+) -> None:
+    """overlap_n(x): the fraction of each candidate's n-grams found in the corpus."""
+    from imprint.diagnostics.inputs import load_candidates
+    from imprint.diagnostics.overlap import NgramIndex
+    from imprint.diagnostics.overlap_summary import overlap_report, write_overlap_rows
+    from imprint.diagnostics.plots import plot_overlap_histograms
+
+    opened = NgramIndex.open(index, n or None)
+    loaded = load_candidates(data, text_field=text_field, label_field=label_field)
+    report = overlap_report(opened, loaded.samples, data=data)
+    columns = ("n", "mean (members)", "mean (non-members)", "undefined")
+    shown = table(f"n-gram overlap of {data} with {index}", columns)
+    for k, row in report.summary["n"].items():
+        means = (f"{m:.4f}" if m is not None else "-" for m in row["mean"].values())
+        add_row(shown, k, *means, f"{row['undefined']} (fewer than {k} words)")
+    console.print(shown)
+    if out is not None:
+        write_overlap_rows(out, report)
+        write_json(out.with_name(out.stem + ".summary.json"), report.summary)
+        plot = plot or out.with_suffix(".png")
+    if plot is not None:
+        values = {k: r.values for k, r in report.results.items()}
+        plot_overlap_histograms(values, report.labels, plot)
+        say(f"wrote {plot}")
+
+
+# -- data filter ----------------------------------------------------------------------------------
+
+
+@data_app.command("filter")
+@handle_errors
+def data_filter(
+    data: CandidateData,
+    index: Annotated[Path, typer.Option(help="n-gram index folder")],
+    out: Annotated[Path, typer.Option(help="filtered JSONL to write")],
+    n: Annotated[int | None, typer.Option("--n", help="n-gram length")] = None,
+    max_overlap: Annotated[float | None, typer.Option(help="largest overlap kept")] = None,
+    preset: Annotated[
+        str | None, typer.Option(help="ngram_13_0.8 (decontaminate), ngram_7_0.2, ngram_13_0.2")
+    ] = None,
+    undefined: Annotated[str, typer.Option(help="non-members shorter than n: drop|keep")] = "drop",
+    text_field: TextField = None,
+    label_field: LabelField = None,
+) -> None:
+    """Keep non-members with n-gram overlap <= a bound (thresholded or decontaminated sets)."""
+    from imprint.diagnostics.decontam import filter_by_overlap, resolve_bound, write_filtered
+    from imprint.diagnostics.inputs import load_candidates
+    from imprint.diagnostics.overlap import NgramIndex
+
+    n, max_overlap = resolve_bound(preset, n, max_overlap)
+    loaded = load_candidates(data, text_field=text_field, label_field=label_field)
+    kept, removed, summary = filter_by_overlap(
+        loaded.samples,
+        NgramIndex.open(index, [n]),
+        n=n,
+        max_overlap=max_overlap,
+        undefined=undefined,  # type: ignore[arg-type]
+    )
+    manifest = write_filtered(out, kept, removed, summary, source=data, index=index)
+    removed_text = ", ".join(f"{v} {k}" for k, v in summary["removed"].items()) or "none"
+    say(
+        f"kept {summary['members']} members and {summary['nonmembers_kept']} of "
+        f"{summary['nonmembers_in']} non-members; removed: {removed_text}"
+    )
+    say(f"wrote {out} and {manifest}")
+
+
+# -- perturbations and run comparisons ------------------------------------------------------------
+
+
+@handle_errors
+def perturb(
+    data: CandidateData,
+    out: Annotated[Path, typer.Option(help="output folder")],
+    edits: Annotated[str, typer.Option(help="word edit distances")] = "1,10,25",
+    neighbour_fraction: Annotated[float, typer.Option(help="0 disables")] = 0.05,
+    paraphrase_model: Annotated[str | None, typer.Option(help="local model to paraphrase")] = None,
+    paraphrase_prompt: Annotated[str | None, typer.Option(help="prompt with {text}")] = None,
+    max_new_tokens: Annotated[int, typer.Option(help="paraphrase length cap")] = 256,
+    model: Annotated[str | None, typer.Option(help="target model: also run the attacks")] = None,
+    attacks: Annotated[str, typer.Option(help="comma-separated attacks (with --model)")] = "all",
+    device: Annotated[str, typer.Option()] = "auto",
+    dtype: Annotated[str, typer.Option()] = "auto",
+    seed: Seed = 0,
+    bootstrap: Annotated[int, typer.Option(help="bootstrap resamples of the run")] = 1000,
+    text_field: TextField = None,
+    label_field: LabelField = None,
+) -> None:
+    """Write perturbed members (word edits, neighbours, paraphrases) and, with --model, the
+    FPR they get at thresholds set on natural non-members (MIMIR Table 4)."""
+    from imprint.diagnostics.inputs import load_candidates
+    from imprint.diagnostics.perturb import PARAPHRASE_PROMPT, hf_generator, write_perturbed
+
+    distances = parse_list(edits, option="--edits", convert=int, example="1,10,25")
+    names = parse_list(attacks, option="--attacks", example="loss,zlib")
+    loaded = load_candidates(data, text_field=text_field, label_field=label_field)
+    generate = None
+    if paraphrase_model:
+        generate = hf_generator(
+            paraphrase_model, max_new_tokens=max_new_tokens, device=device, dtype=dtype
+        )
+    made = write_perturbed(
+        loaded.samples,
+        out,
+        source=data,
+        edits=distances,
+        neighbour_fraction=neighbour_fraction,
+        paraphraser=generate,
+        prompt=paraphrase_prompt or PARAPHRASE_PROMPT,
+        seed=seed,
+    )
+    say(f"wrote {made.manifest}")
+    say(
+        f"wrote {made.dataset}: {made.n_rows} rows; made {made.summary['made']}, "
+        f"skipped {made.summary['skipped'] or 'none'}"
+    )
+    if model is None:
+        say(
+            f"next: imprint run --data {made.dataset} --model MODEL --out RUN; "
+            "then imprint perturb-table RUN"
+        )
+        return
+    settings = {"seed": seed, "n_bootstrap": bootstrap, "device": device, "dtype": dtype}
+    run_attacks(
+        console=console, model=model, data=str(made.dataset), out=out / "run", attacks=names,
+        blind=False, **settings,
+    )  # fmt: skip
+    perturb_table(out / "run", out=out)
+
+
+@handle_errors
+def perturb_table(
+    run: Annotated[Path, typer.Argument(help="run folder scored on a perturbed dataset")],
+    out: Annotated[Path | None, typer.Option(help="folder for the table and plot")] = None,
+) -> None:
+    """FPR of perturbed members at thresholds fixed on natural non-members, per attack."""
+    from imprint.diagnostics.plots import plot_group_histograms
+    from imprint.diagnostics.runs import perturbation_groups, perturbation_table, read_run
+
+    result = perturbation_table(run)
+    scores = read_run(run)
+    folder = out or run
+    title = "rate called member at thresholds set on natural non-members"
+    shown = table(title, ("attack", "target FPR", *result["groups"]))
+    for attack, row in result["attacks"].items():
+        for key in row["thresholds"]:
+            cells = [row["rates"][g][key] for g in result["groups"]]
+            add_row(shown, attack, key, *("-" if c is None else f"{c:.3f}" for c in cells))
+    console.print(shown)
+    write_json(folder / "perturbation_table.json", result)
+    plot = plot_group_histograms(
+        scores.scores,
+        perturbation_groups(scores),
+        folder / "perturbation_histograms.png",
+        order=result["groups"],
+    )
+    say(f"wrote {plot}")
+
+
+@handle_errors
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="run folder A (thresholds are set here)")],
+    run_b: Annotated[Path, typer.Argument(help="run folder B")],
+    out: Annotated[Path | None, typer.Option(help="JSON file to write")] = None,
+    fprs: Annotated[str, typer.Option(help="target FPRs on A")] = "0.01,0.05,0.1",
+    bootstrap: Annotated[int, typer.Option(help="resamples for the AUC difference")] = 1000,
+    seed: Seed = 0,
+) -> None:
+    """Thresholds fixed at x % FPR on A's non-members: the FPR on B's (MIMIR Table 5), and
+    AUC(B) - AUC(A) with a bootstrap interval."""
+    from imprint.diagnostics.runs import compare_runs
+
+    targets = parse_list(fprs, option="--fprs", convert=float, example="0.01,0.05,0.1")
+    result = compare_runs(run_a, run_b, fprs=targets, n_resamples=bootstrap, seed=seed)
+    columns = ("attack", *(f"FPR on B @{f:g}" for f in targets), "AUC A", "AUC B", "B - A")
+    shown = table(f"thresholds from {run_a} applied to {run_b}", columns)
+    for attack, row in result["attacks"].items():
+        if "error" in row:
+            add_row(shown, attack, *(["-"] * len(targets)), "-", "-", row["error"])
+            continue
+        cells = [row["transfer"][k]["fpr_b"] for k in row["transfer"]]
+        a, b, d = (row["auc"][k] for k in ("a", "b", "diff"))
+        add_row(
+            shown,
+            attack,
+            *("-" if c is None else f"{c:.3f}" for c in cells),
+            f"{a['estimate']:.3f}",
+            f"{b['estimate']:.3f}",
+            f"{d['estimate']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]",
+        )
+    console.print(shown)
+    if out is not None:
+        write_json(out, result)

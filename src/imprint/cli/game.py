@@ -1,0 +1,212 @@
+"""Privacy-game commands: ``game build``, ``game show`` and ``demo``. The work is done by
+:mod:`imprint.game`; the demo receives the orchestrator as :func:`~imprint.cli.common.run_attacks`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from imprint.cli.common import console, handle_errors, parse_list, run_attacks, say
+from imprint.game.config import DEFAULT_LR, GENERATE
+from imprint.game.demo import DEMO_DEFAULTS
+
+__all__ = ["demo", "game_app"]
+
+game_app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Randomized privacy games: ground truth for membership inference.",
+)
+
+BaseModel = Annotated[str, typer.Option(help="base model: alias, folder, gguf:PATH, hub id")]
+Pool = Annotated[
+    str,
+    typer.Option(
+        help="text pool: a data file/spec (labels ignored; .txt = one text per line) or "
+        f"'{GENERATE}' (sampled from the base model)"
+    ),
+]
+PoolSize = Annotated[int, typer.Option(help="texts taken from the pool (half members)")]
+Words = Annotated[int, typer.Option(help="words per text (0: keep file texts whole)")]
+Seed = Annotated[int, typer.Option(help="seed of split, texts, shuffling, init")]
+Method = Annotated[str, typer.Option(help="full, lora or top (top layers only)")]
+Lr = Annotated[float | None, typer.Option(help=f"learning rate (default per method: {DEFAULT_LR})")]
+MaxLength = Annotated[int, typer.Option(help="longest training sequence in tokens")]
+TopLayers = Annotated[int, typer.Option(help="blocks trained by --method top")]
+LoraTargets = Annotated[str, typer.Option(help="comma-separated module names")]
+Repetitions = Annotated[
+    str, typer.Option(help="canary repetition counts, comma-separated ('' for no canaries)")
+]
+Canaries = Annotated[int, typer.Option(help="canaries per repetition count")]
+CanaryGenerator = Annotated[str, typer.Option(help="sampled or random")]
+CanaryWords = Annotated[int | None, typer.Option(help="default: --words")]
+MaxCanaryShare = Annotated[
+    float, typer.Option(help="largest fraction of training sequences that may be canaries")
+]
+Heldout = Annotated[
+    int, typer.Option(help="extra held-out non-members (few-shot prefixes, not candidates)")
+]
+Shift = Annotated[
+    bool,
+    typer.Option(help="non-members from a different distribution (the distribution-shift trap)"),
+]
+GameOut = Annotated[
+    Path | None, typer.Option(help="game folder (default: <cache>/games/<config hash>)")
+]
+Force = Annotated[bool, typer.Option(help="rebuild even if the game exists")]
+Device = Annotated[str, typer.Option(help="cpu, cuda, cuda:N or auto")]
+Int = Annotated[int, typer.Option()]
+Float = Annotated[float, typer.Option()]
+
+
+def _ints(text: str, option: str) -> tuple[int, ...]:
+    return parse_list(text, option=option, convert=int, example="1,10,100")
+
+
+@game_app.callback()
+def _group() -> None:
+    """Randomized privacy games: ground truth for membership inference."""
+
+
+@game_app.command("build")
+@handle_errors
+def build(
+    model: BaseModel = "smollm2-135m",
+    pool: Pool = GENERATE,
+    pool_size: PoolSize = 200,
+    words: Words = 48,
+    seed: Seed = 0,
+    method: Method = "full",
+    epochs: Int = 3,
+    lr: Lr = None,
+    batch_size: Int = 8,
+    max_length: MaxLength = 128,
+    top_layers: TopLayers = 2,
+    lora_rank: Int = 8,
+    lora_targets: LoraTargets = "q_proj,k_proj,v_proj,o_proj",
+    repetitions: Repetitions = "1,10",
+    canaries: Canaries = 4,
+    canary_generator: CanaryGenerator = "sampled",
+    canary_temperature: Float = 1.5,
+    canary_words: CanaryWords = None,
+    max_canary_share: MaxCanaryShare = 0.5,
+    heldout: Heldout = 10,
+    shift: Shift = False,
+    out: GameOut = None,
+    force: Force = False,
+    device: Device = "auto",
+) -> None:
+    """Build (or reuse) a privacy game: split, canaries, fine-tune, write model/ data.jsonl
+    game.json. Use it as --model game:DIR --data game:DIR --breakdown group."""
+    options = dict(locals())  # first statement: exactly the options, nothing else
+    from imprint.game.build import build_game
+
+    out, force, device = options.pop("out"), options.pop("force"), options.pop("device")
+    folder = build_game(_game_config(options), out=out, force=force, device=device, console=console)
+    say(f"game: {folder}")
+    say(f"use: imprint run --model game:{folder} --data game:{folder} --breakdown group")
+
+
+def _game_config(options: dict[str, Any]) -> Any:
+    """``GameConfig`` from the ``game build`` options: renamed or parsed ones first, the rest
+    pass through under their own name (an option GameConfig lacks fails loudly)."""
+    from imprint.game.config import GameConfig
+
+    lora_rank = options["lora_rank"]
+    renamed = {
+        "words": options.pop("words") or None,
+        "lora_alpha": 2 * lora_rank,
+        "lora_targets": parse_list(options.pop("lora_targets"), option="--lora-targets"),
+        "canary_repetitions": _ints(options.pop("repetitions"), "--repetitions"),
+        "canaries_per_repetition": options.pop("canaries"),
+    }
+    return GameConfig(**options, **renamed)
+
+
+@game_app.command("show")
+@handle_errors
+def show(folder: Annotated[Path, typer.Argument(help="a game folder")]) -> None:
+    """Summarise a game folder: config, groups, per-epoch training loss."""
+    from imprint.game.build import read_manifest
+    from imprint.game.schemes import game_dir
+
+    manifest = read_manifest(game_dir(str(folder)))
+    assert manifest is not None  # game_dir refuses a folder without a manifest
+    config = manifest["config"]
+    say(f"game {folder} (hash {manifest['config_hash']}, seed {manifest['seed']})")
+    say(
+        f"base model {config['model']}, method {config['method']}, "
+        f"{config['epochs']} epochs, lr {config['lr']}"
+    )
+    for group, counts in manifest["groups"].items():
+        say(f"  {group}: {counts['member']} members, {counts['nonmember']} non-members")
+    losses = ", ".join(f"{x:.3f}" for x in manifest["train_loss"])
+    say(f"training loss per epoch: {losses}")
+
+
+DemoEpochs = Annotated[
+    str,
+    typer.Option(
+        help="epoch count(s), e.g. 3 or 1,2,4 (one training run, snapshots, AUC-vs-epochs plot)"
+    ),
+]
+DemoShift = Annotated[
+    bool,
+    typer.Option(
+        help="also build a game with shifted non-members: watch AUCs and the blind baseline "
+        "rise together"
+    ),
+]
+DemoOut = Annotated[Path, typer.Option(help="folder for the runs and demo.md")]
+DemoLr = Annotated[
+    float | None, typer.Option(help="learning rate (default: 2e-5 for full, else per method)")
+]
+Attacks = Annotated[str, typer.Option(help="comma-separated attacks, or 'all'")]
+
+
+@handle_errors
+def demo(
+    epochs: DemoEpochs = ",".join(map(str, DEMO_DEFAULTS["epochs"])),
+    shift: DemoShift = False,
+    out: DemoOut = Path("imprint-demo"),
+    model: Annotated[str, typer.Option(help="base model")] = "smollm2-135m",
+    pool_size: Int = DEMO_DEFAULTS["pool_size"],
+    words: Int = DEMO_DEFAULTS["words"],
+    repetitions: Annotated[str, typer.Option(help="canary repetition counts")] = ",".join(
+        map(str, DEMO_DEFAULTS["canary_repetitions"])
+    ),
+    canaries: Canaries = DEMO_DEFAULTS["canaries_per_repetition"],
+    method: Annotated[str, typer.Option(help="full, lora or top")] = "full",
+    lr: DemoLr = None,
+    attacks: Attacks = "all",
+    seed: Int = 0,
+    bootstrap: Annotated[int, typer.Option(help="bootstrap resamples")] = 1000,
+    device: Annotated[str, typer.Option()] = "auto",
+    force: Annotated[bool, typer.Option(help="rebuild the game(s)")] = False,
+) -> None:
+    """Build or reuse a small privacy game on SmolLM2-135M, run every gray-box attack and the
+    blind baseline, and report what was measured."""
+    from imprint.game.demo import run_demo
+
+    run_demo(
+        run_attacks=run_attacks,
+        epochs=_ints(epochs, "--epochs"),
+        shift=shift,
+        out=out,
+        model=model,
+        pool_size=pool_size,
+        words=words,
+        canary_repetitions=_ints(repetitions, "--repetitions"),
+        canaries_per_repetition=canaries,
+        method=method,
+        lr=lr,
+        attacks=parse_list(attacks, option="--attacks", example="loss,zlib"),
+        seed=seed,
+        n_bootstrap=bootstrap,
+        device=device,
+        force=force,
+        console=console,
+    )

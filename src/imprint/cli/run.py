@@ -1,0 +1,197 @@
+"""``imprint run`` and the listings (``attacks``, ``backends``, ``datasets``).
+
+Listing attacks imports no torch: the attack registry is lazy and nothing here loads a model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from imprint.cli.common import (
+    console,
+    handle_errors,
+    parse_key_values,
+    parse_list,
+    run_attacks,
+    split_key_value,
+)
+
+__all__ = ["list_attacks", "list_backends", "list_datasets", "parse_params", "parse_refs", "run"]
+
+Model = Annotated[
+    str,
+    typer.Option(
+        help="target: alias, folder, hf:ID or owner/name, gguf:PATH, vllm:SPEC, game:DIR, "
+        "openai:MODEL (with --api-base; there any name is the API's model name)"
+    ),
+]
+Data = Annotated[str, typer.Option(help="data: file, wikimia:32, hf:ID, game:DIR")]
+Attacks = Annotated[str, typer.Option(help="comma-separated attacks, or 'all'")]
+Refs = Annotated[list[str], typer.Option(help="reference model NAME=SPEC (repeatable)")]
+ModelArgs = Annotated[
+    list[str],
+    typer.Option(
+        help="KEY=VALUE option of the target's backend (repeatable), e.g. dtype=bfloat16, "
+        "vllm: tensor_parallel_size=2; a wrong key lists the ones it takes"
+    ),
+]
+Out = Annotated[Path, typer.Option(help="run folder to write")]
+Params = Annotated[list[str], typer.Option(help="ATTACK.PARAM=VALUE (repeatable)")]
+Pools = Annotated[list[str], typer.Option(help="NAME=DATA pool for shots (repeatable)")]
+Field = Annotated[str | None, typer.Option()]
+Truncate = Annotated[int | None, typer.Option(help="truncate texts to N words")]
+MinWords = Annotated[int | None, typer.Option(help="drop texts under N words")]
+NPerLabel = Annotated[int | None, typer.Option(help="sample N members, N non-members")]
+Breakdown = Annotated[str | None, typer.Option(help="meta field to break AUC down by")]
+Int = Annotated[int, typer.Option()]
+Bootstrap = Annotated[int, typer.Option(help="bootstrap resamples")]
+Device = Annotated[str, typer.Option(help="cpu, cuda, cuda:N or auto")]
+Dtype = Annotated[str, typer.Option(help="auto, float32, bfloat16, float16")]
+MaxLength = Annotated[int | None, typer.Option(help="context window for scoring")]
+TokenBudget = Annotated[int, typer.Option(help="padded tokens per batch")]
+Cache = Annotated[Path | None, typer.Option(help="signal cache (SQLite) path")]
+NoBlind = Annotated[bool, typer.Option("--no-blind", help="skip the blind baseline")]
+Overwrite = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite", help="replace an --out folder that is not an imprint run (deletes it)"
+    ),
+]
+ApiBase = Annotated[
+    str | None,
+    typer.Option(help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1 (black-box)"),
+]
+ApiMode = Annotated[str, typer.Option(help="completions or chat")]
+ApiKeyEnv = Annotated[
+    str, typer.Option(help="environment variable holding the API key (never stored)")
+]
+ApiConcurrency = Annotated[int, typer.Option(help="requests in flight at once")]
+ApiTopK = Annotated[
+    int | None, typer.Option(help="send top_k (servers that accept it: vLLM, llama.cpp)")
+]
+ApiTimeout = Annotated[float, typer.Option(help="seconds per API request attempt")]
+ApiMaxRetries = Annotated[
+    int, typer.Option(help="retries per API request (429, 5xx, timeouts) before the run stops")
+]
+
+
+def parse_params(items: list[str]) -> dict[str, dict[str, Any]]:
+    """``attack.param=value`` items into {attack: {param: value}}; values stay text here and are
+    parsed to each parameter's declared type by :func:`imprint.attacks.params.check_params`."""
+    out: dict[str, dict[str, Any]] = {}
+    example = "min_k.k=0.1"
+    for key, value in parse_key_values(items, option="--param", example=example).items():
+        attack, dot, param = key.partition(".")
+        if not dot or not attack.strip() or not param.strip():
+            raise typer.BadParameter(
+                f"{key}={value!r}: use ATTACK.PARAM=VALUE, e.g. {example}", param_hint="--param"
+            )
+        out.setdefault(attack.strip(), {})[param.strip()] = value
+    return out
+
+
+def parse_refs(items: list[str]) -> tuple[tuple[str, str], ...]:
+    """``NAME=SPEC`` or ``SPEC`` (named ref1, ref2, ...) into (name, spec) pairs (the run
+    refuses a name given twice)."""
+    return tuple(
+        split_key_value(item, option="--ref", example="base=smollm2-135m")
+        if "=" in item
+        else (f"ref{i}", item)
+        for i, item in enumerate(items, 1)
+    )
+
+
+def _run_config(options: dict[str, Any]) -> dict[str, Any]:
+    """``RunConfig`` fields from the ``run`` options: the renamed or parsed ones here, the rest
+    pass through under their own name (an option RunConfig lacks fails loudly)."""
+    from imprint.attacks.params import check_params
+
+    renamed = {
+        # typed first: a wrong --param fails before torch or any model loads
+        "params": check_params(parse_params(options.pop("param"))),
+        "attacks": parse_list(options.pop("attacks"), option="--attacks", example="loss,zlib"),
+        "refs": parse_refs(options.pop("ref")),
+        "model_args": parse_key_values(
+            options.pop("model_arg"), option="--model-arg", example="dtype=bfloat16"
+        ),
+        "pools": parse_key_values(
+            options.pop("pool"), option="--pool", example="nonmembers=wikimia:32"
+        ),
+        "truncate_words": options.pop("truncate"),
+        "n_bootstrap": options.pop("bootstrap"),
+        "blind": not options.pop("no_blind"),
+        "api_key_env": options.pop("api_key_env") or None,
+    }
+    return {**options, **renamed}
+
+
+@handle_errors
+def run(
+    model: Model,
+    data: Data,
+    attacks: Attacks = "all",
+    ref: Refs = [],  # noqa: B006
+    model_arg: ModelArgs = [],  # noqa: B006
+    out: Out = Path("runs/latest"),
+    param: Params = [],  # noqa: B006
+    pool: Pools = [],  # noqa: B006
+    text_field: Field = None,
+    label_field: Field = None,
+    truncate: Truncate = None,
+    min_words: MinWords = None,
+    n_per_label: NPerLabel = None,
+    breakdown: Breakdown = None,
+    seed: Int = 0,
+    bootstrap: Bootstrap = 1000,
+    device: Device = "auto",
+    dtype: Dtype = "auto",
+    max_length: MaxLength = None,
+    token_budget: TokenBudget = 4096,
+    cache: Cache = None,
+    no_blind: NoBlind = False,
+    overwrite: Overwrite = False,
+    api_base: ApiBase = None,
+    api_mode: ApiMode = "completions",
+    api_key_env: ApiKeyEnv = "OPENAI_API_KEY",
+    api_concurrency: ApiConcurrency = 8,
+    api_top_k: ApiTopK = None,
+    api_timeout: ApiTimeout = 60.0,
+    api_max_retries: ApiMaxRetries = 6,
+) -> None:
+    """Run membership inference attacks and write a report folder."""
+    run_attacks(console=console, **_run_config(dict(locals())))
+
+
+def list_attacks() -> None:
+    """List the registered attacks, one line each."""
+    from imprint.attacks import available_attacks
+
+    for name, cls in available_attacks().items():
+        typer.echo(f"{name:<14} {cls.access:<9} {cls.summary}  [{cls.paper}]")
+
+
+def list_backends() -> None:
+    """List the model schemes: provider, capabilities, options (--model-arg KEY=VALUE)."""
+    import dataclasses
+
+    from imprint.backends import available_backends
+    from imprint.backends.models import model_schemes
+
+    for name, provider in available_backends().items():
+        caps = ",".join(sorted(provider.capabilities))
+        options = ", ".join(f.name for f in dataclasses.fields(provider.options))
+        typer.echo(f"{name + ':':<8} {caps:<27} {provider.summary}\n{'':<9}options: {options}")
+    for scheme in model_schemes():  # e.g. game:DIR, resolved to a folder that hf loads
+        typer.echo(f"{scheme + ':':<8} served by hf (resolves to a model folder)")
+
+
+def list_datasets() -> None:
+    """List the named benchmarks and where each is found, one line each."""
+    from imprint.data import list_benchmarks
+
+    for info in list_benchmarks():
+        where = str(info.local_path) if info.local_path else "hub only (offline: unavailable)"
+        typer.echo(f"{info.name:<14} {info.description}  [{where}]")
