@@ -24,23 +24,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from imprint.errors import ConfigError
 from imprint.game.build import build_games
 from imprint.game.config import GENERATE, GameConfig
 
-__all__ = ["DEMO_DEFAULTS", "DemoResult", "RunAttacks", "run_demo"]
-
-
-class RunAttacks(Protocol):
-    """One run of the attacks: ``RunConfig`` fields as keywords; returns an object with ``out``
-    (the run folder) and ``metrics``. The game package never imports the orchestrator."""
-
-    def __call__(self, *, console: Any = None, **config: Any) -> Any: ...
+__all__ = ["DEMO_DEFAULTS", "DemoResult", "run_demo"]
 
 
 #: The demo's game: small enough for a 2-core CPU (see the module docstring of imprint.game).
@@ -77,7 +70,7 @@ class DemoResult:
 
 def run_demo(
     *,
-    run_attacks: RunAttacks,
+    run_attacks: Callable[..., Any],
     epochs: Sequence[int] = DEMO_DEFAULTS["epochs"],
     shift: bool = False,
     out: Path | str = Path("imprint-demo"),
@@ -102,9 +95,10 @@ def run_demo(
     console: Any = None,
     progress: bool = True,
 ) -> DemoResult:
-    """Build or reuse the demo game(s), attack them with ``run_attacks`` (the orchestrator,
-    passed in by the CLI: ``imprint.cli.common.run_attacks``), write ``out/demo.md`` and
-    ``demo.json``.
+    """Build or reuse the demo game(s), attack them with ``run_attacks``, write ``out/demo.md``
+    and ``demo.json``. ``run_attacks(console=..., **RunConfig fields)`` returns a result with
+    ``out`` and ``metrics``: the CLI passes ``imprint.cli.common.run_attacks`` (the game package
+    never imports the orchestrator).
 
     ``reference=True`` adds the base model as the reference ``base`` when the ``ref`` attack runs
     (the ideal reference: the target without the members). ``blind=False`` skips the blind
