@@ -140,3 +140,23 @@ def test_sampling_is_seeded_per_prompt_not_per_batch(tmp_path: Path) -> None:
         "target", ["a", "b", "c"], 1, 1, temperature=0.0
     )
     assert len(greedy.calls) == 1
+
+
+def test_paraphrases_are_stored_and_the_model_built_only_when_needed(tmp_path: Path) -> None:
+    from imprint.requests.client import stored_generator
+
+    built: list[int] = []
+
+    def make():  # type: ignore[no-untyped-def]
+        built.append(1)
+        return lambda prompt: prompt.upper() + " ✓"
+
+    def generator():  # type: ignore[no-untyped-def]
+        store = RequestStore(tmp_path / "c.sqlite")
+        return stored_generator(make, spec="no-such-model", store=store, max_tokens=8)
+
+    first = generator()
+    assert first("привет, 世界") == "ПРИВЕТ, 世界 ✓" and built == [1]
+    again = generator()
+    assert again("привет, 世界") == "ПРИВЕТ, 世界 ✓" and built == [1]  # nothing built or asked
+    assert again.counts.of("paraphraser", "paraphrase").cache_hits == 1  # type: ignore[attr-defined]

@@ -340,9 +340,17 @@ def perturb(
     names = parse_list(attacks, option="--attacks", example="loss,zlib")
     loaded = load_candidates(data, text_field=text_field, label_field=label_field)
     generate = None
-    if paraphrase_model:
-        generate = hf_generator(
-            paraphrase_model, max_new_tokens=max_new_tokens, device=device, dtype=dtype
+    if paraphrase_model:  # answers stored as paraphrase requests: a rerun asks nothing again
+        from imprint.backends.models import cache_dir
+        from imprint.requests import RequestStore
+        from imprint.requests.client import stored_generator
+
+        spec = paraphrase_model
+        generate = stored_generator(
+            lambda: hf_generator(spec, max_new_tokens=max_new_tokens, device=device, dtype=dtype),
+            spec=spec,
+            store=RequestStore(cache_dir() / "signals.sqlite"),
+            max_tokens=max_new_tokens,
         )
     made = write_perturbed(
         loaded.samples,

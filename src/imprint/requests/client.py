@@ -27,6 +27,7 @@ from imprint.requests.kinds import (
     GreedyRequest,
     NeighbourRequest,
     NextWordRequest,
+    ParaphraseRequest,
     SampleRequest,
     TokenCountsRequest,
 )
@@ -264,6 +265,34 @@ def _model_fingerprint(spec: str) -> str:
         return fingerprint_source(resolve_model(spec))
     except ConfigError:
         return spec
+
+
+def stored_generator(
+    make: Callable[[], Callable[[str], str]],
+    *,
+    spec: str,
+    store: Any,
+    max_tokens: int,
+) -> Callable[[str], str]:
+    """``generate(prompt) -> str`` whose answers are ``paraphrase`` requests in ``store`` (a
+    :class:`RequestStore`), keyed by the model's content fingerprint: a rerun, or a run resumed
+    after a kill, asks the model only for prompts it has not answered. ``make()`` builds the real
+    generator, on the first prompt that is not stored."""
+    runner = RequestRunner(store)
+    fingerprint = _model_fingerprint(spec)
+    built: list[Callable[[str], str]] = []
+
+    def execute(batch: list[ParaphraseRequest]) -> list[str]:
+        if not built:
+            built.append(make())
+        return [built[0](r.prompt) for r in batch]
+
+    def generate(prompt: str) -> str:
+        request = ParaphraseRequest(prompt=prompt, max_tokens=max_tokens)
+        return str(runner.run("paraphraser", fingerprint, [request], execute)[0])
+
+    generate.counts = runner.counts  # type: ignore[attr-defined]
+    return generate
 
 
 def standalone_requests() -> ModelRequests:

@@ -176,3 +176,16 @@ class TokenCountsRequest(Request):
     @staticmethod
     def decode(blob: bytes) -> Any:
         return np.frombuffer(blob, dtype="<i8").copy()
+
+
+@dataclass(frozen=True)
+class ParaphraseRequest(Request):
+    """A greedy answer of a paraphrasing model to ``prompt`` (the paraphrase prompt with the text
+    filled in), at most ``max_tokens`` new tokens. Result: a string."""
+
+    kind: ClassVar[str] = "paraphrase"
+    prompt: str
+    max_tokens: int = 256
+
+    def size(self) -> int:
+        return len(self.prompt)
