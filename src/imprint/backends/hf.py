@@ -1,16 +1,19 @@
 """Gray-box backend over a Hugging Face causal LM (hub id, local folder or GGUF file).
 
-BOS policy: every text is scored after exactly one beginning-of-sequence token (the tokenizer's
-BOS, else its EOS), added here rather than by the tokenizer, so the first token of the text gets a
-log-probability under every tokenizer and prefix tokens never leak into the score.
+Start-token policy: every text is scored after one start token, added here rather than by the
+tokenizer, so the first token of the text gets a log-probability and prefix tokens never leak into
+the score. The token is the one the model saw at document boundaries in pre-training (see
+:mod:`imprint.backends.start_token`; ``start_token="none"`` scores without one).
 Texts longer than the context are scored with a sliding window: each token is scored once, with at
-least ``max_length - stride`` tokens of context after the first window.
+least ``max_length - stride`` tokens of context after the first window. Windows stream through the
+model a few at a time, so one forward never holds more than ``max(token_budget, max_length)``
+tokens however long the text is.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -21,19 +24,43 @@ import torch
 from imprint.backends.base import GRADIENTS, LOGPROBS, SAMPLING, ScoreRequest, TokenStats
 from imprint.backends.models import fingerprint_source, load_causal_lm, resolve_model
 from imprint.backends.scoped import sdpa_gqa
+from imprint.backends.start_token import choose_start_token, context_token_id
 from imprint.errors import ConfigError
 from imprint.signals.reduce import reduce_hidden
+
+DEFAULT_FORWARD_TOKENS = 4096  # padded tokens per forward unless told otherwise
 
 SCORING_VERSION = "1"  # bump when scoring changes what a cached result means
 
 
 @dataclass(frozen=True)
 class _Row:
-    """One forward row: ``ids`` with targets from index ``first`` on, belonging to ``owner``."""
+    """One forward row: ``ids`` with targets from index ``first`` on, belonging to ``owner``;
+    ``order`` is its window's place within the owner's text."""
 
     owner: int
     ids: list[int]
     first: int
+    order: int = 0
+
+    @property
+    def n_scored(self) -> int:
+        return len(self.ids) - self.first
+
+
+def row_chunks(rows: Sequence[_Row], budget: int) -> Iterator[list[_Row]]:
+    """Rows grouped, longest first, so that rows x padded width <= ``budget`` (at least one row
+    per group, so a single window wider than the budget still runs, alone)."""
+    ordered = sorted(rows, key=lambda r: -len(r.ids))
+    chunk: list[_Row] = []
+    for row in ordered:
+        # sorted longest first: the chunk's width is its first row's length
+        if chunk and (len(chunk) + 1) * len(chunk[0].ids) > budget:
+            yield chunk
+            chunk = []
+        chunk.append(row)
+    if chunk:
+        yield chunk
 
 
 def sliding_windows(ids: list[int], max_length: int, stride: int) -> list[tuple[list[int], int]]:
@@ -57,9 +84,10 @@ def sliding_windows(ids: list[int], max_length: int, stride: int) -> list[tuple[
 
 
 class HFLogprobBackend:
-    """Scores texts with a transformers causal LM; see the module docstring for the BOS policy."""
+    """Scores texts with a transformers causal LM; see the module docstring for the policies."""
 
     capabilities = frozenset({LOGPROBS, GRADIENTS, SAMPLING})
+    reports_progress = True  # score() accepts progress=, advanced per forward
 
     def __init__(
         self,
@@ -70,9 +98,13 @@ class HFLogprobBackend:
         device: str = "auto",
         max_length: int | None = None,
         stride: int | None = None,
+        start_token: str = "auto",
+        token_budget: int = DEFAULT_FORWARD_TOKENS,
         model: Any = None,
         tokenizer: Any = None,
     ) -> None:
+        if token_budget < 1:
+            raise ConfigError(f"token_budget must be >= 1 token per forward, got {token_budget}")
         self.spec = spec
         self.name = name
         if model is None:
@@ -87,11 +119,14 @@ class HFLogprobBackend:
         context = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
         self.max_length = min(max_length or context, context)
         self.stride = stride or self.max_length // 2
-        bos = tokenizer.bos_token_id
-        self.bos_id = bos if bos is not None else tokenizer.eos_token_id
-        if self.bos_id is None:
-            raise ConfigError(f"model {spec!r}: tokenizer has neither a BOS nor an EOS token")
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.bos_id
+        self.token_budget = token_budget
+        self.start_token = choose_start_token(tokenizer, start_token)
+        self.start_ids = self.start_token.ids
+        # contexts that need one token even without a start token (generation from an empty
+        # prompt, GradNorm's loss) use the automatic choice
+        self.bos_id = context_token_id(tokenizer, self.start_token)
+        pad = tokenizer.pad_token_id
+        self.pad_id: int = int(pad) if pad is not None else self.bos_id
         self._encodings: dict[str, list[int]] = {}
         self._prefix_cache: dict[str, tuple[Any, torch.Tensor, int]] = {}
         self._fingerprint: str | None = None
@@ -109,11 +144,21 @@ class HFLogprobBackend:
                 str(self.model.dtype),
                 str(self.max_length),
                 str(self.stride),
-                str(self.bos_id),
+                self.start_token.key(),  # a token id, or "none"
                 SCORING_VERSION,
             ]
             self._fingerprint = hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
         return self._fingerprint
+
+    def describe(self) -> dict[str, Any]:
+        """The manifest entry: what was loaded and how texts are scored."""
+        return {
+            "spec": self.spec,
+            "fingerprint": self.fingerprint,
+            "start_token": self.start_token.describe(),
+            "max_length": self.max_length,
+            "stride": self.stride,
+        }
 
     # -- tokens -------------------------------------------------------------------------------
     @property
@@ -131,77 +176,107 @@ class HFLogprobBackend:
         return ids
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return [len(self.encode(t)) + 1 for t in texts]
+        """Tokens per text, the start token included."""
+        return [len(self.encode(t)) + len(self.start_ids) for t in texts]
 
     # -- scoring ------------------------------------------------------------------------------
     @torch.no_grad()
-    def score(self, requests: Sequence[ScoreRequest]) -> list[TokenStats]:
-        """Score a batch; requests sharing a prefix reuse one prefix KV cache."""
+    def score(
+        self,
+        requests: Sequence[ScoreRequest],
+        *,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[TokenStats]:
+        """Score a batch; requests sharing a prefix reuse one prefix KV cache.
+
+        ``progress(n)`` is called after every forward with the number of tokens it scored.
+        """
         out: list[TokenStats | None] = [None] * len(requests)
         groups: dict[str | None, list[int]] = {}
         for i, req in enumerate(requests):
-            if not req.text:
-                raise ConfigError(f"request {i}: cannot score an empty text")
+            self._check_scorable(i, req)
             groups.setdefault(req.prefix, []).append(i)
         for prefix, idx in groups.items():
             texts = [requests[i].text for i in idx]
-            stats = (
-                self._score_plain(texts) if prefix is None else self._score_prefixed(prefix, texts)
+            rows, run = (
+                (self._plain_rows(texts), self._forward_plain)
+                if prefix is None
+                else (self._prefixed_rows(prefix, texts), self._forward_prefixed(prefix))
             )
-            for i, s in zip(idx, stats, strict=True):
+            for i, s in zip(idx, self._stream(rows, len(texts), run, progress), strict=True):
                 out[i] = s
         return [s for s in out if s is not None]
 
-    def _score_plain(self, texts: list[str]) -> list[TokenStats]:
-        rows = [
-            _Row(owner, ids, first)
+    def _check_scorable(self, i: int, req: ScoreRequest) -> None:
+        if not req.text:
+            raise ConfigError(f"request {i}: cannot score an empty text")
+        if not self.start_ids and req.prefix is None and len(self.encode(req.text)) < 2:
+            raise ConfigError(
+                f"request {i}: text {req.text[:40]!r} is one token; without a start token its "
+                "first token is context only and nothing is left to score; use --start-token auto"
+            )
+
+    def _stream(
+        self,
+        rows: list[_Row],
+        n_owners: int,
+        run: Callable[[list[_Row]], list[TokenStats]],
+        progress: Callable[[int], None] | None,
+    ) -> list[TokenStats]:
+        """Run the rows a budget-sized chunk at a time; join each owner's windows in order."""
+        parts: list[list[tuple[int, TokenStats]]] = [[] for _ in range(n_owners)]
+        for chunk in row_chunks(rows, self.token_budget):
+            for row, stats in zip(chunk, run(chunk), strict=True):
+                parts[row.owner].append((row.order, stats))
+            if progress is not None:
+                progress(sum(row.n_scored for row in chunk))
+        return [TokenStats.concat([s for _, s in sorted(p, key=lambda x: x[0])]) for p in parts]
+
+    def _plain_rows(self, texts: list[str]) -> list[_Row]:
+        return [
+            _Row(owner, ids, first, order)
             for owner, text in enumerate(texts)
-            for ids, first in sliding_windows(
-                [self.bos_id, *self.encode(text)], self.max_length, self.stride
+            for order, (ids, first) in enumerate(
+                sliding_windows([*self.start_ids, *self.encode(text)], self.max_length, self.stride)
             )
         ]
-        width = max(len(r.ids) for r in rows)
-        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for r, row in enumerate(rows):
-            input_ids[r, : len(row.ids)] = torch.tensor(row.ids)
-            mask[r, : len(row.ids)] = 1
+
+    def _forward_plain(self, rows: list[_Row]) -> list[TokenStats]:
+        input_ids, mask = _pad(rows, self.pad_id)
         hidden = self._hidden(input_ids, mask, None)
         # position p predicts token p + 1
-        pred = [
-            (r, p) for r, row in enumerate(rows) for p in range(row.first - 1, len(row.ids) - 1)
-        ]
-        return self._collect(rows, hidden, pred, input_ids, len(texts), offset=1)
+        return self._collect(rows, hidden, input_ids, offset=1)
 
-    def _score_prefixed(self, prefix: str, texts: list[str]) -> list[TokenStats]:
-        cache, last_hidden, prefix_len = self._prefix(prefix)
-        encoded = [self.encode(t) for t in texts]
-        for text, ids in zip(texts, encoded, strict=True):
+    def _prefixed_rows(self, prefix: str, texts: list[str]) -> list[_Row]:
+        prefix_len = len(self.start_ids) + len(self.encode(prefix))  # no forward yet
+        rows = []
+        for owner, text in enumerate(texts):
+            ids = self.encode(text)
             if prefix_len + len(ids) > self.max_length:
                 raise ConfigError(
                     f"prefix ({prefix_len} tokens) + text ({len(ids)} tokens) exceeds the model "
                     f"context ({self.max_length}); shorten the prefix or truncate texts "
                     f"(text starts {text[:40]!r})"
                 )
-        rows = [_Row(owner, ids, 0) for owner, ids in enumerate(encoded)]
-        width = max(len(r.ids) for r in rows)
-        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), prefix_len + width), dtype=torch.long)
-        mask[:, :prefix_len] = 1
-        for r, row in enumerate(rows):
-            input_ids[r, : len(row.ids)] = torch.tensor(row.ids)
-            mask[r, prefix_len : prefix_len + len(row.ids)] = 1
-        past = _expand_cache(cache, len(rows))
-        hidden = self._hidden(input_ids, mask, past)
-        # the prefix's last state predicts text token 0; text position p predicts p + 1
-        hidden = torch.cat([last_hidden.expand(len(rows), 1, -1), hidden], dim=1)
-        pred = [(r, p) for r, row in enumerate(rows) for p in range(len(row.ids))]
-        return self._collect(rows, hidden, pred, input_ids, len(texts), offset=0)
+            rows.append(_Row(owner, ids, 0))
+        return rows
+
+    def _forward_prefixed(self, prefix: str) -> Callable[[list[_Row]], list[TokenStats]]:
+        def run(rows: list[_Row]) -> list[TokenStats]:
+            cache, last_hidden, prefix_len = self._prefix(prefix)
+            input_ids, text_mask = _pad(rows, self.pad_id)
+            mask = torch.cat([torch.ones(len(rows), prefix_len, dtype=torch.long), text_mask], 1)
+            hidden = self._hidden(input_ids, mask, _expand_cache(cache, len(rows)))
+            # the prefix's last state predicts text token 0; text position p predicts p + 1
+            hidden = torch.cat([last_hidden.expand(len(rows), 1, -1), hidden], dim=1)
+            return self._collect(rows, hidden, input_ids, offset=0)
+
+        return run
 
     def _prefix(self, prefix: str) -> tuple[Any, torch.Tensor, int]:
-        """KV cache and last hidden state of BOS + prefix, computed once per prefix."""
+        """KV cache and last hidden state of start token + prefix, computed once per prefix."""
         if prefix not in self._prefix_cache:
-            ids = torch.tensor([[self.bos_id, *self.encode(prefix)]], device=self.device)
+            ids = torch.tensor([[*self.start_ids, *self.encode(prefix)]], device=self.device)
             base = getattr(self.model, self.model.base_model_prefix)
             with self.attention():
                 output = base(input_ids=ids, use_cache=True)
@@ -231,32 +306,43 @@ class HFLogprobBackend:
         return torch.tanh(logits / cap) * cap if cap else logits
 
     def _collect(
-        self,
-        rows: list[_Row],
-        hidden: torch.Tensor,
-        pred: list[tuple[int, int]],
-        input_ids: torch.Tensor,
-        n_owners: int,
-        *,
-        offset: int,
+        self, rows: list[_Row], hidden: torch.Tensor, input_ids: torch.Tensor, *, offset: int
     ) -> list[TokenStats]:
-        """Reduce the predicting positions and split the statistics back per text."""
-        r_idx = torch.tensor([r for r, _ in pred], device=hidden.device)
-        p_idx = torch.tensor([p for _, p in pred], device=hidden.device)
-        targets = input_ids.to(hidden.device)[r_idx, p_idx + offset]
+        """Reduce the predicting positions of each row to its own statistics.
+
+        Hidden position p of a row predicts ``input_ids[p + offset]``; the predicting positions
+        are ``first - offset <= p < len(ids) - offset``, selected with one mask (no per-token
+        Python objects).
+        """
+        width = hidden.shape[1]
+        lo = torch.tensor([row.first - offset for row in rows])
+        hi = torch.tensor([len(row.ids) - offset for row in rows])
+        pos = torch.arange(width)
+        select = ((pos[None, :] >= lo[:, None]) & (pos[None, :] < hi[:, None])).to(hidden.device)
+        shifted = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        n = min(width, input_ids.shape[1] - offset)
+        shifted[:, :n] = input_ids[:, offset : offset + n]
+        targets = shifted.to(hidden.device)[select]
         stats = reduce_hidden(
-            hidden[r_idx, p_idx], targets, self._head, vocab_size=self.model.config.vocab_size
+            hidden[select], targets, self._head, vocab_size=self.model.config.vocab_size
         )
         arrays = {k: v.float().cpu().numpy() for k, v in stats.items()}
         arrays["token_ids"] = targets.cpu().numpy()
-        per_owner: list[list[TokenStats]] = [[] for _ in range(n_owners)]
-        start = 0
-        for row in rows:
-            n = len(row.ids) - row.first if offset else len(row.ids)
-            sl = slice(start, start + n)
-            per_owner[row.owner].append(_stats_from(arrays, sl))
-            start += n
-        return [TokenStats.concat(parts) for parts in per_owner]
+        bounds = np.cumsum([0, *(hi - lo).tolist()])
+        return [
+            _stats_from(arrays, slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+        ]
+
+
+def _pad(rows: Sequence[_Row], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ids (rows, width) and their attention mask."""
+    width = max(len(row.ids) for row in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for r, row in enumerate(rows):
+        input_ids[r, : len(row.ids)] = torch.tensor(row.ids)
+        mask[r, : len(row.ids)] = 1
+    return input_ids, mask
 
 
 def _stats_from(arrays: dict[str, np.ndarray], sl: slice) -> TokenStats:

@@ -53,13 +53,20 @@ def check_capabilities(needs: Iterable[Need], backends: dict[str, LogprobBackend
 def batches_by_budget(
     lengths: Sequence[int], budget: int, *, max_length: int | None = None
 ) -> list[list[int]]:
-    """Indices sorted by length (longest first) and grouped so that rows x width <= budget."""
+    """Indices sorted by length (longest first) and grouped so that rows x width <= budget.
+
+    A text longer than ``max_length`` is a batch of its own: the backend streams its sliding
+    windows and its result reaches the cache (and the progress bar) before the next text starts.
+    """
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     out: list[list[int]] = []
     current: list[int] = []
     width = 0
     for i in order:
-        n = min(lengths[i], max_length) if max_length else lengths[i]
+        if max_length and lengths[i] > max_length:
+            out.append([i])
+            continue
+        n = lengths[i]
         if current and (len(current) + 1) * max(width, n) > budget:
             out.append(current)
             current, width = [], 0
@@ -178,13 +185,38 @@ def _fetch_or_score(
             [lengths[k] for k, _ in group], token_budget, max_length=max_length
         ):
             batch = [group[i] for i in idx]
-            stats = backend.score([r for _, r in batch])
+            n_tokens = sum(lengths[k] for k, _ in batch)
+            stats = _score_batch(backend, [r for _, r in batch], n_tokens, advance)
             cache.put_many(zip([k for k, _ in batch], stats, strict=True))
             found.update(zip([k for k, _ in batch], stats, strict=True))
-            n_tokens = sum(lengths[k] for k, _ in batch)
             counts.scored += len(batch)
             counts.scored_tokens += n_tokens
             counts.batches += 1
-            if advance:
-                advance(n_tokens)
     return found
+
+
+def _score_batch(
+    backend: LogprobBackend,
+    requests: list[ScoreRequest],
+    n_tokens: int,
+    advance: Callable[[int], None] | None,
+) -> list[TokenStats]:
+    """Score one batch; a backend that streams (``reports_progress``) advances the bar per
+    forward, so one long text shows progress; the bar ends the batch at exactly ``n_tokens``."""
+    if advance is None:
+        return backend.score(requests)
+    if not getattr(backend, "reports_progress", False):
+        stats = backend.score(requests)
+        advance(n_tokens)
+        return stats
+    done = 0
+
+    def step(n: int) -> None:
+        nonlocal done
+        n = min(n, n_tokens - done)  # scored tokens exclude start tokens; never overshoot
+        done += n
+        advance(n)
+
+    stats = backend.score(requests, progress=step)  # type: ignore[call-arg]
+    advance(n_tokens - done)
+    return stats

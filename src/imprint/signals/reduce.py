@@ -47,6 +47,10 @@ def reduce_logits(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torc
     }
 
 
+_FLOAT_STATS = ("logp", "mean_logp", "var_logp")
+_INT_STATS = ("rank", "argmax")
+
+
 @torch.no_grad()
 def reduce_hidden(
     hidden: torch.Tensor,
@@ -61,11 +65,18 @@ def reduce_hidden(
     has it). Returns the same statistics as :func:`reduce_logits`, each shaped (N,).
     """
     step = chunk_rows(vocab_size)
-    parts: list[dict[str, torch.Tensor]] = []
-    for start in range(0, hidden.shape[0], step):
-        stop = start + step
-        parts.append(reduce_logits(head(hidden[start:stop]), targets[start:stop]))
-    if not parts:
-        empty = hidden.new_zeros(0)
-        return {k: empty for k in ("logp", "mean_logp", "var_logp", "rank", "argmax")}
-    return {k: torch.cat([part[k] for part in parts]) for k in parts[0]}
+    n = hidden.shape[0]
+    # Results go straight into tensors allocated before the first chunk. Keeping each chunk's
+    # small results alive instead (a list of parts, joined at the end) lets the allocator carve
+    # them out of the freed ~32 MiB logit buffers, so the next chunk cannot reuse those and maps
+    # fresh memory: measured +1.5 GB resident for 4,096 positions of SmolLM2, growing with N.
+    floats = {k: hidden.new_empty(n, dtype=torch.float32) for k in _FLOAT_STATS}
+    ints = {k: torch.empty(n, dtype=torch.long, device=hidden.device) for k in _INT_STATS}
+    out = {**floats, **ints}
+    for start in range(0, n, step):
+        stop = min(start + step, n)
+        part = reduce_logits(head(hidden[start:stop]), targets[start:stop])
+        for key, values in part.items():
+            out[key][start:stop] = values
+        del part
+    return out

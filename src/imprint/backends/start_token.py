@@ -1,0 +1,155 @@
+"""Which token a scored text follows: the one the model saw at document boundaries in pre-training.
+
+A causal LM gives no log-probability to a text's first token unless something precedes it, so
+every text is scored after one start token. Which token matters: an instruct tokenizer's BOS can be
+a chat-turn marker (SmolLM2's ``<|im_start|>``), after which the model expects a role name, so the
+first word gets a very low log p and lands in every Min-K % set. ``auto`` therefore takes the
+tokenizer's BOS only when it is not a chat marker (Gemma's ``<bos>``, Llama's ``<s>``), else the
+document separator of pre-training (``<|endoftext|>`` and kin), else a non-chat EOS.
+
+Options: ``auto``; ``bos`` (the tokenizer's BOS, else EOS: imprint's behaviour before the choice
+existed); ``none`` (no start token: the first text token is context only, never scored); or a
+literal token string such as ``<|endoftext|>`` that is one token of the vocabulary.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from imprint.errors import ConfigError
+
+START_TOKEN_CHOICES = ("auto", "bos", "none")
+# end-of-document tokens of common pre-training corpora, most specific first
+DOCUMENT_SEPARATORS = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>")
+# chat-turn markers by name, for tokenizers that ship no chat template
+_CHAT_MARKER = re.compile(
+    r"im_start|im_end|start_of_turn|end_of_turn|header_id|eot_id|<\|(user|assistant|system)\|>"
+)
+
+
+@dataclass(frozen=True)
+class StartToken:
+    """The chosen start token (``id`` None: no start token) and why it was chosen."""
+
+    id: int | None
+    text: str | None
+    reason: str
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        """The tokens put before every scored text: one, or none."""
+        return () if self.id is None else (self.id,)
+
+    def key(self) -> str:
+        """The part of a backend fingerprint that identifies this choice."""
+        return "none" if self.id is None else str(self.id)
+
+    def describe(self) -> dict[str, Any]:
+        return {"token": self.text, "id": self.id, "reason": self.reason}
+
+
+def is_chat_marker(tokenizer: Any, token: str) -> bool:
+    """True when ``token`` opens or closes chat turns rather than documents.
+
+    A token the chat template writes out more than once (once per message) is a turn marker; a
+    document-level BOS appears at most once there, usually as ``{{ bos_token }}``.
+    """
+    template = getattr(tokenizer, "chat_template", None)
+    if isinstance(template, dict):  # several named templates
+        template = " ".join(str(t) for t in template.values())
+    if isinstance(template, str) and template.count(token) >= 2:
+        return True
+    return bool(_CHAT_MARKER.search(token))
+
+
+def choose_start_token(tokenizer: Any, option: str = "auto") -> StartToken:
+    """Resolve a ``--start-token`` option against ``tokenizer``; see the module docstring."""
+    option = option.strip()
+    if not option:
+        raise ConfigError(
+            f"start token must be one of {', '.join(START_TOKEN_CHOICES)} or a token string; "
+            "got an empty string"
+        )
+    if option == "none":
+        return StartToken(None, None, "none: no start token; first text token is context only")
+    if option == "bos":
+        return _bos_or_eos(tokenizer, "bos: the tokenizer's BOS token")
+    if option == "auto":
+        return _auto(tokenizer)
+    return _literal(tokenizer, option)
+
+
+def context_token_id(tokenizer: Any, start: StartToken) -> int:
+    """A token for contexts that need one even when texts have no start token (generation from
+    an empty prompt, padding): the start token, else the automatic choice, else id 0."""
+    if start.id is not None:
+        return start.id
+    try:
+        chosen = _auto(tokenizer).id
+    except ConfigError:  # a tokenizer without BOS or EOS: any id serves as masked padding
+        chosen = None
+    return 0 if chosen is None else chosen
+
+
+def _token(tokenizer: Any, token_id: int) -> str:
+    return str(tokenizer.convert_ids_to_tokens(int(token_id)))
+
+
+def _bos_or_eos(tokenizer: Any, reason: str) -> StartToken:
+    for attr, why in (("bos_token_id", reason), ("eos_token_id", "the tokenizer has no BOS; EOS")):
+        token_id = getattr(tokenizer, attr, None)
+        if token_id is not None:
+            return StartToken(int(token_id), _token(tokenizer, token_id), why)
+    raise ConfigError(
+        "the tokenizer has neither a BOS nor an EOS token; pass a start token that is in its "
+        "vocabulary (--start-token '<TOKEN>') or --start-token none"
+    )
+
+
+def _vocab_id(tokenizer: Any, token: str) -> int | None:
+    token_id = tokenizer.convert_tokens_to_ids(token)
+    if token_id is None or (token_id == tokenizer.unk_token_id and token != tokenizer.unk_token):
+        return None
+    return int(token_id)
+
+
+def _auto(tokenizer: Any) -> StartToken:
+    bos = tokenizer.bos_token_id
+    if bos is not None and not is_chat_marker(tokenizer, _token(tokenizer, bos)):
+        return StartToken(int(bos), _token(tokenizer, bos), "auto: the tokenizer's BOS token")
+    why = (
+        f"auto: the BOS {_token(tokenizer, bos)!r} is a chat-turn marker"
+        if bos is not None
+        else "auto: the tokenizer has no BOS"
+    )
+    for token in DOCUMENT_SEPARATORS:
+        token_id = _vocab_id(tokenizer, token)
+        if token_id is not None and not is_chat_marker(tokenizer, token):
+            return StartToken(token_id, token, f"{why}; the document separator {token!r}")
+    eos = tokenizer.eos_token_id
+    if eos is not None and not is_chat_marker(tokenizer, _token(tokenizer, eos)):
+        return StartToken(int(eos), _token(tokenizer, eos), f"{why}; the EOS token")
+    # nothing better exists: keep the tokenizer's own start token and say so in the manifest
+    kept = _bos_or_eos(tokenizer, "")
+    return StartToken(kept.id, kept.text, f"{why}; no document separator found, kept {kept.text!r}")
+
+
+def _literal(tokenizer: Any, token: str) -> StartToken:
+    token_id = _vocab_id(tokenizer, token)
+    if token_id is None:
+        ids = tokenizer(token, add_special_tokens=False)["input_ids"]
+        if len(ids) != 1:
+            raise ConfigError(
+                f"start token {token!r} is not one token of this tokenizer (it encodes to "
+                f"{len(ids)} tokens); use auto, bos, none or a special token of the vocabulary "
+                f"such as {_known_specials(tokenizer)}"
+            )
+        token_id = int(ids[0])
+    return StartToken(token_id, token, "given with --start-token")
+
+
+def _known_specials(tokenizer: Any) -> str:
+    specials = list(getattr(tokenizer, "all_special_tokens", []))[:6]
+    return ", ".join(repr(s) for s in specials) or "'<|endoftext|>'"
