@@ -56,6 +56,9 @@ class RunConfig:
     device: str = "auto"
     dtype: str = "auto"
     max_length: int | None = None
+    # token every text is scored after: auto (the model's document boundary), bos, none, or a
+    # literal token; see imprint.backends.start_token
+    start_token: str = "auto"
     token_budget: int = DEFAULT_TOKEN_BUDGET
     cache: Path | None = None  # default: <cache_dir>/signals.sqlite
     blind: bool = True
@@ -344,6 +347,8 @@ def _describe(backend: Any, choice: BackendChoice | None = None) -> dict[str, An
     """A backend's manifest entry: its provider and typed options, what it loaded; text
     backends add their query and token counters."""
     entry = {"spec": backend.spec, "fingerprint": backend.fingerprint}
+    if callable(getattr(backend, "describe", None)):
+        entry = backend.describe()  # an HF backend adds its start token and window
     if choice is not None:
         entry = {"model": choice.spec, **choice.describe(), **entry}
     if callable(getattr(backend, "usage", None)):

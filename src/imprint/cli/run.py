@@ -52,6 +52,13 @@ Device = Annotated[str, typer.Option(help="cpu, cuda, cuda:N or auto")]
 Dtype = Annotated[str, typer.Option(help="auto, float32, bfloat16, float16")]
 MaxLength = Annotated[int | None, typer.Option(help="context window for scoring")]
 TokenBudget = Annotated[int, typer.Option(help="padded tokens per batch")]
+StartToken = Annotated[
+    str,
+    typer.Option(
+        help="token each text is scored after: auto (the model's document separator, e.g. "
+        "<|endoftext|> where BOS is a chat marker), bos, none, or a literal token"
+    ),
+]
 Cache = Annotated[Path | None, typer.Option(help="signal cache (SQLite) path")]
 NoBlind = Annotated[bool, typer.Option("--no-blind", help="skip the blind baseline")]
 Overwrite = Annotated[
@@ -150,6 +157,7 @@ def run(
     dtype: Dtype = "auto",
     max_length: MaxLength = None,
     token_budget: TokenBudget = 4096,
+    start_token: StartToken = "auto",
     cache: Cache = None,
     no_blind: NoBlind = False,
     overwrite: Overwrite = False,
