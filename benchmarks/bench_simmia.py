@@ -14,8 +14,13 @@ Reported:
   positions per text without P and ``--naive-prefixed-positions`` with P. Its cost per position
   is the mean over the two contexts of the mean call time (0 = every position).
 - agreement on the positions both paths ran: Spearman of the word scores s(x_i | ctx), mean
-  |s - s_ref| of each path against the noiseless expected-mode reference (s_ref), and Spearman
+  |s - s_ref| of each path against the exact-mode reference (s_ref: the exact next-word
+  distribution under the same sampling law, branches below ``--min-mass`` dropped), and Spearman
   of per-text SimMIA scores, fast vs reference (and vs naive for texts the naive path covered).
+
+Both paths tokenise each prompt as one string, BOS + encode(P + x_<i), as the remote path does.
+``--non-latin`` replaces the WikiMIA texts by short Chinese and Russian texts written for this
+benchmark (multi-byte characters split over byte tokens, no spaces between Chinese words).
 
 Run: python benchmarks/bench_simmia.py [--texts 4 --naive-texts 2 --out report.json]
 """
@@ -32,6 +37,21 @@ import numpy as np
 
 WIKIMIA = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikimia"
 Dists = list[dict[str, float]]
+# written for this benchmark (no labels: agreement only); the first two are the shots
+NON_LATIN = [
+    "昨天下午，市图书馆举办了一场关于古代丝绸之路的讲座。",
+    "Вчера вечером в городском парке прошёл небольшой концерт.",
+    "这座小城的居民每年春天都会在河边种植新的柳树。",
+    "Учёные из Казани описали новый вид жука в горах Урала.",
+    "北京的地铁系统在二零零八年奥运会之前扩建了好几条线路。",
+    "Почтовое отделение на углу закрылось после сильного снегопада.",
+]
+
+
+def load_non_latin(n_texts: int) -> tuple[list[str], list[int], str]:
+    """Up to four of :data:`NON_LATIN` (label -1: unknown) and P from the first two."""
+    texts = NON_LATIN[2 : 2 + n_texts]
+    return texts, [-1] * len(texts), "".join(t + "\n\n" for t in NON_LATIN[:2])
 
 
 def load_texts(n_texts: int, words: int, n_shots: int) -> tuple[list[str], list[int], str]:
@@ -111,9 +131,9 @@ def run_naive(backend: Any, texts: list[str], contexts: dict, cfg: Any, args: An
     for t, text in enumerate(texts[: args.naive_texts]):
         words = split_words(text)
         for name, ctx in contexts.items():
-            ctx_ids = [backend.bos_id, *(backend.encode(ctx) if ctx else [])]
             for i in chosen_positions(len(words) - 1, per_ctx[name]):
-                ids = ctx_ids + backend.encode(text[: words[i - 1].end])
+                # one string, as HFTextBackend and the fast path tokenise it
+                ids = [backend.bos_id, *backend.encode((ctx or "") + text[: words[i - 1].end])]
                 started = time.perf_counter()
                 counts[(name, t, i)] = naive_dist(backend, ids, cfg, seed=args.seed + 7919 * t + i)
                 times[name].append(time.perf_counter() - started)
@@ -150,7 +170,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     torch.set_num_threads(args.threads)
     backend = HFLogprobBackend("smollm2-135m", device="cpu")
-    texts, labels, prefix = load_texts(args.texts, args.words, args.shots)
+    if args.non_latin:
+        texts, labels, prefix = load_non_latin(args.texts)
+    else:
+        texts, labels, prefix = load_texts(args.texts, args.words, args.shots)
     cfg = NextWordConfig(n=args.n, top_k=args.top_k, max_word_tokens=args.max_word_tokens)
     contexts = {"plain": None, "prefixed": prefix}
     embedder = MiniLMEmbedder()
@@ -163,8 +186,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     fast_s = time.perf_counter() - started
     print(f"fast: {fast_s:.1f}s, {sampler.forwarded_tokens} tokens through the model", flush=True)
     n_positions = sum(len(d) for d in fast["plain"]) * len(contexts)
-    exact = LocalNextWordSampler(backend, NextWordConfig(**{**vars(cfg), "expected": True}))
+    exact_cfg = NextWordConfig(**{**vars(cfg), "mode": "exact", "min_mass": args.min_mass})
+    exact = LocalNextWordSampler(backend, exact_cfg)
     reference = run_fast(exact, texts, contexts, 0)
+    unresolved = exact.unresolved_mass / max(n_positions, 1)
     naive, times = run_naive(backend, texts, contexts, cfg, args)
 
     def scores(t: int, dists: Dists) -> np.ndarray:
@@ -229,7 +254,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "ratio": round(naive_per_position / fast_per_position, 1),
             "naive_s_for_all_positions_estimated": round(naive_per_position * n_positions, 1),
         },
-        "agreement": agreement(rows, text_scores),
+        "agreement": {
+            **agreement(rows, text_scores),
+            "reference_unresolved_mass_per_position": round(unresolved, 5),
+        },
         "text_scores": text_scores,
         "positions": rows,
     }
@@ -248,6 +276,8 @@ def main() -> None:
     parser.add_argument("--naive-prefixed-positions", type=int, default=1, help="0 = all")
     parser.add_argument("--threads", type=int, default=1, help="1 is fastest on a busy CPU")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--min-mass", type=float, default=1e-4, help="exact reference's cut-off")
+    parser.add_argument("--non-latin", action="store_true", help="Chinese and Russian texts")
     parser.add_argument("--out", type=Path, default=None, help="write the full JSON report here")
     args = parser.parse_args()
     report = run(args)
