@@ -197,13 +197,15 @@ def test_run_report_blind_interval_is_the_out_of_fold_bootstrap(monkeypatch: pyt
 
     from imprint.data import Sample
     from imprint.metrics import bootstrap_metrics
-    from imprint.report.evaluate import blind_description, evaluate_scores
+    from imprint.report.evaluate import evaluate_scores
+    from imprint.report.render import blind_description
 
     monkeypatch.setattr(blind, "N_ESTIMATORS", 50)  # the SoK forest, smaller for speed
     texts, labels = _shifted(40)
     samples = [Sample(f"s{i}", t, y) for i, (t, y) in enumerate(zip(texts, labels, strict=True))]
     config = SimpleNamespace(n_bootstrap=200, seed=3, blind=True, breakdown=None)
-    metrics = evaluate_scores(samples, {}, config=config)
+    run_metrics = evaluate_scores(samples, {}, config=config)
+    metrics = run_metrics.to_dict()
     # the SoK row: a bootstrap interval of its pooled out-of-fold scores, nothing else
     sok = run_blind_suite(texts, labels, seed=3, n_bootstrap=200, baselines=["sok_bag_of_words"])
     want = bootstrap_metrics(labels, sok[0].scores, n_resamples=200, seed=3).auc.to_dict()
@@ -214,7 +216,7 @@ def test_run_report_blind_interval_is_the_out_of_fold_bootstrap(monkeypatch: pyt
     assert spread["aucs"] == list(ref.aucs) and len(spread["aucs"]) == 5
     assert (spread["mean"], spread["std"]) == (ref.auc_mean, ref.auc_std)
     assert "not a confidence interval" in spread["kind"]
-    text = blind_description(metrics)
+    text = blind_description(run_metrics)
     assert "spread" in text and "1.96" not in text and "Bonferroni" in text
 
 
@@ -241,13 +243,20 @@ def test_strongest_blind_interval_is_bonferroni_adjusted():
 def test_demo_chance_claim_survives_picking_the_best_of_several():
     # A random split where the best of three blind classifiers looks better than chance by its
     # own 95 % interval (what the demo used to test), but not once the pick is accounted for.
+    from dataclasses import replace
+
     from imprint.game.demo import _chance_and_detection, _figures
+    from imprint.metrics import Interval
+    from imprint.report.results import BlindMetrics, BlindSuiteMetrics, RunMetrics
 
     texts, labels = _null_split(9)
     suite = blind_suite_report(texts, labels, n_bootstrap=300, baselines=FAST)
     assert suite["auc_unadjusted"]["low"] > 0.5 >= suite["auc"]["low"]
-    chance = {"estimate": 0.5, "low": 0.4, "high": 0.6}
-    metrics = {"blind": {"auc": chance}, "blind_suite": suite, "attacks": {}, "warnings": []}
+    typed = BlindSuiteMetrics.from_dict(suite, "suite")
+    assert isinstance(typed, BlindSuiteMetrics)
+    chance = replace(typed.selected, auc=Interval(0.5, 0.4, 0.6))  # a SoK row at chance
+    sok = BlindMetrics("sok_bag_of_words", "", chance, (), {}, None, None)
+    metrics = RunMetrics(attacks={}, blind=sok, blind_suite=typed)
     check = _chance_and_detection(_figures(metrics), "e1")[0]
     assert check["passed"], check
     assert "best of 3, Bonferroni 98.33% interval" in check["claim"]

@@ -69,7 +69,7 @@ def test_run_folder_is_complete(tiny_model_dir, tiny_ref_dir, tmp_path):
         assert {"tpr@0.1%", "tpr@1%", "tpr@5%", "tpr@10%"} <= set(row)
     # WikiMIA is temporally shifted: the blind baseline sees it and the report warns
     assert metrics["blind"]["auc"]["estimate"] > 0.8
-    assert any("distinguishable" in w for w in metrics["warnings"])
+    assert "blind_not_at_chance" in metrics["warning_kinds"]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["data"]["evaluated"] == 60
     assert manifest["data"]["dropped"] == {"not sampled (n_per_label=30)": 776 - 60}

@@ -297,7 +297,7 @@ def test_min_nonmembers_is_one_over_fpr():
 
 def test_tpr_at_unresolvable_fpr_is_not_measurable(tmp_path):
     samples, scores, metrics, manifest = _report_inputs(tmp_path, n=124)  # 62 non-members
-    row = metrics["attacks"]["loss"]
+    row = metrics.to_dict()["attacks"]["loss"]
     assert row["n_nonmembers"] == 62
     for key in ("tpr@0.1%", "tpr@1%"):
         assert row[key]["estimate"] is None and "needs at least" in row[key]["not_measurable"]
@@ -323,5 +323,5 @@ def test_tpr_at_unresolvable_fpr_is_not_measurable(tmp_path):
 
 def test_tpr_measurable_from_exactly_one_over_fpr(tmp_path):
     _, _, metrics, _ = _report_inputs(tmp_path, n=200)  # 100 non-members: 1 % resolvable
-    row = metrics["attacks"]["loss"]
+    row = metrics.to_dict()["attacks"]["loss"]
     assert row["tpr@1%"]["estimate"] is not None and "not_measurable" in row["tpr@0.1%"]

@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from imprint.data.pools import load_shot_pool
 from imprint.errors import ConfigError, DataError
 from imprint.signals.cache import SignalCache
 from imprint.signals.plan import DEFAULT_TOKEN_BUDGET, PlanReport, run_plan
+
+if TYPE_CHECKING:  # the report stage is imported when a run reaches it
+    from imprint.report.results import RunMetrics
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,7 @@ class RunResult:
     out: Path
     samples: list[Sample]
     scores: dict[str, np.ndarray]
-    metrics: dict[str, Any]
+    metrics: RunMetrics  # the evaluation step's typed results; .to_dict() is metrics.json
     manifest: dict[str, Any]
 
 

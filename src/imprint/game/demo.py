@@ -27,11 +27,15 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from imprint.errors import ConfigError
 from imprint.game.build import build_games
 from imprint.game.config import GENERATE, GameConfig
+
+if TYPE_CHECKING:  # the report stage is imported when a demo reaches it
+    from imprint.metrics import Interval
+    from imprint.report.results import RunMetrics
 
 __all__ = ["DEMO_DEFAULTS", "DemoResult", "run_demo"]
 
@@ -184,10 +188,8 @@ def _shift(config: GameConfig) -> GameConfig:
 # -- figures and checks ---------------------------------------------------------------------------
 
 
-def _auc(row: dict[str, Any] | None) -> dict[str, float | None] | None:
-    if not row or "auc" not in row:
-        return None
-    return {k: row["auc"].get(k) for k in ("estimate", "low", "high")}
+def _auc(interval: Interval | None) -> dict[str, float | None] | None:
+    return None if interval is None else interval.to_dict()
 
 
 def _reps(group: str) -> int | None:
@@ -195,30 +197,33 @@ def _reps(group: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _figures(metrics: dict[str, Any]) -> dict[str, Any]:
+def _figures(metrics: RunMetrics) -> dict[str, Any]:
     """The demo's numbers from a run's metrics: blind, every attack, LOSS per canary group."""
-    attacks = {name: _auc(row) for name, row in metrics.get("attacks", {}).items()}
-    groups = metrics.get("breakdown", {}).get("groups", {})
+    from imprint.report.results import BlindMetrics, BlindSuiteMetrics, SkippedGroup
+
+    attacks = {name: _auc(row.auc) for name, row in metrics.attacks.items()}
+    groups = metrics.breakdown.groups if metrics.breakdown else {}
     by_group = {
-        g: {name: _auc(row.get(name)) for name in attacks}
+        g: {name: _auc(row[name].auc) if name in row else None for name in attacks}
         for g, row in groups.items()
-        if "error" not in row
+        if not isinstance(row, SkippedGroup)
     }
     canaries = sorted(
         ((r, by_group[g]) for g in by_group if (r := _reps(g)) is not None), key=lambda t: t[0]
     )
-    blind = metrics.get("blind", {})
-    suite = metrics.get("blind_suite") or {}
+    blind = metrics.blind if isinstance(metrics.blind, BlindMetrics) else None
+    suite = metrics.blind_suite if isinstance(metrics.blind_suite, BlindSuiteMetrics) else None
     return {
-        "blind": _auc(blind),
-        "blind_warning": blind.get("warning"),
+        "blind": _auc(blind.summary.auc) if blind else None,
+        "blind_warning": blind.warning if blind else None,
         # the strongest model-less baseline (SoK forest, TF-IDF, dates, n-grams): the one the
-        # report warns from
-        "blind_strongest": _auc(suite),
-        "blind_strongest_name": suite.get("name"),
+        # report warns from, with the intervals a claim about it needs
+        "blind_strongest": _auc(suite.selected.auc) if suite else None,
+        "blind_strongest_name": suite.strongest if suite else None,
         # how many classifiers it was picked from and the Bonferroni level of its interval
-        "blind_selection": suite.get("selection"),
-        "warnings": list(metrics.get("warnings", [])),
+        "blind_selection": suite.selection.to_dict() if suite else None,
+        "warnings": [w.message for w in metrics.warnings],
+        "warning_kinds": [w.kind for w in metrics.warnings],  # what code tests, never the text
         "attacks": attacks,
         "groups": by_group,
         "canary_reps": [r for r, _ in canaries],
@@ -336,7 +341,7 @@ def _shift_checks(fig: dict[str, Any], sfig: dict[str, Any]) -> list[dict[str, A
         _check(
             f"shift: the strongest blind baseline rises above chance ({_picked(sfig)}) and the "
             "report's shift warning fires",
-            _above_half(after) and any("Blind baseline" in w for w in sfig["warnings"]),
+            _above_half(after) and "blind_not_at_chance" in sfig.get("warning_kinds", []),
             f"{fig.get('blind_strongest_name')} {_fmt(before)} -> "
             f"{sfig.get('blind_strongest_name')} {_fmt(after)}; SoK forest "
             f"{_fmt(fig['blind'])} -> {_fmt(sfig['blind'])}",

@@ -1,35 +1,55 @@
-"""Metrics for a run: score columns with intervals, the blind baseline, breakdowns, warnings."""
+"""The evaluation step of a run: every figure and warning, computed once, as :class:`RunMetrics`.
+
+Score columns get bootstrap intervals; the blind (model-less) suite is fitted here and only here
+(once per run: each classifier once per fold, the SoK protocol's splits once); breakdown groups
+and warnings follow. The report stage (:mod:`imprint.report.render`, :mod:`~.writer`) only
+renders what this returns.
+"""
 
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from imprint.data import Sample
 from imprint.diagnostics import BLIND_WARN_DELTA, blind_suite_report
-from imprint.metrics import DEFAULT_FPR_BOUNDS, UndefinedMetricWarning, bootstrap_metrics
-from imprint.metrics.bootstrap import fpr_key
+from imprint.metrics import (
+    DEFAULT_FPR_BOUNDS,
+    Interval,
+    UndefinedMetricWarning,
+    bootstrap_metrics,
+)
+from imprint.report.results import (
+    BlindFailure,
+    BlindMetrics,
+    BlindSuiteMetrics,
+    Breakdown,
+    ColumnMetrics,
+    RunMetrics,
+    RunWarning,
+    SkippedGroup,
+)
 
-BLIND_NAME = "blind (bag-of-words, no model)"
+SKIPPED_GROUP = "needs members and non-members"
 
 
 def column_metrics(
     labels: np.ndarray, scores: np.ndarray, *, n_bootstrap: int, seed: int
-) -> dict[str, Any]:
+) -> ColumnMetrics:
     """Bootstrap metrics of one score column; NaN scores are excluded and counted, not hidden."""
     finite = ~np.isnan(scores)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        warnings.simplefilter("ignore", UndefinedMetricWarning)  # reported as a run warning
         summary = bootstrap_metrics(
             labels[finite], scores[finite], n_resamples=n_bootstrap, seed=seed
         )
-    out = mark_unmeasurable(summary.to_dict(), summary.n_nonmembers)
-    out["n_nan"] = int((~finite).sum())
-    return out
+    return mark_unmeasurable(ColumnMetrics.from_summary(summary, n_nan=int((~finite).sum())))
 
 
 def min_nonmembers(max_fpr: float) -> int:
@@ -37,104 +57,134 @@ def min_nonmembers(max_fpr: float) -> int:
     return math.ceil(1 / max_fpr - 1e-9)  # 1e-9: 1 / 0.001 must give 1000, not 1001
 
 
-def mark_unmeasurable(row: dict[str, Any], n_nonmembers: int) -> dict[str, Any]:
-    """Replace each ``tpr@t%`` cell that ``n_nonmembers`` cannot resolve (fewer than 1/t) by
-    ``{estimate: None, ..., "not_measurable": why}``: with fewer, the smallest non-zero FPR
-    exceeds t, so the figure would only be the TPR at zero false positives."""
-    for bound in DEFAULT_FPR_BOUNDS:
-        key, need = fpr_key(bound), min_nonmembers(bound)
-        if key in row and n_nonmembers < need:
-            smallest = f"1/{n_nonmembers} = {100 / n_nonmembers:.2g} %" if n_nonmembers else "none"
-            row[key] = {
-                "estimate": None,
-                "low": None,
-                "high": None,
-                "not_measurable": (
-                    f"an FPR of {bound * 100:g} % needs at least {need} non-members; this "
-                    f"evaluation has {n_nonmembers} (smallest non-zero FPR {smallest}), so the "
-                    "figure would only be the TPR at zero false positives"
-                ),
-            }
-    return row
-
-
-def blind_metrics(suite: dict[str, Any]) -> dict[str, Any]:
-    """The SoK forest's row, taken from the suite (``blind_suite_report``): ``auc`` is the 95 %
-    stratified bootstrap interval of its pooled 5-fold out-of-fold scores (a classifier fixed in
-    advance, so no selection adjustment); ``spread`` the mean and sd of its own protocol's 80/20
-    split AUCs, labelled a spread, never an interval; ``warning`` the one it alone would give."""
-    if "error" in suite:
-        return {"error": suite["error"]}
-    row = dict(suite["baselines"].get("sok_bag_of_words") or {"error": "not run"})
-    if "error" in row:
-        return {"error": row["error"]}
-    row.pop("adjusted", None)
-    row["spread"] = row.pop("protocol_auc", None)
-    return row
-
-
-def blind_description(metrics: dict[str, Any]) -> str:
-    """How the report's blind rows were computed, with the SoK spread and the adjustment level."""
-    spread = (metrics.get("blind") or {}).get("spread")
-    selection = (metrics.get("blind_suite") or {}).get("selection")
-    sok = "the SoK bag-of-words random forest (95 % bootstrap interval of its 5-fold out-of-fold "
-    sok += "scores"
-    if spread:
-        sok += (
-            f"; its {len(spread['aucs'])} 80/20 split AUCs spread {spread['mean']:.3f} +- "
-            f"{spread['std']:.3f} sd, a spread and not an interval"
+def mark_unmeasurable(column: ColumnMetrics) -> ColumnMetrics:
+    """``column`` with each TPR@t that its non-members cannot resolve (fewer than 1/t) marked
+    not measurable, with the reason: with fewer, the smallest non-zero FPR exceeds t, so the
+    figure would only be the TPR at zero false positives."""
+    n = column.n_nonmembers
+    smallest = f"1/{n} = {100 / n:.2g} %" if n else "none"
+    reasons = {
+        bound: (
+            f"an FPR of {bound * 100:g} % needs at least {min_nonmembers(bound)} non-members; "
+            f"this evaluation has {n} (smallest non-zero FPR {smallest}), so the figure would "
+            "only be the TPR at zero false positives"
         )
-    best = "the strongest of the model-less suite (SoK forest, TF-IDF logistic regression, date "
-    best += "detector, greedy n-grams; 5-fold out-of-fold scores"
-    if selection:
-        best += (
-            f"; chosen as the best of {selection['n_classifiers']} on these scores, so its "
-            f"intervals are Bonferroni-adjusted to {selection['confidence']:.2%} and hold "
-            "at 95 % despite the choice"
-        )
-    return (
-        f"The blind rows never see the model: {sok}) and {best}). Attack AUCs near them "
-        "measure the benchmark, not membership."
-    )
+        for bound in column.tpr_at_fpr
+        if n < min_nonmembers(bound)
+    }
+    nan = Interval(math.nan, math.nan, math.nan)  # no number may stand in for an unmeasurable one
+    tprs = {b: nan if b in reasons else v for b, v in column.tpr_at_fpr.items()}
+    return replace(column, tpr_at_fpr=tprs, not_measurable=reasons)
+
+
+def evaluate_blind(
+    texts: Sequence[str], labels: np.ndarray, *, seed: int, n_bootstrap: int
+) -> tuple[BlindMetrics | BlindFailure, BlindSuiteMetrics | BlindFailure]:
+    """Fit the blind suite once: (the SoK forest's row, the suite). The SoK row's ``auc`` is the
+    95 % bootstrap interval of its pooled out-of-fold scores (a classifier fixed in advance, so
+    no selection adjustment) and its protocol's 80/20 split AUCs a ``spread``; the suite's
+    strongest classifier carries the Bonferroni intervals any claim about it needs."""
+    # blind_suite_report owns the suite's layout and selection rule; read it as typed results
+    report = blind_suite_report(list(texts), labels.tolist(), seed=seed, n_bootstrap=n_bootstrap)
+    suite = BlindSuiteMetrics.from_dict(report, "blind_suite")
+    if isinstance(suite, BlindFailure):
+        return suite, suite
+    suite = replace(suite, selected=mark_unmeasurable(suite.selected))
+    sok = suite.baselines.get("sok_bag_of_words")
+    return (BlindMetrics.from_classifier(sok) if sok else BlindFailure("not run")), suite
 
 
 def evaluate_scores(
     samples: Sequence[Sample], scores: dict[str, np.ndarray], *, config: Any
-) -> dict[str, Any]:
-    """The ``metrics.json`` content: per attack, per breakdown group, blind baseline, warnings."""
+) -> RunMetrics:
+    """Every figure of a run: per score column, blind baselines (when ``config.blind``), per
+    breakdown group (``config.breakdown``, a meta field), and the warnings they call for.
+    ``config`` supplies ``n_bootstrap``, ``seed``, ``blind`` and ``breakdown``."""
     labels = np.array([s.label for s in samples])
     kwargs = {"n_bootstrap": config.n_bootstrap, "seed": config.seed}
-    metrics: dict[str, Any] = {
-        "attacks": {c: column_metrics(labels, v, **kwargs) for c, v in scores.items()},
-        "warnings": [],
-    }
+    attacks = {c: column_metrics(labels, v, **kwargs) for c, v in scores.items()}
+    blind: BlindMetrics | BlindFailure | None = None
+    suite: BlindSuiteMetrics | BlindFailure | None = None
     if config.blind:
-        suite = blind_suite_report(
-            [s.text for s in samples],
-            labels.tolist(),
-            seed=config.seed,
-            n_bootstrap=config.n_bootstrap,
+        texts = [s.text for s in samples]
+        blind, suite = evaluate_blind(
+            texts, labels, seed=config.seed, n_bootstrap=config.n_bootstrap
         )
-        metrics["blind"] = blind_metrics(suite)  # the SoK forest's row, from the same folds
-        metrics["blind_suite"] = suite
-        # the warning comes from the strongest model-less classifier (SoK forest included)
-        warning = suite.get("warning") or metrics["blind"].get("warning")
-        if warning:
-            metrics["warnings"].append(warning)
-        for name, row in (("SoK blind baseline", metrics["blind"]), ("blind suite", suite)):
-            if "error" in row:
-                metrics["warnings"].append(f"{name} not computed: {row['error']}")
+    breakdown = None
     if config.breakdown:
-        metrics["breakdown"] = breakdown_metrics(samples, scores, config.breakdown, **kwargs)
-    for column, row in metrics["attacks"].items():
-        if row["n_nan"]:
-            metrics["warnings"].append(
-                f"{column}: {row['n_nan']} samples had no defined score and were left out"
+        breakdown = breakdown_metrics(samples, scores, config.breakdown, **kwargs)
+    metrics = RunMetrics(attacks, (), blind, suite, breakdown, BLIND_WARN_DELTA)
+    return replace(metrics, warnings=run_warnings(metrics, int((labels == 0).sum())))
+
+
+def run_warnings(metrics: RunMetrics, n_nonmembers: int) -> tuple[RunWarning, ...]:
+    """The warnings ``metrics`` call for, each with its kind."""
+    out: list[RunWarning] = []
+    blind, suite = metrics.blind, metrics.blind_suite
+    # the blind warning comes from the strongest model-less classifier (SoK forest included)
+    message = (suite.warning if isinstance(suite, BlindSuiteMetrics) else None) or (
+        blind.warning if isinstance(blind, BlindMetrics) else None
+    )
+    if message:
+        out.append(RunWarning("blind_not_at_chance", message))
+    for name, fitted in (("SoK blind baseline", blind), ("blind suite", suite)):
+        if isinstance(fitted, BlindFailure):
+            out.append(RunWarning("blind_not_computed", f"{name} not computed: {fitted.error}"))
+    for column, row in metrics.attacks.items():
+        if row.n_nan:
+            out.append(
+                RunWarning(
+                    "unscored_samples",
+                    f"{column}: {row.n_nan} samples had no defined score and were left out",
+                )
             )
-    if isinstance(metrics.get("blind_suite"), dict):  # its out-of-fold scores cover every sample
-        mark_unmeasurable(metrics["blind_suite"], int((labels == 0).sum()))
-    metrics["blind_warn_delta"] = BLIND_WARN_DELTA
-    return metrics
+    return tuple(out + _class_warnings(metrics, n_nonmembers))
+
+
+def _class_warnings(metrics: RunMetrics, n_nonmembers: int) -> list[RunWarning]:
+    """Figures that are undefined or unmeasurable because a class is missing or too small."""
+    out = []
+    loosest = max(DEFAULT_FPR_BOUNDS)
+    if 0 < n_nonmembers < min_nonmembers(loosest):
+        out.append(
+            RunWarning(
+                "few_nonmembers",
+                f"only {n_nonmembers} non-members: no TPR@FPR figure is measurable (even an "
+                f"FPR of {loosest * 100:g} % needs at least {min_nonmembers(loosest)}); add "
+                "non-members",
+            )
+        )
+    for column, row in metrics.attacks.items():
+        missing = [
+            w for w, n in (("member", row.n_members), ("non-member", row.n_nonmembers)) if not n
+        ]
+        if missing:
+            out.append(
+                RunWarning(
+                    "single_class",
+                    f"{column}: no {' and no '.join(missing)} has a defined score, so its AUC "
+                    "and TPR are undefined",
+                )
+            )
+    if metrics.breakdown is not None:
+        out += _skipped_groups(metrics.breakdown)
+    return out
+
+
+def _skipped_groups(breakdown: Breakdown, *, shown: int = 10) -> list[RunWarning]:
+    """One warning naming the breakdown groups left unscored (the first ``shown`` of them)."""
+    skipped = [(g, v.n) for g, v in breakdown.groups.items() if isinstance(v, SkippedGroup)]
+    if not skipped:
+        return []
+    names = ", ".join(f"{g!r} ({n} sample{'s' * (n != 1)})" for g, n in skipped[:shown])
+    more = f" and {len(skipped) - shown} more" if len(skipped) > shown else ""
+    return [
+        RunWarning(
+            "single_class",
+            f"breakdown by {breakdown.field}: {len(skipped)} group(s) lack members or "
+            f"non-members and are not scored: {names}{more}",
+        )
+    ]
 
 
 def breakdown_metrics(
@@ -144,24 +194,22 @@ def breakdown_metrics(
     *,
     n_bootstrap: int,
     seed: int,
-) -> dict[str, Any]:
+) -> Breakdown:
     """Metrics per value of ``meta[field]``; groups lacking a class are reported, not scored."""
     values = [str(s.meta.get(field, "(missing)")) for s in samples]
     labels = np.array([s.label for s in samples])
-    out: dict[str, Any] = {"field": field, "groups": {}}
+    groups: dict[str, dict[str, ColumnMetrics] | SkippedGroup] = {}
     for group in sorted(set(values), key=_natural):
         mask = np.array([v == group for v in values])
         if len(set(labels[mask])) < 2:
-            out["groups"][group] = {"error": "needs members and non-members", "n": int(mask.sum())}
+            groups[group] = SkippedGroup(SKIPPED_GROUP, int(mask.sum()))
             continue
-        out["groups"][group] = {
+        groups[group] = {
             c: column_metrics(labels[mask], v[mask], n_bootstrap=n_bootstrap, seed=seed)
             for c, v in scores.items()
         }
-    return out
+    return Breakdown(field, groups)
 
 
 def _natural(text: str) -> tuple[Any, ...]:
-    import re
-
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))

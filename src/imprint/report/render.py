@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import base64
 import html
+import math
 import re
 from pathlib import Path
 from typing import Any
 
-from imprint.report.evaluate import BLIND_NAME, blind_description
+from imprint.metrics import DEFAULT_FPR_BOUNDS, Interval
+from imprint.metrics.bootstrap import fpr_key
+from imprint.report.results import BlindMetrics, BlindSuiteMetrics, ColumnMetrics, RunMetrics
 
-TPR_KEYS = ("tpr@0.1%", "tpr@1%", "tpr@5%", "tpr@10%")
+BLIND_NAME = "blind (bag-of-words, no model)"
 NOT_MEASURABLE = "not measurable"
 
 # A block of the report: (kind, payload) with kind h1/h2 (text), p (text), warn (text),
@@ -33,58 +36,100 @@ def md_escape(text: str) -> str:
     return _MD_SYNTAX.sub(r"\\\1", entities)
 
 
-def fmt(cell: dict[str, Any] | None) -> str:
-    """'0.734 [0.681, 0.790]' for an interval dict; 'not measurable' or 'n/a' when undefined."""
-    if cell and cell.get("not_measurable"):
-        return NOT_MEASURABLE
-    if not cell or cell.get("estimate") is None:
+def fmt(interval: Interval | None) -> str:
+    """'0.734 [0.681, 0.790]' for an interval; 'n/a' when it is missing or undefined (NaN)."""
+    if interval is None or math.isnan(interval.estimate):
         return "n/a"
-    return f"{cell['estimate']:.3f} [{cell['low']:.3f}, {cell['high']:.3f}]"
+    return f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
 
 
-def metric_rows(metrics: dict[str, Any]) -> list[list[str]]:
-    """Rows: attack, AUC, TPR at each FPR bound; the blind baseline first."""
+def tpr_cell(column: ColumnMetrics, bound: float) -> str:
+    """A TPR@FPR cell: its interval, or 'not measurable' (the reason goes in a note)."""
+    if bound in column.not_measurable:
+        return NOT_MEASURABLE
+    return fmt(column.tpr(bound))
+
+
+def metric_rows(metrics: RunMetrics) -> list[list[str]]:
+    """Rows: attack, AUC, TPR at each FPR bound; the blind baselines first."""
     rows = []
-    blind = metrics.get("blind")
-    if blind and "auc" in blind:
-        rows.append([BLIND_NAME, fmt(blind["auc"]), *("-" for _ in TPR_KEYS)])
-    suite = metrics.get("blind_suite")
-    if suite and "auc" in suite:
-        name = f"blind, strongest: {suite['strongest']} (no model, selection-adjusted CI)"
-        rows.append([name, fmt(suite["auc"]), *(fmt(suite.get(k)) for k in TPR_KEYS)])
-    for name, row in metrics["attacks"].items():
-        rows.append([name, fmt(row["auc"]), *(fmt(row.get(k)) for k in TPR_KEYS)])
+    if isinstance(metrics.blind, BlindMetrics):
+        rows.append(
+            [BLIND_NAME, fmt(metrics.blind.summary.auc), *("-" for _ in DEFAULT_FPR_BOUNDS)]
+        )
+    suite = metrics.blind_suite
+    if isinstance(suite, BlindSuiteMetrics):
+        name = f"blind, strongest: {suite.strongest} (no model, selection-adjusted CI)"
+        rows.append([name, fmt(suite.selected.auc), *_tpr_cells(suite.selected)])
+    for name, row in metrics.attacks.items():
+        rows.append([name, fmt(row.auc), *_tpr_cells(row)])
     return rows
 
 
-HEADER = ["attack", "AUC [95% CI]", *(f"TPR@{k[4:]}FPR" for k in TPR_KEYS)]
+def _tpr_cells(column: ColumnMetrics) -> list[str]:
+    return [tpr_cell(column, b) for b in DEFAULT_FPR_BOUNDS]
 
 
-def measurability_notes(metrics: dict[str, Any]) -> list[str]:
+HEADER = ["attack", "AUC [95% CI]", *(f"TPR@{fpr_key(b)[4:]}FPR" for b in DEFAULT_FPR_BOUNDS)]
+
+
+def measurability_notes(metrics: RunMetrics) -> list[str]:
     """Why a TPR@FPR column reads 'not measurable' (one line per column and reason)."""
-    rows = [*metrics["attacks"].values(), metrics.get("blind_suite") or {}]
+    rows = list(metrics.attacks.values())
+    if isinstance(metrics.blind_suite, BlindSuiteMetrics):
+        rows.append(metrics.blind_suite.selected)
     notes: list[str] = []
-    for key in TPR_KEYS:
+    for bound in DEFAULT_FPR_BOUNDS:
         for row in rows:
-            reason = (row.get(key) or {}).get("not_measurable")
-            note = f"TPR@{key[4:]}FPR {NOT_MEASURABLE}: {reason}"
+            reason = row.not_measurable.get(bound)
+            note = f"TPR@{fpr_key(bound)[4:]}FPR {NOT_MEASURABLE}: {reason}"
             if reason and note not in notes:
                 notes.append(note)
     return notes
 
 
-def breakdown_rows(metrics: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """AUC per attack (rows) and breakdown group (columns)."""
-    groups = metrics["breakdown"]["groups"]
-    names = list(metrics["attacks"])
+def breakdown_rows(metrics: RunMetrics) -> tuple[list[str], list[list[str]]]:
+    """AUC per attack (rows) and breakdown group (columns); 'n/a' for a group not scored."""
+    assert metrics.breakdown is not None
+    groups = metrics.breakdown.groups
     header = ["attack", *groups]
-    rows = [[n, *(fmt(g[n]["auc"]) if n in g else "n/a" for g in groups.values())] for n in names]
+    rows = []
+    for name in metrics.attacks:
+        cells = [
+            fmt(g[name].auc) if isinstance(g, dict) and name in g else "n/a"
+            for g in groups.values()
+        ]
+        rows.append([name, *cells])
     return header, rows
 
 
-def report_blocks(
-    metrics: dict[str, Any], manifest: dict[str, Any], plots: list[str]
-) -> list[Block]:
+def blind_description(metrics: RunMetrics) -> str:
+    """How the report's blind rows were computed, with the SoK spread and the adjustment level."""
+    spread = metrics.blind.spread if isinstance(metrics.blind, BlindMetrics) else None
+    suite = metrics.blind_suite
+    selection = suite.selection if isinstance(suite, BlindSuiteMetrics) else None
+    sok = "the SoK bag-of-words random forest (95 % bootstrap interval of its 5-fold out-of-fold "
+    sok += "scores"
+    if spread:
+        sok += (
+            f"; its {len(spread.aucs)} 80/20 split AUCs spread {spread.mean:.3f} +- "
+            f"{spread.std:.3f} sd, a spread and not an interval"
+        )
+    best = "the strongest of the model-less suite (SoK forest, TF-IDF logistic regression, date "
+    best += "detector, greedy n-grams; 5-fold out-of-fold scores"
+    if selection:
+        best += (
+            f"; chosen as the best of {selection.n_classifiers} on these scores, so its "
+            f"intervals are Bonferroni-adjusted to {selection.confidence:.2%} and hold "
+            "at 95 % despite the choice"
+        )
+    return (
+        f"The blind rows never see the model: {sok}) and {best}). Attack AUCs near them "
+        "measure the benchmark, not membership."
+    )
+
+
+def report_blocks(metrics: RunMetrics, manifest: dict[str, Any], plots: list[str]) -> list[Block]:
     """The report's content in order, as plain-text blocks (see :data:`Block`)."""
     cfg, data = manifest["config"], manifest["data"]
     blocks: list[Block] = [
@@ -94,7 +139,7 @@ def report_blocks(
             f"Model {cfg['model']} on data {cfg['data']}: {data['evaluated']} samples evaluated "
             f"({metrics_counts(metrics)}), {sum(data['dropped'].values())} dropped.",
         ),
-        *(("warn", w) for w in metrics["warnings"]),
+        *(("warn", w.message) for w in metrics.warnings),
         ("h2", "Attacks"),
         (
             "p",
@@ -105,9 +150,9 @@ def report_blocks(
         ("table", (HEADER, metric_rows(metrics))),
         *(("p", note) for note in measurability_notes(metrics)),
     ]
-    if "breakdown" in metrics:
+    if metrics.breakdown is not None:
         blocks += [
-            ("h2", f"AUC by {metrics['breakdown']['field']}"),
+            ("h2", f"AUC by {metrics.breakdown.field}"),
             ("table", breakdown_rows(metrics)),
         ]
     if data["dropped"]:
@@ -120,7 +165,7 @@ def report_blocks(
     return blocks + [("h2", "Plots"), *(("img", p) for p in plots)]
 
 
-def render_markdown(metrics: dict[str, Any], manifest: dict[str, Any], plots: list[str]) -> str:
+def render_markdown(metrics: RunMetrics, manifest: dict[str, Any], plots: list[str]) -> str:
     """report.md: every text escaped, so names from users' files stay literal text."""
     parts = []
     for kind, payload in report_blocks(metrics, manifest, plots):
@@ -158,16 +203,14 @@ def _usage_cells(usage: dict[str, Any]) -> list[str]:
     return cells
 
 
-def metrics_counts(metrics: dict[str, Any]) -> str:
-    first = next(iter(metrics["attacks"].values()), None)
+def metrics_counts(metrics: RunMetrics) -> str:
+    first = next(iter(metrics.attacks.values()), None)
     if not first:
         return "no attacks"
-    return f"{first['n_members']} members, {first['n_nonmembers']} non-members"
+    return f"{first.n_members} members, {first.n_nonmembers} non-members"
 
 
-def render_html(
-    metrics: dict[str, Any], manifest: dict[str, Any], out: Path, plots: list[str]
-) -> str:
+def render_html(metrics: RunMetrics, manifest: dict[str, Any], out: Path, plots: list[str]) -> str:
     """A self-contained page (plots in ``out`` embedded as base64): opens offline, no external
     assets; every text is HTML-escaped."""
     body = []
@@ -206,7 +249,7 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def rich_table(metrics: dict[str, Any]) -> Any:
+def rich_table(metrics: RunMetrics) -> Any:
     """The terminal table; notes on unmeasurable TPR columns as its caption."""
     from rich.markup import escape
     from rich.table import Table

@@ -16,10 +16,12 @@ from typing import Any
 import numpy as np
 
 from imprint.data import Sample
+from imprint.errors import ConfigError
 from imprint.metrics import roc_curve
 from imprint.report.outdir import check_out_dir, discard, publish, staging_dir
 from imprint.report.plots import plot_roc, plot_score_histograms
 from imprint.report.render import render_html, render_markdown, rich_table
+from imprint.report.results import RunMetrics
 
 _PACKAGES = ("llm-imprint", "torch", "transformers", "numpy", "scipy", "scikit-learn", "pyarrow")
 
@@ -82,16 +84,18 @@ def write_scores(path: Path, samples: Sequence[Sample], scores: dict[str, np.nda
     pq.write_table(pa.table(columns), path)
 
 
-def write_plots(out: Path, samples: Sequence[Sample], scores: dict[str, np.ndarray]) -> list[str]:
+def write_plots(
+    out: Path, samples: Sequence[Sample], scores: dict[str, np.ndarray], metrics: RunMetrics
+) -> list[str]:
+    """roc.png and histograms.png; the ROC legend's AUC is the evaluated one (nothing is
+    measured here, only drawn)."""
     labels = np.array([s.label for s in samples])
     curves = {}
     for name, values in scores.items():
         finite = ~np.isnan(values)
-        if len(set(labels[finite])) == 2:
+        if len(set(labels[finite])) == 2 and name in metrics.attacks:
             fpr, tpr, _ = roc_curve(labels[finite], values[finite])
-            from imprint.metrics import auc
-
-            curves[name] = (fpr, tpr, auc(labels[finite], values[finite]))
+            curves[name] = (fpr, tpr, metrics.attacks[name].auc.estimate)
     plots = []
     if curves:
         plot_roc(curves, out / "roc.png")
@@ -106,7 +110,7 @@ def write_run(
     out: Path,
     samples: Sequence[Sample],
     scores: dict[str, np.ndarray],
-    metrics: dict[str, Any],
+    metrics: RunMetrics,
     manifest: dict[str, Any],
     *,
     console: Any = None,
@@ -114,20 +118,30 @@ def write_run(
 ) -> None:
     """Write every artefact of a run into ``out`` and print the table to ``console``.
 
+    ``metrics`` is the evaluation step's result (:func:`imprint.report.evaluate_scores`); this
+    only writes and renders it.
+
     The files are written into a hidden sibling folder renamed to ``out`` at the end (see
     :mod:`imprint.report.outdir`): ``out`` is a whole run or left as it was.
     """
+    if not isinstance(metrics, RunMetrics):
+        raise ConfigError(
+            f"write_run takes the RunMetrics that evaluate_scores returns, not a "
+            f"{type(metrics).__name__}; for a metrics.json dict use RunMetrics.from_dict(data)"
+        )
     out = check_out_dir(Path(out), overwrite=overwrite)
     staged = staging_dir(out)
     try:
-        metrics = _write_files(staged, samples, scores, metrics, manifest)
+        _write_files(staged, samples, scores, metrics, manifest)
         publish(staged, out, overwrite=overwrite)
     finally:
         discard(staged)  # nothing left after a successful publish; the debris of a failed one
     if console is not None:
+        from rich.markup import escape  # a column such as ref[base] is not a style tag
+
         console.print(rich_table(metrics))
-        for warning in metrics["warnings"]:
-            console.print(f"[bold yellow]warning:[/] {warning}")
+        for warning in metrics.warnings:
+            console.print(f"[bold yellow]warning:[/] {escape(warning.message)}")
         console.print(f"report: {out / 'report.html'}")
 
 
@@ -135,19 +149,18 @@ def _write_files(
     folder: Path,
     samples: Sequence[Sample],
     scores: dict[str, np.ndarray],
-    metrics: dict[str, Any],
+    metrics: RunMetrics,
     manifest: dict[str, Any],
-) -> dict[str, Any]:
-    """The run's files in ``folder``; returns the JSON-ready metrics."""
+) -> None:
+    """The run's files in ``folder``."""
     manifest = to_jsonable({**manifest, "versions": package_versions()})
-    metrics = to_jsonable(metrics)
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    (folder / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    metrics_json = json.dumps(to_jsonable(metrics.to_dict()), indent=2)
+    (folder / "metrics.json").write_text(metrics_json + "\n")
     write_scores(folder / "scores.parquet", samples, scores)
-    plots = write_plots(folder, samples, scores)
+    plots = write_plots(folder, samples, scores, metrics)
     markdown = render_markdown(metrics, manifest, plots)
     (folder / "report.md").write_text(markdown, encoding="utf-8")
     (folder / "report.html").write_text(
         render_html(metrics, manifest, folder, plots), encoding="utf-8"
     )
-    return metrics

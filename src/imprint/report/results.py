@@ -1,0 +1,202 @@
+"""Typed results of a run: what the evaluation step computes once and the report stage renders.
+
+``RunMetrics.to_dict()`` is the content of a run folder's ``metrics.json`` (the layout older
+folders have, plus ``warning_kinds``); ``RunMetrics.from_dict`` and :func:`read_metrics` read
+one back, so a finished run can be re-rendered or compared without refitting anything.
+
+Layout (every figure an ``{"estimate", "low", "high"}`` object, NaN written as null):
+
+- ``attacks``: score column -> :class:`ColumnMetrics`;
+- ``warnings`` (messages) and ``warning_kinds`` (one :data:`WarningKind` each, same order);
+- ``blind``: the SoK forest's row (:class:`BlindMetrics`), ``blind_suite``: the strongest
+  model-less classifier with every classifier under ``baselines`` (:class:`BlindSuiteMetrics`);
+  either is ``{"error": why}`` (:class:`BlindFailure`) when it could not be fitted;
+- ``breakdown``: per value of a meta field, a column -> :class:`ColumnMetrics` map or
+  ``{"error", "n"}`` for a group lacking a class (:class:`SkippedGroup`);
+- ``blind_warn_delta``: the ``|AUC - 0.5|`` above which the blind warning fires.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from imprint.diagnostics.blind import BLIND_WARN_DELTA
+from imprint.errors import ConfigError, DataError
+from imprint.report import jsonread as js
+from imprint.report.blind_results import (
+    BlindClassifierMetrics,
+    BlindFailure,
+    BlindMetrics,
+    BlindSuiteMetrics,
+    Selection,
+    Spread,
+)
+from imprint.report.columns import ColumnMetrics
+
+__all__ = [
+    "WARNING_KINDS",
+    "BlindClassifierMetrics",
+    "BlindFailure",
+    "BlindMetrics",
+    "BlindSuiteMetrics",
+    "Breakdown",
+    "ColumnMetrics",
+    "RunMetrics",
+    "RunWarning",
+    "Selection",
+    "SkippedGroup",
+    "Spread",
+    "WarningKind",
+    "read_metrics",
+]
+
+#: What a run warning is about; code tests the kind, never the message.
+WarningKind = Literal[
+    "blind_not_at_chance",  # a model-less classifier separates members from non-members
+    "blind_not_computed",  # the SoK forest or the blind suite could not be fitted
+    "unscored_samples",  # an attack gave some samples no score (NaN); left out of its metrics
+    "single_class",  # a score column or breakdown group lacks members or non-members
+    "few_nonmembers",  # too few non-members for any TPR@FPR bound to be measurable
+    "unclassified",  # read from a metrics.json written before warnings had kinds
+]
+WARNING_KINDS: tuple[str, ...] = get_args(WarningKind)
+
+
+@dataclass(frozen=True)
+class RunWarning:
+    """One warning of a run: its ``kind`` (for code) and ``message`` (for people)."""
+
+    kind: WarningKind
+    message: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in WARNING_KINDS:
+            raise ConfigError(f"unknown warning kind {self.kind!r}; choose from {WARNING_KINDS}")
+
+
+@dataclass(frozen=True)
+class SkippedGroup:
+    """A breakdown group that was not scored (``n`` samples, ``error`` says why)."""
+
+    error: str
+    n: int
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Metrics per value of ``meta[field]``: group -> (column -> metrics) or a skipped group."""
+
+    field: str
+    groups: dict[str, dict[str, ColumnMetrics] | SkippedGroup]
+
+    def to_dict(self) -> dict[str, Any]:
+        groups: dict[str, Any] = {}
+        for name, group in self.groups.items():
+            if isinstance(group, SkippedGroup):
+                groups[name] = {"error": group.error, "n": group.n}
+            else:
+                groups[name] = {column: m.to_dict() for column, m in group.items()}
+        return {"field": self.field, "groups": groups}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> Breakdown:
+        data = js.obj(data, where)
+        groups: dict[str, dict[str, ColumnMetrics] | SkippedGroup] = {}
+        for name, group in js.obj(js.get(data, "groups", where), f"{where}.groups").items():
+            at = f"{where}.groups[{name!r}]"
+            group = js.obj(group, at)
+            if isinstance(group.get("error"), str):
+                groups[name] = SkippedGroup(
+                    group["error"], js.integer(js.get(group, "n", at), f"{at}.n")
+                )
+            else:
+                groups[name] = {
+                    c: ColumnMetrics.from_dict(m, f"{at}[{c!r}]") for c, m in group.items()
+                }
+        return cls(js.text(js.get(data, "field", where), f"{where}.field"), groups)
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """Everything the evaluation step measured in a run (see the module docstring)."""
+
+    attacks: dict[str, ColumnMetrics]
+    warnings: tuple[RunWarning, ...] = ()
+    blind: BlindMetrics | BlindFailure | None = None
+    blind_suite: BlindSuiteMetrics | BlindFailure | None = None
+    breakdown: Breakdown | None = None
+    blind_warn_delta: float = BLIND_WARN_DELTA
+
+    def warnings_of(self, kind: WarningKind) -> list[str]:
+        """The messages of the warnings of ``kind``."""
+        return [w.message for w in self.warnings if w.kind == kind]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``metrics.json`` content (JSON-ready)."""
+        out: dict[str, Any] = {
+            "attacks": {name: m.to_dict() for name, m in self.attacks.items()},
+            "warnings": [w.message for w in self.warnings],
+            "warning_kinds": [w.kind for w in self.warnings],
+        }
+        if self.blind is not None:
+            out["blind"] = self.blind.to_dict()
+        if self.blind_suite is not None:
+            out["blind_suite"] = self.blind_suite.to_dict()
+        if self.breakdown is not None:
+            out["breakdown"] = self.breakdown.to_dict()
+        out["blind_warn_delta"] = self.blind_warn_delta
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "metrics.json") -> RunMetrics:
+        """Read ``to_dict()``'s output back; a malformed value raises :class:`DataError` naming
+        its place. Folders written before ``warning_kinds`` get kind ``unclassified``."""
+        data = js.obj(data, where)
+        attacks = js.obj(js.get(data, "attacks", where), f"{where}.attacks")
+
+        return cls(
+            attacks={
+                c: ColumnMetrics.from_dict(m, f"{where}.attacks[{c!r}]") for c, m in attacks.items()
+            },
+            warnings=_warnings(data, where),
+            blind=js.optional(data, "blind", BlindMetrics.from_dict, where),
+            blind_suite=js.optional(data, "blind_suite", BlindSuiteMetrics.from_dict, where),
+            breakdown=js.optional(data, "breakdown", Breakdown.from_dict, where),
+            blind_warn_delta=js.num(
+                data.get("blind_warn_delta", BLIND_WARN_DELTA), f"{where}.blind_warn_delta"
+            ),
+        )
+
+
+def _warnings(data: dict[str, Any], where: str) -> tuple[RunWarning, ...]:
+    messages = js.get(data, "warnings", where)
+    if not isinstance(messages, list):
+        raise js.bad(f"{where}.warnings", "a list of strings", messages)
+    kinds = data.get("warning_kinds", ["unclassified"] * len(messages))
+    if not isinstance(kinds, list) or len(kinds) != len(messages):
+        raise js.bad(f"{where}.warning_kinds", f"a list of {len(messages)} kinds", kinds)
+    out = []
+    for i, (kind, message) in enumerate(zip(kinds, messages, strict=True)):
+        if kind not in WARNING_KINDS:
+            raise js.bad(f"{where}.warning_kinds[{i}]", f"one of {WARNING_KINDS}", kind)
+        out.append(RunWarning(kind, js.text(message, f"{where}.warnings[{i}]")))
+    return tuple(out)
+
+
+def read_metrics(run_dir: str | Path) -> RunMetrics:
+    """The :class:`RunMetrics` of a run folder written by ``imprint run`` (or its metrics.json)."""
+    path = Path(run_dir)
+    file = path / "metrics.json" if path.is_dir() else path
+    if not file.is_file():
+        raise DataError(f"{path} has no metrics.json; pass a run folder written by `imprint run`")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataError(f"{file} is not valid JSON ({err}); rerun the run to rewrite it") from err
+    try:
+        return RunMetrics.from_dict(data, where=str(file))
+    except DataError as err:
+        raise DataError(f"{err}; is it a metrics.json written by `imprint run`?") from err
