@@ -2,7 +2,7 @@
 
 Naive: for every word position i and both contexts (x_<i and P + x_<i), one HF ``generate`` call
 with ``num_return_sequences=N`` (top-k 50, temperature 1, ``max_word_tokens`` new tokens) and the
-first word of every continuation. Fast: :class:`imprint.attacks.next_word.LocalNextWordSampler`
+first word of every continuation. Fast: :class:`imprint.requests.next_word.LocalNextWordSampler`
 (one pass over x, batched token tree, P's KV cache). Same model (smollm2-135m), texts
 (WikiMIA-32, half members), non-member shots P, N and sampling settings; defaults are SimMIA's
 (N = 100, 7 shots, whole texts, 8 tokens per word).
@@ -74,7 +74,7 @@ def naive_dist(backend: Any, prompt_ids: list[int], cfg: Any, seed: int) -> dict
     """Next-word counts from one ``generate`` call with N return sequences."""
     import torch
 
-    from imprint.attacks.words import first_word
+    from imprint.data.words import first_word
 
     torch.manual_seed(seed)
     with torch.no_grad():
@@ -123,7 +123,7 @@ def run_fast(sampler: Any, texts: list[str], contexts: dict, seed: int) -> dict[
 
 def run_naive(backend: Any, texts: list[str], contexts: dict, cfg: Any, args: Any) -> tuple:
     """Naive next-word counts per (context, text, position) and call times per context."""
-    from imprint.attacks.words import split_words
+    from imprint.data.words import split_words
 
     counts: dict[tuple[str, int, int], dict[str, float]] = {}
     times: dict[str, list[float]] = {name: [] for name in contexts}
@@ -162,11 +162,11 @@ def agreement(rows: list[dict[str, Any]], text_scores: dict[str, Any]) -> dict[s
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from imprint.attacks.embed import MiniLMEmbedder
-    from imprint.attacks.next_word import LocalNextWordSampler, NextWordConfig
     from imprint.attacks.simmia import relative_score, word_scores
-    from imprint.attacks.words import split_words
     from imprint.backends.hf import HFLogprobBackend
+    from imprint.data.words import split_words
+    from imprint.requests.embed import MiniLMEmbedder
+    from imprint.requests.next_word import LocalNextWordSampler, NextWordConfig
 
     torch.set_num_threads(args.threads)
     backend = HFLogprobBackend("smollm2-135m", device="cpu")

@@ -13,7 +13,9 @@ from imprint.attacks.base import RunContext
 from imprint.attacks.petal import PETAL, fit_line, log_similarity, petal_score
 from imprint.attacks.samia import SaMIA, split_prefix
 from imprint.attacks.simmia import SimMIA, exact_rate, relative_score
-from imprint.attacks.words import (
+from imprint.backends.base import SAMPLING
+from imprint.data.sample import Sample
+from imprint.data.words import (
     first_word,
     is_number,
     rouge1_recall,
@@ -22,8 +24,6 @@ from imprint.attacks.words import (
     split_words,
     word_prefixes,
 )
-from imprint.backends.base import SAMPLING
-from imprint.data.sample import Sample
 from imprint.errors import CapabilityError, ConfigError
 
 

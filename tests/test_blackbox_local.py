@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from imprint.attacks.next_word import LocalNextWordSampler, NextWordConfig
 from imprint.attacks.petal import PETAL, fit_line, log_similarity
 from imprint.attacks.simmia import SimMIA
-from imprint.attacks.words import first_word, split_words
 from imprint.backends.base import ScoreRequest
 from imprint.backends.hf import HFLogprobBackend
 from imprint.backends.text import HFTextBackend, VLLMTextBackend, as_text_backend
+from imprint.data.words import first_word, split_words
 from imprint.errors import MissingDependencyError
+from imprint.requests.next_word import LocalNextWordSampler, NextWordConfig
 from imprint.run import RunConfig, execute_run
 
 TEXT = "The council met in Seoul, to discuss the budget."
@@ -268,8 +268,7 @@ def test_run_with_blackbox_attacks_on_a_wikimia_subset(
     subset = [r for r in rows if r["label"] == 1][:6] + [r for r in rows if r["label"] == 0][:8]
     data = tmp_path / "subset.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in subset))
-    monkeypatch.setattr("imprint.attacks.simmia.default_embedder", HashEmbedder)
-    monkeypatch.setattr("imprint.attacks.embed.default_embedder", HashEmbedder)
+    monkeypatch.setattr("imprint.requests.embed.default_embedder", HashEmbedder)
     result = execute_run(
         RunConfig(
             model=str(tiny_model_dir),

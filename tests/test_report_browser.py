@@ -52,7 +52,9 @@ def report_dir(tmp_path: Path) -> Path:
 
 
 def test_report_renders_in_headless_chromium(report_dir: Path, tmp_path: Path) -> None:
-    assert CHROMIUM, "chromium is required for this test: scripts/setup (or scripts/install-browser) installs it"
+    assert CHROMIUM, (
+        "chromium is required for this test: scripts/setup (or scripts/install-browser) installs it"
+    )
     page = report_dir / "probe.html"
     page.write_text((report_dir / "report.html").read_text().replace("</body>", PROBE + "</body>"))
     profile = tmp_path / "profile"

@@ -13,6 +13,7 @@ import numpy as np
 
 import imprint.game  # noqa: F401  (registers the game:DIR model and data schemes)
 from imprint.attacks import Attack, RunContext, build_attacks
+from imprint.attacks.base import hyperparameters
 from imprint.attacks.params import check_params
 from imprint.backends.base import LOGPROBS
 from imprint.backends.models import cache_dir
@@ -26,8 +27,11 @@ from imprint.backends.registry import (
 from imprint.data import LoadedData, Sample, apply_transforms, resolve_data
 from imprint.data.pools import load_shot_pool
 from imprint.errors import ConfigError, DataError
+from imprint.requests import RequestCounts, RequestRunner, RequestStore
+from imprint.requests.client import ModelRequests, load_local_model, local_transformers
 from imprint.signals.cache import SignalCache
-from imprint.signals.plan import DEFAULT_TOKEN_BUDGET, PlanReport, run_plan
+from imprint.signals.needs import Need
+from imprint.signals.plan import DEFAULT_TOKEN_BUDGET, PassCounts, PlanReport, run_plan
 
 if TYPE_CHECKING:  # the report stage is imported when a run reaches it
     from imprint.report.results import RunMetrics
@@ -75,7 +79,6 @@ class RunConfig:
     api_top_k: int | None = None  # sent only when set (vLLM / llama.cpp servers accept it)
     api_timeout: float = 60.0  # seconds per request attempt
     api_max_retries: int = 6  # per request; the first request to exhaust them stops the run
-
     overwrite: bool = False  # replace an existing folder at ``out`` that is not an imprint run
 
     def __post_init__(self) -> None:
@@ -141,13 +144,16 @@ def load_samples(config: RunConfig) -> tuple[LoadedData, list[Sample], dict[str,
 
 def _prepare(
     attacks: Sequence[Attack], samples: list[Sample], run: RunContext, dropped: dict[str, int]
-) -> tuple[list[Sample], dict[str, str]]:
+) -> tuple[list[Sample], list[Attack], dict[str, str]]:
     """Run every attack's set-up on the same samples; the shots they take leave the evaluation
-    for every attack (so all are compared on the same samples) and are counted as drops."""
+    for every attack (so all are compared on the same samples) and are counted as drops. Returns
+    the samples left, the attacks with their prepared state, and the named prefixes."""
     prefixes: dict[str, str] = {}
     removed: dict[str, str] = {}  # sample id -> reason
+    prepared: list[Attack] = []
     for attack in attacks:
         prep = attack.prepare(samples, run)
+        prepared.append(prep.attack or attack)
         for key, text in prep.prefixes.items():
             if prefixes.get(key, text) != text:
                 raise ConfigError(f"two attacks define the prefix {key!r} differently")
@@ -156,7 +162,7 @@ def _prepare(
             removed.setdefault(sample_id, prep.reason or f"used by attack {attack.name!r}")
     for reason in removed.values():
         dropped[reason] = dropped.get(reason, 0) + 1
-    return [s for s in samples if s.id not in removed], prefixes
+    return [s for s in samples if s.id not in removed], prepared, prefixes
 
 
 def compute_scores(
@@ -166,15 +172,20 @@ def compute_scores(
     cache: SignalCache,
     *,
     prefixes: dict[str, str],
+    requests: ModelRequests,
+    work: WorkReport,
     token_budget: int = DEFAULT_TOKEN_BUDGET,
     progress: Any = None,
-) -> tuple[dict[str, np.ndarray], PlanReport]:
-    """Score every sample with every attack; one forward pass per distinct (model, text, prefix)."""
+) -> dict[str, np.ndarray]:
+    """Score every sample with every attack; one forward pass per distinct (model, text, prefix),
+    and every other model call a typed request answered once (see :mod:`imprint.requests`).
+    ``work`` accumulates the counts of both."""
     texts = [s.text for s in samples]
     token_attacks = [a for a in attacks if not getattr(a, "needs_backend", False)]
     needs = [n for a in token_attacks for n in a.needs()]
-    signals, report = (
-        run_plan(
+    signals = None
+    if needs:
+        signals, report = run_plan(
             texts,
             needs,
             dict(backends),
@@ -183,13 +194,11 @@ def compute_scores(
             token_budget=token_budget,
             progress=progress,
         )
-        if needs
-        else (None, PlanReport())
-    )
+        work.add_passes(report)
     scores: dict[str, np.ndarray] = {}
     for attack in attacks:
-        if getattr(attack, "needs_backend", False):
-            produced = attack.score_with_backend(backends["target"], texts)  # type: ignore[attr-defined]
+        if getattr(attack, "needs_backend", False):  # calls models itself, through requests
+            produced = attack.score_with_requests(requests, texts)  # type: ignore[attr-defined]
         else:
             assert signals is not None  # token attacks declare needs
             produced = attack.score(signals)
@@ -197,7 +206,59 @@ def compute_scores(
             if column in scores:
                 raise ConfigError(f"two attacks write the score column {column!r}")
             scores[column] = np.asarray(values, dtype=float)
-    return scores, report
+    return scores
+
+
+@dataclass
+class WorkReport:
+    """The model work of a run: log-prob passes (per model) and every other request kind."""
+
+    plan: PlanReport = field(default_factory=PlanReport)
+    requests: RequestCounts = field(default_factory=RequestCounts)
+
+    def add_passes(self, report: PlanReport) -> None:
+        for name, counts in report.per_model.items():
+            total = self.plan.per_model.setdefault(name, PassCounts())
+            for key, value in vars(counts).items():
+                setattr(total, key, getattr(total, key) + value)
+
+    def to_dict(self) -> dict[str, dict[str, dict[str, int]]]:
+        """Per model role and request kind: unique requests, cache hits, executed."""
+        out = self.requests.to_dict()
+        for role, counts in self.plan.per_model.items():
+            out.setdefault(role, {})["logprobs"] = {
+                "requests": counts.requests,
+                "cache_hits": counts.cache_hits,
+                "executed": counts.scored,
+                "batches": counts.batches,
+            }
+        return out
+
+
+def _model_requests(
+    backends: dict[str, Any],
+    cache: SignalCache,
+    work: WorkReport,
+    token_budget: int,
+    progress: Any,
+) -> ModelRequests:
+    """The request client attacks call: stored beside the signals, log-prob passes planned."""
+
+    def logprobs(backend: Any, role: str, texts: Sequence[str]) -> list[Any]:
+        need = Need(model=role)
+        signals, report = run_plan(
+            texts, [need], {role: backend}, cache, token_budget=token_budget, progress=progress
+        )
+        work.add_passes(report)
+        return signals.get(need)
+
+    return ModelRequests(
+        backends,
+        RequestRunner(RequestStore(cache.path), progress=progress, counts=work.requests),
+        local_models=local_transformers,
+        logprobs=logprobs,
+        loader=load_local_model,
+    )
 
 
 def backend_choices(config: RunConfig) -> dict[str, BackendChoice]:
@@ -270,22 +331,29 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
     cache = SignalCache(config.cache or cache_dir() / "signals.sqlite")
     progress = ProgressFactory(console, enabled=config.progress)
     backends: dict[str, Any] = {}
+    work = WorkReport()
+    requests: ModelRequests | None = None
     try:
         backends = load_backends(config, cache)
+        requests = _model_requests(backends, cache, work, config.token_budget, progress)
         samples, attacks, prefixes = _set_up_attacks(
-            config, backends["target"], samples, pools, dropped
+            config, backends["target"], samples, pools, dropped, requests
         )
-        scores, plan_report = compute_scores(
+        scores = compute_scores(
             attacks,
             samples,
             backends,
             cache,
             prefixes=prefixes,
+            requests=requests,
+            work=work,
             token_budget=config.token_budget,
             progress=progress,
         )
     finally:
         progress.close()
+        if requests is not None:
+            requests.runner.store.close()
         for backend in backends.values():
             if callable(getattr(backend, "close", None)):
                 backend.close()  # an API client's connections
@@ -301,10 +369,9 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
             "dropped": dropped,
         },
         "models": _describe_models(config, backends),
-        "attacks": {
-            a.name: {k: v for k, v in vars(a).items() if not k.startswith("_")} for a in attacks
-        },
-        "passes": plan_report.to_dict(),
+        "attacks": {a.name: hyperparameters(a) for a in attacks},
+        "passes": work.plan.to_dict(),
+        "requests": work.to_dict(),
         "elapsed_s": round(time.time() - started, 2),
     }
     write_run(
@@ -319,6 +386,7 @@ def _set_up_attacks(
     samples: list[Sample],
     pools: dict[str, tuple[Sample, ...]],
     dropped: dict[str, int],
+    requests: ModelRequests | None = None,
 ) -> tuple[list[Sample], list[Attack], dict[str, str]]:
     """Build the attacks for this target, check it can serve them (before any scoring), and run
     their preparation (shots leave the evaluation)."""
@@ -330,12 +398,13 @@ def _set_up_attacks(
         vocab_size=getattr(target, "vocab_size", None),  # DC-PDD's V; an API target has none
         pools=pools,
         target_access=config.target_access,
+        requests=requests,
     )
     attacks = build_attacks(config.attacks, run, params=config.params)
     for attack in attacks:
         if getattr(attack, "needs_backend", False):
             attack.check_backend(target)  # type: ignore[attr-defined]
-    samples, prefixes = _prepare(attacks, samples, run, dropped)
+    samples, attacks, prefixes = _prepare(attacks, samples, run, dropped)
     if len({s.label for s in samples}) < 2:
         raise DataError(f"{config.data}: after preparation only one class is left to evaluate")
     return samples, attacks, prefixes

@@ -143,15 +143,18 @@ def build_attacks(
     params: dict[str, dict[str, Any]] | None = None,
 ) -> list[Attack]:
     """Instantiate attacks by name. ``"all"`` = every attack the run can serve at the target's
-    access level: the gray-box ones for a local model, the black-box ones for a text-only API."""
+    access level: the gray-box ones for a local model, the black-box ones for a text-only API;
+    it may be combined with named attacks (``all,samia,simmia``), each taken once."""
     run = run or RunContext()
     params = params or {}
-    if list(names) == ["all"]:
-        names = [
+    if "all" in names:
+        everything = [
             n
             for n, c in available_attacks().items()
             if c.access == run.target_access and c.unavailable_reason(run) is None
         ]
+        expanded = [m for n in names for m in (everything if n == "all" else [n])]
+        names = list(dict.fromkeys(expanded))
     if run.target_access == "black-box":
         needing_logits = [n for n in names if get_attack_class(n).access != "black-box"]
         if needing_logits:

@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 
 from imprint.attacks.base import register
-from imprint.attacks.embed import Embedder
 from imprint.attacks.model_calls import ModelCallAttack
 from imprint.backends.base import SAMPLING, TokenStats
 from imprint.backends.text import as_text_backend
 from imprint.errors import CapabilityError, ConfigError
 from imprint.requests.client import ModelRequests, local_transformers
+from imprint.requests.embed import Embedder
 
 
 def log_similarity(embedder: Embedder, truth: Sequence[str], guess: Sequence[str]) -> np.ndarray:

@@ -4,7 +4,7 @@ The prefix is the first ``floor(prefix_ratio * n_words)`` whitespace words of x 
 each character of a script written without spaces, such as Chinese, counts as a word); the model
 continues it ``n_samples`` times (default 10, top-k 50, temperature 1) and each continuation is
 compared with the true suffix by ROUGE-1 recall (clipped unigram overlap / reference unigrams, on
-NFKC-normalised, case-folded Unicode words; see :func:`imprint.attacks.words.rouge_tokens`):
+NFKC-normalised, case-folded Unicode words; see :func:`imprint.data.words.rouge_tokens`):
 
     samia(x)      = (1/n) sum_j ROUGE1(c_j, suffix)
     samia_zlib(x) = (1/n) sum_j ROUGE1(c_j, suffix) * zlib_bytes(c_j)
@@ -25,21 +25,22 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from imprint.attacks.base import Attack, check_fraction, register
-from imprint.attacks.words import rouge1_recall, split_units
+from imprint.attacks.base import check_fraction, register
+from imprint.attacks.model_calls import ModelCallAttack
 from imprint.backends.base import SAMPLING
 from imprint.backends.text import as_text_backend
+from imprint.data.words import rouge1_recall, split_units
 from imprint.errors import CapabilityError, ConfigError
-from imprint.signals.needs import Need, SignalSet
+from imprint.requests.client import ModelRequests
 
 
 def split_prefix(text: str, ratio: float) -> tuple[str, str]:
     """(prefix, reference suffix): the text up to the end of its first ``floor(ratio * n)`` words
-    (:func:`imprint.attacks.words.split_units`) and the text from the next word on, as written."""
+    (:func:`imprint.data.words.split_units`) and the text from the next word on, as written."""
     units = split_units(text)
     k = int(len(units) * ratio)
     prefix = text[: units[k - 1].end] if k > 0 else ""
@@ -63,7 +64,7 @@ def samia_scores(candidates: Sequence[str], suffix: str) -> tuple[float, float]:
 
 @register("samia")
 @dataclass(frozen=True)
-class SaMIA(Attack):
+class SaMIA(ModelCallAttack):
     n_samples: int = 10
     prefix_ratio: float = 0.5
     max_tokens: int = 0  # 0 = 3 new tokens per reference suffix word
@@ -74,7 +75,6 @@ class SaMIA(Attack):
     summary = "ROUGE-1 recall of sampled continuations of the first half (and x zlib size)"
     paper = "Kaneko et al. 2024, Sampling-based Pseudo-Likelihood for Membership Inference Attacks"
     access = "black-box"
-    needs_backend: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         check_fraction("samia prefix_ratio", self.prefix_ratio)
@@ -86,9 +86,6 @@ class SaMIA(Attack):
                 f"got {self.n_samples}, {self.max_tokens}, {self.top_k}, {self.temperature}"
             )
 
-    def needs(self) -> tuple[Need, ...]:
-        return ()
-
     def columns(self) -> tuple[str, ...]:
         return ("samia", "samia_zlib")
 
@@ -98,9 +95,11 @@ class SaMIA(Attack):
             raise CapabilityError(f"samia needs text generation; {backend!r} cannot sample")
         as_text_backend(backend)
 
-    def score_with_backend(self, backend: Any, texts: Sequence[str]) -> dict[str, np.ndarray]:
-        """Columns ``samia``, ``samia_zlib``, each of shape (len(texts),), higher = member."""
-        sampler = as_text_backend(backend)
+    def score_with_requests(
+        self, requests: ModelRequests, texts: Sequence[str], **kwargs: Any
+    ) -> dict[str, np.ndarray]:
+        """Columns ``samia``, ``samia_zlib``, each of shape (len(texts),), higher = member.
+        Continuations are ``sample`` requests (seeded per prompt, stored, counted)."""
         splits = [split_prefix(t, self.prefix_ratio) for t in texts]
         out = {"samia": np.zeros(len(texts)), "samia_zlib": np.zeros(len(texts))}
         groups: dict[int, list[int]] = {}  # one sample() call per token budget
@@ -108,7 +107,8 @@ class SaMIA(Attack):
             budget = self.max_tokens or max(8, 3 * len(split_units(suffix)))
             groups.setdefault(budget, []).append(i)
         for budget, idx in sorted(groups.items()):
-            candidates = sampler.sample(
+            candidates = requests.sample(
+                "target",
                 [splits[i][0] for i in idx],
                 self.n_samples,
                 budget,
@@ -119,6 +119,3 @@ class SaMIA(Attack):
             for i, cands in zip(idx, candidates, strict=True):
                 out["samia"][i], out["samia_zlib"][i] = samia_scores(cands, splits[i][1])
         return out
-
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
-        raise ConfigError("samia is black-box: call score_with_backend(backend, texts)")

@@ -1,7 +1,7 @@
 """SimMIA (Yi and Li 2026, "Membership Inference on LLMs in the Wild"): word-by-word sampling,
 embedding similarity and relative aggregation over a non-member prefix; text-only access.
 
-For a text of L words x_1..x_L (regex words, :mod:`imprint.attacks.words`) and every position
+For a text of L words x_1..x_L (regex words, :mod:`imprint.data.words`) and every position
 i >= 2, the model gives N samples (default 100) of the next word after x_<i, and N after
 P + x_<i, where P joins ``n_shots`` non-member texts (default 7), each followed by ``separator``.
 A context's word score is the mean similarity of the samples to the true word,
@@ -22,7 +22,7 @@ without a word (end of text) has similarity 0.
 
 Sampling: black-box backends (HTTP, vLLM) get one ``sample`` call per prompt P + x_<i with n = N
 and a chat instruction asking for the next word only. Local models take the fast path of
-:mod:`imprint.attacks.next_word` (one pass over x, a batched token tree for multi-token words,
+:mod:`imprint.requests.next_word` (one pass over x, a batched token tree for multi-token words,
 P's KV cache reused), whose sampling law equals generate-per-prefix; both paths tokenise the
 prompt P + x_<i as one string. Two noiseless modes need a local model: ``mode="exact"`` replaces
 the N samples by the exact next-word distribution under the same law (branches less likely than
@@ -38,22 +38,23 @@ leave the evaluation (``Preparation.removed_ids``); ``prepare`` must run before 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
-from imprint.attacks.base import Attack, Preparation, RunContext, register
-from imprint.attacks.embed import Embedder, default_embedder
-from imprint.attacks.next_word import MODES, LocalNextWordSampler, NextWordConfig, WordDist
+from imprint.attacks.base import Preparation, RunContext, prepared_field, register
+from imprint.attacks.model_calls import ModelCallAttack
 from imprint.attacks.recall import check_shots
 from imprint.attacks.shots import nonmember_shots
-from imprint.attacks.words import first_word, is_number, split_words
 from imprint.backends.base import SAMPLING
-from imprint.backends.text import TextBackend, as_text_backend
-from imprint.data.sample import Sample, text_hash
+from imprint.backends.text import as_text_backend
+from imprint.data.sample import Sample
+from imprint.data.words import first_word, is_number, split_words
 from imprint.errors import CapabilityError, ConfigError
-from imprint.signals.needs import Need, SignalSet
+from imprint.requests.client import ModelRequests, local_transformers
+from imprint.requests.embed import Embedder
+from imprint.requests.next_word import MODES, NextWordConfig, WordDist
 
 PREFIX = "simmia"
 RENAMED_MODES = {"expected": "greedy_topk"}
@@ -109,24 +110,9 @@ def word_scores(
     return emb, exact
 
 
-def local_model(backend: Any) -> Any | None:
-    """The local transformers backend behind ``backend`` (an HFLogprobBackend itself, or the one
-    an HFTextBackend wraps), which the fast paths can drive; None for text-only backends."""
-    for candidate in (backend, getattr(backend, "hf", None)):
-        attrs = ("model", "tokenizer", "encode", "bos_id", "_head")
-        if candidate is not None and all(hasattr(candidate, a) for a in attrs):
-            return candidate
-    return None
-
-
-def is_local_model(backend: Any) -> bool:
-    """Whether :func:`local_model` finds a local model behind ``backend``."""
-    return local_model(backend) is not None
-
-
 @register("simmia")
 @dataclass(frozen=True)
-class SimMIA(Attack):
+class SimMIA(ModelCallAttack):
     n_samples: int = 100
     n_shots: int = 7
     separator: str = "\n\n"
@@ -137,11 +123,12 @@ class SimMIA(Attack):
     mode: str = "sample"
     min_mass: float = 1e-4  # mode="exact": next-word branches less likely than this are dropped
     seed: int = 0
+    # P, the joined non-member shots, filled in by prepare()
+    shot_prefix: str | None = prepared_field()
 
     summary = "-mean next-word similarity ratio, non-member prefix vs none (word sampling)"
     paper = "Yi and Li 2026, Membership Inference on LLMs in the Wild (SimMIA)"
     access = "black-box"
-    needs_backend: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         check_shots("simmia", self.n_shots, self.separator)
@@ -165,17 +152,14 @@ class SimMIA(Attack):
             min_mass=self.min_mass,
         )
 
-    def needs(self) -> tuple[Need, ...]:
-        return ()
-
     def columns(self) -> tuple[str, ...]:
         return ("simmia", "simmia_star")
 
     def prepare(self, samples: Sequence[Sample], run: RunContext) -> Preparation:
         shots = nonmember_shots(samples, run, self.n_shots, attack="simmia")
         prefix = shots.prefix(self.separator)
-        object.__setattr__(self, "_shot_prefix", prefix)  # read by score_with_backend
         return Preparation(
+            attack=replace(self, shot_prefix=prefix),
             prefixes={PREFIX: prefix},
             removed_ids=shots.removed_ids,
             reason=f"simmia: {len(shots.samples)} non-member shots from {shots.source}",
@@ -183,39 +167,40 @@ class SimMIA(Attack):
 
     def check_backend(self, backend: Any) -> None:
         """Raise CapabilityError before any work when ``backend`` cannot serve this mode."""
-        if self.mode != "sample" and not is_local_model(backend):
+        if self.mode != "sample" and local_transformers(backend) is None:
             raise CapabilityError(
                 f"simmia mode={self.mode!r} needs a local model's next-token distribution; "
                 f"{backend!r} only returns text — use mode='sample'"
             )
         if SAMPLING not in getattr(backend, "capabilities", frozenset()):
             raise CapabilityError(f"simmia needs text generation; {backend!r} cannot sample")
-        if not is_local_model(backend):
+        if local_transformers(backend) is None:
             as_text_backend(backend)
 
-    def score_with_backend(
+    def score_with_requests(
         self,
-        backend: Any,
+        requests: ModelRequests,
         texts: Sequence[str],
         *,
         prefix: str | None = None,
-        embedder: Embedder | None = None,
+        **kwargs: Any,
     ) -> dict[str, np.ndarray]:
-        """Columns ``simmia`` and ``simmia_star``, shape (len(texts),), higher = member."""
-        prefix = prefix if prefix is not None else getattr(self, "_shot_prefix", None)
+        """Columns ``simmia`` and ``simmia_star``, shape (len(texts),), higher = member. Next
+        words are ``next_word`` requests (local fast path) or ``sample`` requests (text-only
+        targets); embeddings are ``embed`` requests."""
+        prefix = prefix if prefix is not None else self.shot_prefix
         if not prefix:
             raise ConfigError(
-                "simmia has no non-member prefix: run prepare(samples, run) first or pass prefix="
+                "simmia has no non-member prefix: score with the attack prepare(samples, run) "
+                "returns, or pass prefix="
             )
-        self.check_backend(backend)
-        embedder = embedder or default_embedder()
-        plain, prefixed = self.distributions(backend, texts, prefix)
+        plain, prefixed = self.distributions(requests, texts, prefix)
         out = {"simmia": np.full(len(texts), np.nan), "simmia_star": np.full(len(texts), np.nan)}
         for t, text in enumerate(texts):
             words = [w.text for w in split_words(text)]
             scores = [
                 word_scores(
-                    words, d[t], embedder, n=self.n_samples, exact_numbers=self.exact_numbers
+                    words, d[t], requests, n=self.n_samples, exact_numbers=self.exact_numbers
                 )
                 for d in (plain, prefixed)
             ]
@@ -224,45 +209,35 @@ class SimMIA(Attack):
         return out
 
     def distributions(
-        self, backend: Any, texts: Sequence[str], prefix: str
+        self, requests: ModelRequests, texts: Sequence[str], prefix: str
     ) -> tuple[list[list[WordDist]], list[list[WordDist]]]:
         """Next-word weights per text and word position, without and with the prefix P."""
-        local = local_model(backend)
-        if local is not None:
-            sampler = LocalNextWordSampler(local, self.sampling_config())
-            runs = []
-            for ctx, flag in ((None, 0), (prefix, 1)):
-                runs.append(
-                    [sampler.distributions(t, prefix=ctx, rng=self._rng(t, flag)) for t in texts]
-                )
-            return runs[0], runs[1]
-        text_backend = as_text_backend(backend)
+        if requests.local("target") is not None:
+            config = self.sampling_config()
+            return (
+                requests.next_words("target", texts, None, config, seed=self.seed),
+                requests.next_words("target", texts, prefix, config, seed=self.seed),
+            )
         return (
-            self._sample_remote(text_backend, texts, ""),
-            self._sample_remote(text_backend, texts, prefix),
+            self._sample_remote(requests, texts, ""),
+            self._sample_remote(requests, texts, prefix),
         )
 
-    def _rng(self, text: str, flag: int) -> np.random.Generator:
-        return np.random.default_rng([self.seed, int(text_hash(text)[:12], 16), flag])
-
     def _sample_remote(
-        self, backend: TextBackend, texts: Sequence[str], prefix: str
+        self, requests: ModelRequests, texts: Sequence[str], prefix: str
     ) -> list[list[WordDist]]:
-        """One ``sample`` call over every prompt P + x_<i of every text (the backend batches)."""
+        """One ``sample`` request per prompt P + x_<i of every text."""
         spans = [split_words(t) for t in texts]
         prompts = [prefix + t[: w.end] for t, ws in zip(texts, spans, strict=True) for w in ws[:-1]]
-        outputs = (
-            backend.sample(
-                prompts,
-                self.n_samples,
-                self.max_word_tokens,
-                seed=self.seed + (1 if prefix else 0),
-                temperature=self.temperature,
-                top_k=self.top_k,
-                task="next_word",
-            )
-            if prompts
-            else []
+        outputs = requests.sample(
+            "target",
+            prompts,
+            self.n_samples,
+            self.max_word_tokens,
+            seed=self.seed + (1 if prefix else 0),
+            temperature=self.temperature,
+            top_k=self.top_k,
+            task="next_word",
         )
         result: list[list[WordDist]] = []
         start = 0
@@ -271,9 +246,6 @@ class SimMIA(Attack):
             start += len(chunk)
             result.append([_count_words(samples) for samples in chunk])
         return result
-
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
-        raise ConfigError("simmia is black-box: call score_with_backend(backend, texts)")
 
 
 def _count_words(samples: Sequence[str]) -> WordDist:

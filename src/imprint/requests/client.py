@@ -157,7 +157,7 @@ class ModelRequests:
             )
             for t in texts
         ]
-        from imprint.attacks.next_word import LocalNextWordSampler
+        from imprint.requests.next_word import LocalNextWordSampler
 
         sampler = LocalNextWordSampler(local, config)
 
@@ -251,7 +251,7 @@ class ModelRequests:
 
     def _embedder_backend(self) -> Any:
         if self._embedder is None:
-            from imprint.attacks.embed import default_embedder
+            from imprint.requests.embed import default_embedder
 
             self._embedder = default_embedder()
         return self._embedder
@@ -352,7 +352,7 @@ def local_transformers(backend: Any) -> Any | None:
     """The local transformers backend behind ``backend`` (an HFLogprobBackend itself, or the one
     an HFTextBackend wraps), which fast paths can drive; None for text-only backends."""
     for candidate in (backend, getattr(backend, "hf", None)):
-        attrs = ("model", "tokenizer", "encode", "bos_id")
+        attrs = ("model", "tokenizer", "encode", "bos_id", "_head")
         if candidate is not None and all(hasattr(candidate, a) for a in attrs):
             return candidate
     return None

