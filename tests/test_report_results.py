@@ -227,3 +227,22 @@ def test_writer_takes_typed_results_and_prints_names_literally(tmp_path):
     write_run(tmp_path / "run", samples, scores, metrics, manifest, console=console)
     # a column name is not rich markup: "[base]" stays in the printed warning
     assert "warning: ref[base]: 1 samples had no defined score" in console.export_text()
+
+
+def test_every_blind_row_marks_unresolvable_tpr_as_not_measurable():
+    """Not only the row the report shows: every classifier of the suite, adjusted or not."""
+    import json as _json
+
+    from conftest import WIKIMIA
+
+    from imprint.report.evaluate import evaluate_blind
+
+    rows = [_json.loads(line) for line in (WIKIMIA / "WikiMIA_length32.jsonl").open()][:80]
+    labels = np.array([r["label"] for r in rows])
+    _, suite = evaluate_blind([r["input"] for r in rows], labels, seed=0, n_bootstrap=30)
+    out = suite.to_dict()
+    rows_seen = [out, *out["baselines"].values()]
+    rows_seen += [r["adjusted"] for r in out["baselines"].values() if r.get("adjusted")]
+    for row in rows_seen:
+        for key in ("tpr@0.1%", "tpr@1%"):  # < 1000 and < 100 non-members here
+            assert row[key]["estimate"] is None and "not_measurable" in row[key], (row, key)

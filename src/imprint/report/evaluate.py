@@ -26,6 +26,7 @@ from imprint.metrics import (
     bootstrap_metrics,
 )
 from imprint.report.results import (
+    BlindClassifierMetrics,
     BlindFailure,
     BlindMetrics,
     BlindSuiteMetrics,
@@ -77,6 +78,14 @@ def mark_unmeasurable(column: ColumnMetrics) -> ColumnMetrics:
     return replace(column, tpr_at_fpr=tprs, not_measurable=reasons)
 
 
+def _unmeasurable_row(row: BlindClassifierMetrics) -> BlindClassifierMetrics:
+    return replace(
+        row,
+        summary=mark_unmeasurable(row.summary) if row.summary is not None else None,
+        adjusted=mark_unmeasurable(row.adjusted) if row.adjusted is not None else None,
+    )
+
+
 def evaluate_blind(
     texts: Sequence[str], labels: np.ndarray, *, seed: int, n_bootstrap: int
 ) -> tuple[BlindMetrics | BlindFailure, BlindSuiteMetrics | BlindFailure]:
@@ -89,7 +98,10 @@ def evaluate_blind(
     suite = BlindSuiteMetrics.from_dict(report, "blind_suite")
     if isinstance(suite, BlindFailure):
         return suite, suite
-    suite = replace(suite, selected=mark_unmeasurable(suite.selected))
+    # TPR at an FPR the non-members cannot resolve is "not measurable" in every row, not only in
+    # the one the report shows
+    baselines = {name: _unmeasurable_row(row) for name, row in suite.baselines.items()}
+    suite = replace(suite, selected=mark_unmeasurable(suite.selected), baselines=baselines)
     sok = suite.baselines.get("sok_bag_of_words")
     return (BlindMetrics.from_classifier(sok) if sok else BlindFailure("not run")), suite
 
