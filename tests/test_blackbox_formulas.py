@@ -231,6 +231,9 @@ def test_simmia_formula_helpers():
     assert exact_rate("a", {"a": 3.0, "b": 1.0}, 4) == pytest.approx(4 / 6)
     assert exact_rate("a", {"a": 0.5, "b": 0.5}, 10) == pytest.approx(6 / 12)  # expectation
     assert relative_score(np.array([0.5, 1.0]), np.array([1.0, 1.0])) == pytest.approx(-0.75)
+    # a position with plain score 0 has no ratio: left out, not divided by a floor (was -2.5e11)
+    assert relative_score(np.array([0.5, 0.5]), np.array([0.0, 0.5])) == pytest.approx(-1.0)
+    assert np.isnan(relative_score(np.array([0.5]), np.array([0.0])))
 
 
 def test_simmia_prepare_takes_nonmember_shots_out_of_the_evaluation():

@@ -81,11 +81,16 @@ def embedding_score(true_word: str, dist: WordDist, vectors: dict[str, np.ndarra
 
 
 def relative_score(s_prefixed: np.ndarray, s_plain: np.ndarray) -> float:
-    """-mean_i s(x_i | P + x_<i) / s(x_i | x_<i); arrays of shape (L-1,); higher = member."""
-    if len(s_plain) == 0:
+    """-mean_i s(x_i | P + x_<i) / s(x_i | x_<i); arrays of shape (L-1,); higher = member.
+
+    A position whose plain score is 0 (every sample was "no word") has no ratio: it is left out
+    of the mean rather than divided by a tiny floor, which would let one position dominate the
+    text; NaN when no position has a ratio."""
+    plain = np.asarray(s_plain, float)
+    defined = plain > 0
+    if not defined.any():
         return float("nan")
-    ratio = np.asarray(s_prefixed, float) / np.maximum(np.asarray(s_plain, float), 1e-12)
-    return -float(np.mean(ratio))
+    return -float(np.mean(np.asarray(s_prefixed, float)[defined] / plain[defined]))
 
 
 def word_scores(
