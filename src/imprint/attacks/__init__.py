@@ -1,23 +1,12 @@
-"""Membership inference attacks: higher score = more likely member, always."""
+"""Membership inference attacks: higher score = more likely member, always.
 
-from imprint.attacks import (  # noqa: F401 (register)
-    con_recall,
-    dc_pdd,
-    gradnorm,
-    loss,
-    lowercase,
-    min_k,
-    min_k_pp,
-    neighborhood,
-    pac,
-    petal,
-    recall,
-    ref,
-    samia,
-    simmia,
-    surp,
-    zlib,
-)
+Every module of this package is imported here, and an attack module registers its attacks when
+imported (``@register``): adding an attack is one new file (see the README's worked example).
+"""
+
+import importlib
+import pkgutil
+
 from imprint.attacks.base import (
     Attack,
     Preparation,
@@ -27,6 +16,9 @@ from imprint.attacks.base import (
     get_attack_class,
     register,
 )
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
     "Attack",
