@@ -244,10 +244,18 @@ def _model_requests(
 ) -> ModelRequests:
     """The request client attacks call: stored beside the signals, log-prob passes planned."""
 
-    def logprobs(backend: Any, role: str, texts: Sequence[str]) -> list[Any]:
-        need = Need(model=role)
+    def logprobs(
+        backend: Any, role: str, texts: Sequence[str], *, prefix: str | None = None
+    ) -> list[Any]:
+        need = Need(model=role, prefix="requested" if prefix else None)
         signals, report = run_plan(
-            texts, [need], {role: backend}, cache, token_budget=token_budget, progress=progress
+            texts,
+            [need],
+            {role: backend},
+            cache,
+            prefixes={"requested": prefix} if prefix else None,
+            token_budget=token_budget,
+            progress=progress,
         )
         work.add_passes(report)
         return signals.get(need)

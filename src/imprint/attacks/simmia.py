@@ -30,6 +30,12 @@ the N samples by the exact next-word distribution under the same law (branches l
 all), and ``mode="greedy_topk"`` weights each top-k first token by its probability and completes
 it greedily (cheaper, but not the expectation; it was called ``expected`` before).
 
+Progressive disclosure (imprint's reading, not the paper's text, which is unavailable offline):
+``disclosure="text"`` (default) is all of the above; ``"token"`` scores the target's tokens of x
+with next-token draws (or their exact law) instead of words, and ``"logprob"`` uses
+s(x_t | ctx) = p(x_t | ctx) directly; see :mod:`imprint.attacks.simmia_disclosure`. ``token``
+needs a local model, ``logprob`` a backend that returns log-probabilities.
+
 Shots come from the run's ``nonmembers`` pool, else from the evaluation non-members, which then
 leave the evaluation (``Preparation.removed_ids``); ``prepare`` must run before scoring, or pass
 ``prefix=`` to :meth:`SimMIA.score_with_backend`. Texts of fewer than two words score NaN.
@@ -47,7 +53,14 @@ from imprint.attacks.base import Preparation, RunContext, prepared_field, regist
 from imprint.attacks.model_calls import ModelCallAttack
 from imprint.attacks.recall import check_shots
 from imprint.attacks.shots import nonmember_shots
-from imprint.backends.base import SAMPLING
+from imprint.attacks.simmia_disclosure import (
+    DISCLOSURES,
+    align_tail,
+    logprob_scores,
+    token_scores,
+    token_vocabulary,
+)
+from imprint.backends.base import LOGPROBS, SAMPLING
 from imprint.backends.text import as_text_backend
 from imprint.data.sample import Sample
 from imprint.data.words import first_word, is_number, split_words
@@ -128,10 +141,14 @@ class SimMIA(ModelCallAttack):
     mode: str = "sample"
     min_mass: float = 1e-4  # mode="exact": next-word branches less likely than this are dropped
     seed: int = 0
+    disclosure: str = "text"  # what the target discloses: "text" words, "token"s, "logprob"s
     # P, the joined non-member shots, filled in by prepare()
     shot_prefix: str | None = prepared_field()
 
-    summary = "-mean next-word similarity ratio, non-member prefix vs none (word sampling)"
+    summary = (
+        "-mean next-word similarity ratio, non-member prefix vs none (word sampling); "
+        "disclosure=token|logprob: imprint's reading of progressive disclosure (tokens, log-probs)"
+    )
     paper = "Yi and Li 2026, Membership Inference on LLMs in the Wild (SimMIA)"
     access = "black-box"
 
@@ -145,6 +162,16 @@ class SimMIA(ModelCallAttack):
             )
         if self.mode not in MODES:
             raise ConfigError(f"simmia mode must be one of {MODES}, got {self.mode!r}")
+        if self.disclosure not in DISCLOSURES:
+            raise ConfigError(
+                f"simmia disclosure must be one of {DISCLOSURES}, got {self.disclosure!r} "
+                "(e.g. --param simmia.disclosure=token)"
+            )
+        if self.disclosure == "token" and self.mode == "greedy_topk":
+            raise ConfigError(
+                "simmia disclosure='token' takes mode='sample' or mode='exact': greedy_topk "
+                "completes words, and a single token has nothing to complete"
+            )
         self.sampling_config()  # validates n_samples, top_k, temperature, max_word_tokens
 
     def sampling_config(self) -> NextWordConfig:
@@ -172,6 +199,19 @@ class SimMIA(ModelCallAttack):
 
     def check_backend(self, backend: Any) -> None:
         """Raise CapabilityError before any work when ``backend`` cannot serve this mode."""
+        if self.disclosure == "logprob":
+            if LOGPROBS not in getattr(backend, "capabilities", frozenset()):
+                raise CapabilityError(
+                    f"simmia disclosure='logprob' needs log-probabilities of the text's tokens; "
+                    f"{backend!r} only returns text — use disclosure='text'"
+                )
+            return
+        if self.disclosure == "token" and local_transformers(backend) is None:
+            raise CapabilityError(
+                "simmia disclosure='token' needs the target's tokens of each text and one-token "
+                f"draws after each token prefix (a local model); {backend!r} only returns text, "
+                "without its tokenizer — use disclosure='text'"
+            )
         if self.mode != "sample" and local_transformers(backend) is None:
             raise CapabilityError(
                 f"simmia mode={self.mode!r} needs a local model's next-token distribution; "
@@ -199,6 +239,10 @@ class SimMIA(ModelCallAttack):
                 "simmia has no non-member prefix: score with the attack prepare(samples, run) "
                 "returns, or pass prefix="
             )
+        if self.disclosure == "logprob":
+            return self._score_logprob(requests, texts, prefix)
+        if self.disclosure == "token":
+            return self._score_tokens(requests, texts, prefix)
         plain, prefixed = self.distributions(requests, texts, prefix)
         out = {"simmia": np.full(len(texts), np.nan), "simmia_star": np.full(len(texts), np.nan)}
         for t, text in enumerate(texts):
@@ -211,6 +255,50 @@ class SimMIA(ModelCallAttack):
             ]
             out["simmia"][t] = relative_score(scores[1][0], scores[0][0])
             out["simmia_star"][t] = relative_score(scores[1][1], scores[0][1])
+        return out
+
+    def _score_logprob(
+        self, requests: ModelRequests, texts: Sequence[str], prefix: str
+    ) -> dict[str, np.ndarray]:
+        """disclosure='logprob': planned log-prob passes without and with P."""
+        plain = requests.token_stats("target", texts)
+        prefixed = requests.token_stats("target", texts, prefix=prefix)
+        pairs = [logprob_scores(a, b) for a, b in zip(plain, prefixed, strict=True)]
+        return {
+            "simmia": np.array([p[0] for p in pairs], float).reshape(len(texts)),
+            "simmia_star": np.array([p[1] for p in pairs], float).reshape(len(texts)),
+        }
+
+    def _score_tokens(
+        self, requests: ModelRequests, texts: Sequence[str], prefix: str
+    ) -> dict[str, np.ndarray]:
+        """disclosure='token': ``next_token`` requests without and with P, ``embed`` requests."""
+        settings = {
+            "n": self.n_samples,
+            "top_k": self.top_k,
+            "temperature": self.temperature,
+            "mode": self.mode,
+            "min_mass": self.min_mass,
+            "seed": self.seed,
+        }
+        laws = [requests.next_tokens("target", texts, p, settings) for p in (None, prefix)]
+        vocab = token_vocabulary([*laws[0], *laws[1]])
+        vectors = dict(zip(vocab, requests.embed(vocab), strict=True)) if vocab else {}
+        out = {"simmia": np.full(len(texts), np.nan), "simmia_star": np.full(len(texts), np.nan)}
+        for t in range(len(texts)):
+            plain, prefixed = (
+                token_scores(
+                    law[t],
+                    vectors,
+                    n=self.n_samples,
+                    mode=self.mode,
+                    exact_numbers=self.exact_numbers,
+                )
+                for law in laws
+            )
+            for j, column in enumerate(("simmia", "simmia_star")):
+                a, b = align_tail(plain[j], prefixed[j])
+                out[column][t] = relative_score(b, a)
         return out
 
     def distributions(

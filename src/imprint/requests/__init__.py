@@ -1,8 +1,9 @@
 """The request layer: typed model requests, run once, stored, counted.
 
 Every call to a model beyond the log-prob planner (sampled and greedy continuations, SimMIA's
-next-word weights, gradient norms, masked-LM neighbours, embeddings) is a typed request
-(:mod:`.kinds`) executed by :class:`RequestRunner` through the persistent :class:`RequestStore`.
+next-word weights and next-token laws, gradient norms, masked-LM neighbours, embeddings) is a
+typed request (:mod:`.kinds`, :mod:`.next_token`) executed by :class:`RequestRunner` through
+the persistent :class:`RequestStore`.
 """
 
 from imprint.requests.kinds import (
@@ -16,6 +17,7 @@ from imprint.requests.kinds import (
     SampleRequest,
     TokenCountsRequest,
 )
+from imprint.requests.next_token import NextTokenRequest
 from imprint.requests.runner import KindCounts, RequestCounts, RequestRunner
 from imprint.requests.store import RequestStore
 
@@ -25,6 +27,7 @@ __all__ = [
     "GreedyRequest",
     "KindCounts",
     "NeighbourRequest",
+    "NextTokenRequest",
     "NextWordRequest",
     "ParaphraseRequest",
     "Request",

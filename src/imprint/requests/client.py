@@ -57,7 +57,7 @@ class ModelRequests:
         *,
         embedder: Any = None,
         local_models: Callable[[Any], Any] | None = None,
-        logprobs: Callable[[Any, str, Sequence[str]], list[Any]] | None = None,
+        logprobs: Callable[..., list[Any]] | None = None,  # (backend, role, texts, *, prefix=)
         loader: Callable[[str, str], Any] | None = None,
     ) -> None:
         self.backends = dict(backends)
@@ -90,10 +90,16 @@ class ModelRequests:
             self.backends[role] = self._loader(role, spec)
         return self.backends[role]
 
-    def token_stats(self, role: str, texts: Sequence[str]) -> list[Any]:
-        """Per-token statistics of each text under ``role`` (planned, batched and cached)."""
+    def token_stats(
+        self, role: str, texts: Sequence[str], *, prefix: str | None = None
+    ) -> list[Any]:
+        """Per-token statistics of each text under ``role`` (planned, batched and cached),
+        after the literal ``prefix`` when given (its tokens are not scored; x is tokenised on
+        its own, so the scored tokens are the same with and without it)."""
         if self._logprobs is None:
             raise ConfigError("this run has no log-prob planner for token statistics")
+        if prefix:
+            return self._logprobs(self.backend(role), role, texts, prefix=prefix)
         return self._logprobs(self.backend(role), role, texts)
 
     # -- text ----------------------------------------------------------------------------------
@@ -163,6 +169,25 @@ class ModelRequests:
 
         def execute(batch: list[NextWordRequest]) -> list[list[WordDist]]:
             return [sampler.distributions(r.text, prefix=r.prefix, rng=_text_rng(r)) for r in batch]
+
+        return self.runner.run(role, self.fingerprint(role), reqs, execute, batch_size=4)
+
+    def next_tokens(
+        self, role: str, texts: Sequence[str], prefix: str | None, settings: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """Next-token laws at every token position of each text after ``prefix`` (SimMIA's
+        token disclosure); ``settings`` holds n, top_k, temperature, mode, min_mass and seed.
+        See :mod:`imprint.requests.next_token` for the result's layout."""
+        from imprint.requests.next_token import NextTokenRequest, check_fits, token_laws
+
+        local = self.local(role)
+        if local is None:
+            raise ConfigError(f"next-token laws need a local model in role {role!r}")
+        check_fits(local, list(texts), prefix)
+        reqs = [NextTokenRequest(text=t, prefix=prefix, **settings) for t in texts]
+
+        def execute(batch: list[NextTokenRequest]) -> list[dict[str, Any]]:
+            return [token_laws(local, r) for r in batch]
 
         return self.runner.run(role, self.fingerprint(role), reqs, execute, batch_size=4)
 
@@ -358,10 +383,12 @@ def local_transformers(backend: Any) -> Any | None:
     return None
 
 
-def _score_directly(backend: Any, role: str, texts: Sequence[str]) -> list[Any]:
+def _score_directly(
+    backend: Any, role: str, texts: Sequence[str], *, prefix: str | None = None
+) -> list[Any]:
     from imprint.backends.base import ScoreRequest
 
-    return list(backend.score([ScoreRequest(t) for t in texts]))
+    return list(backend.score([ScoreRequest(t, prefix) for t in texts]))
 
 
 def load_local_model(role: str, spec: str) -> Any:

@@ -1,0 +1,160 @@
+"""Next-token laws at every token position of a text, for SimMIA's ``disclosure="token"``.
+
+A :class:`NextTokenRequest` asks, for every token x_t of ``text`` (tokenised on its own, as the
+log-prob planner tokenises it, so positions agree with and without a prefix), what the model
+discloses when asked for one token after [start token +] [P +] x_<t under top-k and temperature
+sampling. One forward pass over the whole sequence serves every position; the next-token law at
+t is the softmax of the top-k logits / temperature (the law ``generate`` samples from).
+
+Per position the result keeps the true token's sampling probability q_t (exact, whatever the
+mode) and the disclosed tokens with weights:
+
+- ``sample``: ``n`` draws from the law (multinomial counts, seeded by the request), the same law
+  as ``n`` one-token ``generate`` calls;
+- ``exact``: the law itself, tokens of probability below ``min_mass`` left out (their mass is
+  ``dropped``), so an expectation of a quantity in [0, 1] is off by at most that mass.
+
+Tokens are keyed by id (two byte tokens of one multi-byte character both decode to U+FFFD but
+are different tokens); ``strings`` maps each id to its decoded text for embeddings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from imprint.errors import ConfigError
+from imprint.requests.kinds import Request
+
+TOKEN_MODES = ("sample", "exact")
+ROW_CHUNK = 256  # positions per vocabulary projection: bounds memory on 262k vocabularies
+
+
+@dataclass(frozen=True)
+class NextTokenRequest(Request):
+    """Next-token law at every token position of ``text`` after ``prefix`` (see module doc).
+
+    Result: ``{"ids": [x_t], "q": [q_t], "dists": [{id: weight}], "dropped": [mass],
+    "strings": {id: text}}``, lists of one entry per scored position (every token of x that has
+    a context before it; with no start token and no prefix the first token has none)."""
+
+    kind: ClassVar[str] = "next_token"
+    text: str
+    prefix: str | None
+    n: int
+    top_k: int
+    temperature: float
+    mode: str
+    min_mass: float
+    seed: int
+
+    def __post_init__(self) -> None:
+        if self.mode not in TOKEN_MODES:
+            raise ConfigError(
+                f"next-token mode must be one of {TOKEN_MODES}, got {self.mode!r} "
+                "(greedy_topk completes words; one token has nothing to complete)"
+            )
+        if self.n < 1 or self.top_k < 0 or self.temperature <= 0:
+            raise ConfigError(
+                "a next-token request needs n >= 1, top_k >= 0 (0 = whole vocabulary) and "
+                f"temperature > 0; got n={self.n}, top_k={self.top_k}, "
+                f"temperature={self.temperature}"
+            )
+
+    def size(self) -> int:
+        return len(self.text)
+
+    def rng(self) -> np.random.Generator:
+        """The draws of this request, fixed by its seed, prefix and text (batch-independent)."""
+        key = f"{self.seed}\x00{self.prefix or ''}\x00{self.text}"
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+        return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
+def context_ids(hf: Any, prefix: str | None) -> list[int]:
+    """The tokens before x: the backend's start token(s), then P's tokens."""
+    return [*hf.start_ids, *(hf.encode(prefix) if prefix else [])]
+
+
+def check_fits(hf: Any, texts: list[str], prefix: str | None) -> None:
+    """Refuse, before any forward, a context plus text longer than the model's context."""
+    limit = getattr(hf, "max_length", None)
+    if not limit:
+        return
+    size = len(context_ids(hf, prefix))
+    for text in texts:
+        n = len(hf.encode(text))
+        if size + n > limit:
+            raise ConfigError(
+                f"simmia disclosure='token': start token + prefix ({size} tokens) + text ({n} "
+                f"tokens) exceeds the model context ({limit}); truncate texts (--truncate N) or "
+                f"use fewer shots (--param simmia.n_shots=3) (text starts {text[:40]!r})"
+            )
+
+
+def token_laws(hf: Any, request: NextTokenRequest) -> dict[str, Any]:
+    """Answer ``request`` with the local transformers backend ``hf`` (one forward pass)."""
+    import torch
+
+    context = context_ids(hf, request.prefix)
+    ids = hf.encode(request.text)
+    first = 0 if context else 1  # the first token of x needs something before it
+    out: dict[str, Any] = {"ids": [], "q": [], "dists": [], "dropped": [], "strings": {}}
+    if len(ids) <= first:
+        return out
+    full = torch.tensor([[*context, *ids]], device=hf.device)
+    base = getattr(hf.model, hf.model.base_model_prefix)
+    with torch.no_grad(), hf.attention():
+        hidden = base(input_ids=full).last_hidden_state[0]
+        # row r predicts token r + 1, so x_j (at len(context) + j) is predicted by the row before
+        rows = hidden[len(context) + first - 1 : full.shape[1] - 1]
+        targets = ids[first:]
+        rng = request.rng()
+        for start in range(0, len(targets), ROW_CHUNK):
+            logits = hf._head(rows[start : start + ROW_CHUNK]).float()
+            laws = _laws(logits, int(hf.model.config.vocab_size), request)
+            for (top, probs), true in zip(laws, targets[start : start + ROW_CHUNK], strict=True):
+                _add_position(out, request, top, probs, int(true), rng)
+    strings = out["strings"]
+    for token in {*out["ids"], *(int(t) for d in out["dists"] for t in d)}:
+        strings[str(token)] = str(hf.tokenizer.decode([token], skip_special_tokens=False))
+    return out
+
+
+def _laws(logits: Any, vocab: int, request: NextTokenRequest) -> list[tuple[Any, Any]]:
+    """(token ids, probabilities) of each row's sampling law: top-k, then temperature."""
+    import torch
+
+    logits = logits[:, :vocab] / request.temperature
+    k = min(request.top_k or vocab, vocab)
+    values, top = torch.topk(logits, k, dim=-1)
+    probs = torch.softmax(values.double(), dim=-1).cpu().numpy()
+    top_np = top.cpu().numpy()
+    return [(top_np[r], probs[r] / probs[r].sum()) for r in range(len(top_np))]
+
+
+def _add_position(
+    out: dict[str, Any],
+    request: NextTokenRequest,
+    top: np.ndarray,
+    probs: np.ndarray,
+    true: int,
+    rng: np.random.Generator,
+) -> None:
+    """Append one position's true token, its exact q_t and the disclosed tokens' weights."""
+    where = np.flatnonzero(top == true)
+    q = float(probs[where[0]]) if where.size else 0.0  # outside the top k: never sampled
+    if request.mode == "sample":
+        counts = rng.multinomial(request.n, probs)
+        keep = np.flatnonzero(counts)
+        weights, dropped = counts[keep].astype(float), 0.0
+    else:
+        keep = np.flatnonzero(probs >= request.min_mass)
+        weights, dropped = probs[keep], float(1.0 - probs[keep].sum())
+    out["ids"].append(true)
+    out["q"].append(q)
+    out["dists"].append({str(int(top[j])): float(w) for j, w in zip(keep, weights, strict=True)})
+    out["dropped"].append(max(dropped, 0.0))
