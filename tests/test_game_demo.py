@@ -76,9 +76,10 @@ def test_run_demo_on_tiny_model(tiny_model_dir, pool_file, tmp_path):
     assert [p.name for p in result.plots] == ["auc_vs_epochs.png", "auc_vs_repetitions.png"]
     assert all(p.stat().st_size > 0 for p in result.plots)
     written = json.loads((tmp_path / "demo" / "demo.json").read_text())
-    assert written["epochs"] == [1, 2] and len(written["checks"]) == 4
+    assert written["epochs"] == [1, 2] and len(written["checks"]) == 5
     assert "e1, e2" in written["checks"][2]["claim"]  # repetitions judged in every game
     assert written["checks"][3]["claim"].startswith("LOSS AUC rises with epochs")
+    assert written["checks"][4]["claim"].startswith("LOSS tells x3 from x1 canaries (e2)")
     assert "Measured claims" in (tmp_path / "demo" / "demo.md").read_text()
     assert (result.runs["e1"] / "metrics.json").exists()
     # games live in the cache and are reused by a second demo

@@ -45,8 +45,10 @@ DEMO_DEFAULTS: dict[str, Any] = {
     "pool_size": 100,
     "words": 24,
     "canary_repetitions": (1, 3, 8),
-    "canaries_per_repetition": 4,
+    "canaries_per_repetition": 8,  # x1 and x8 intervals apart (4 per group cannot be)
     "canary_words": 16,
+    "canary_generator": "random",
+    "max_canary_share": 0.7,
     "epochs": (2,),
     "lr": 2e-5,
 }
@@ -85,7 +87,8 @@ def run_demo(
     canary_repetitions: Sequence[int] = DEMO_DEFAULTS["canary_repetitions"],
     canaries_per_repetition: int = DEMO_DEFAULTS["canaries_per_repetition"],
     canary_words: int | None = DEMO_DEFAULTS["canary_words"],
-    canary_generator: str = "sampled",
+    canary_generator: str = DEMO_DEFAULTS["canary_generator"],
+    max_canary_share: float = DEMO_DEFAULTS["max_canary_share"],
     method: str = "full",
     lr: float | None = None,
     max_length: int = 128,
@@ -126,6 +129,7 @@ def run_demo(
         canaries_per_repetition=canaries_per_repetition,
         canary_words=canary_words,
         canary_generator=canary_generator,
+        max_canary_share=max_canary_share,
     )
     use_ref = reference and ("all" in attacks or "ref" in attacks)
     params = {k: v for k, v in DEMO_PARAMS.items() if k in _selected(attacks, use_ref)}
@@ -269,6 +273,7 @@ def _checks(figures: dict[str, dict[str, Any]], counts: list[int], *, shift: boo
     last = f"e{counts[-1]}"
     checks = _chance_and_detection(figures[last], last)
     checks += _trends(figures, [f"e{c}" for c in counts])
+    checks += _separation(figures[last], last)
     if shift:
         checks += _shift_checks(figures[last], figures[f"shift-{last}"])
     return checks
@@ -332,6 +337,19 @@ def _trends(figures: dict[str, dict[str, Any]], games: list[str]) -> list[dict[s
             )
         )
     return checks
+
+
+def _separation(fig: dict[str, Any], game: str) -> list[dict[str, Any]]:
+    """The trend is significant, not just ordered: the most-repeated canaries' LOSS AUC interval
+    lies wholly above the least-repeated ones' (no claim without two canary groups)."""
+    reps, aucs = fig["canary_reps"], fig["canary_auc"].get(LEAD, [])
+    if len(reps) < 2 or len(aucs) != len(reps):
+        return []
+    low, high = aucs[0], aucs[-1]
+    known = bool(low and high and low["high"] is not None and high["low"] is not None)
+    claim = f"LOSS tells x{reps[-1]} from x{reps[0]} canaries ({game}): intervals apart"
+    value = f"x{reps[0]}: {_fmt(low)}; x{reps[-1]}: {_fmt(high)}"
+    return [_check(claim, known and high["low"] > low["high"], value)]
 
 
 def _shift_checks(fig: dict[str, Any], sfig: dict[str, Any]) -> list[dict[str, Any]]:
