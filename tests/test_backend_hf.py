@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
+from imprint.backends import reduce as reduce_mod
 from imprint.backends.base import ScoreRequest, TokenStats
 from imprint.backends.hf import HFLogprobBackend, sliding_windows
 from imprint.backends.models import resolve_model
 from imprint.errors import ConfigError
-from imprint.signals import reduce as reduce_mod
 
 TEXTS = [
     "The quick brown fox jumps.",

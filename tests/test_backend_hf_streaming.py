@@ -138,7 +138,7 @@ def test_long_text_is_a_batch_of_its_own():
 
 _REDUCE_RSS = """
 import torch
-from imprint.signals.reduce import reduce_hidden
+from imprint.backends.reduce import reduce_hidden
 def rss(): return int(open('/proc/self/statm').read().split()[1]) * 4096
 torch.manual_seed(0)
 head = torch.nn.Linear(64, 49152, bias=False)  # SmolLM2's vocabulary

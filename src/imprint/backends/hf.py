@@ -23,10 +23,10 @@ import torch
 
 from imprint.backends.base import GRADIENTS, LOGPROBS, SAMPLING, ScoreRequest, TokenStats
 from imprint.backends.models import fingerprint_source, load_causal_lm, resolve_model
+from imprint.backends.reduce import reduce_hidden
 from imprint.backends.scoped import sdpa_gqa
 from imprint.backends.start_token import choose_start_token, context_token_id
 from imprint.errors import ConfigError
-from imprint.signals.reduce import reduce_hidden
 
 DEFAULT_FORWARD_TOKENS = 4096  # padded tokens per forward unless told otherwise
 
