@@ -1,4 +1,4 @@
-"""Attack contract and registry.
+"""Attack contract; the registry (:mod:`imprint.attacks.registry`) is re-exported here, typed.
 
 An attack is a frozen dataclass of its hyperparameters (validated in ``__post_init__``), declares
 the signals it needs, and maps them to one score per sample. Higher score = more likely member,
@@ -7,14 +7,15 @@ always: signs are flipped here, never in metrics.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import numpy as np
 
+from imprint.attacks import registry
 from imprint.attacks.params import check_params
+from imprint.attacks.registry import register as register
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError
 from imprint.signals.needs import Need, SignalSet
@@ -106,34 +107,15 @@ def hyperparameters(attack: Attack) -> dict[str, Any]:
     }
 
 
-A = TypeVar("A", bound=type[Attack])
-_REGISTRY: dict[str, type[Attack]] = {}
-
-
-def register(name: str, *, force: bool = False) -> Callable[[A], A]:
-    """Class decorator adding an attack under ``name``; duplicates raise unless ``force``."""
-
-    def wrap(cls: A) -> A:
-        if name in _REGISTRY and not force:
-            raise ConfigError(f"attack {name!r} is already registered (pass force=True)")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return wrap
-
-
 def available_attacks() -> dict[str, type[Attack]]:
-    """Registered attacks by name, sorted."""
-    return dict(sorted(_REGISTRY.items()))
+    """Registered attacks by name, sorted (the registry's, typed as attack classes)."""
+    return registry.available_attacks()
 
 
 def get_attack_class(name: str) -> type[Attack]:
-    if name not in _REGISTRY:
-        close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ConfigError(f"unknown attack {name!r}{hint} (known: {', '.join(sorted(_REGISTRY))})")
-    return _REGISTRY[name]
+    """The attack class registered as ``name``; unknown names raise with the closest matches."""
+    cls: type[Attack] = registry.get_attack_class(name)
+    return cls
 
 
 def build_attacks(

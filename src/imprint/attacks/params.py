@@ -17,6 +17,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, Union
 
+from imprint.attacks.registry import get_attack_class
 from imprint.errors import ConfigError
 
 _TRUE = {"true", "yes", "1", "on"}
@@ -193,8 +194,6 @@ def _example(kind: Any, default: Any) -> str:
 def check_params(params: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Every ``{attack: {param: value}}`` entry checked and coerced: unknown attacks, unknown
     parameters and ill-typed values raise :class:`ConfigError` (nothing is loaded yet)."""
-    from imprint.attacks.base import get_attack_class
-
     out: dict[str, dict[str, Any]] = {}
     for attack, values in params.items():
         cls = get_attack_class(attack)
