@@ -6,7 +6,8 @@ capabilities its backends have (:data:`~imprint.backends.base.LOGPROBS`, ``GRADI
 ``SAMPLING``) and the optional packages it needs. Looking a provider up imports nothing heavy:
 torch, vLLM and httpx are imported by the loader when a backend is built, and a missing optional
 package is reported at lookup, naming the pip extra. Built-in schemes
-(:mod:`imprint.backends.providers`):
+(:mod:`imprint.backends.providers`, registered by the package :mod:`imprint.backends`, which any
+import of this module imports first; this module does not import them, so no circle):
 
 - ``hf:ID``, an alias, a local folder, a bare hub id ``owner/name`` -> ``hf`` (transformers)
 - ``gguf:PATH`` -> ``gguf`` (transformers over a de-quantised GGUF file)
@@ -245,7 +246,3 @@ def _importable(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
-
-
-# built-in providers register themselves; imported last because they use register()
-from imprint.backends import providers as _providers  # noqa: E402, F401
