@@ -214,33 +214,11 @@ def build_index(
     started = time.time()
     ns = _check_ns(ns)
     out = Path(out)
-    paths = [Path(p) for p in corpus]
-    if not paths:
-        raise ConfigError("no corpus files given; pass at least one --corpus FILE")
-    for p in paths:
-        if not p.is_file():
-            raise DataError(f"corpus file {p} does not exist (or is not a file); check the path")
+    paths = _corpus_paths(corpus)
     _prepare_out(out, overwrite)
-    total_bytes = sum(p.stat().st_size for p in paths)
-    counted = capacity is None
-    if capacity is None:
-        tick = progress("counting n-grams (bytes)", total_bytes) if progress else None
-        caps = count_ngrams(paths, ns, text_field=text_field, unit=unit, progress=tick)
-    elif isinstance(capacity, int):
-        caps = dict.fromkeys(ns, capacity)
-    else:
-        missing = [n for n in ns if n not in capacity]
-        if missing:
-            raise ConfigError(f"capacity given for n={sorted(capacity)} but not for n={missing}")
-        caps = {n: int(capacity[n]) for n in ns}
+    caps = _capacities(paths, ns, capacity, text_field=text_field, unit=unit, progress=progress)
     plans = {n: plan_filter(max(1, caps[n]), fp_rate) for n in ns}
-    need_gb = sum(p["size_in_bits"] for p in plans.values()) / 8 / 1e9
-    if max_memory_gb is not None and need_gb > max_memory_gb:
-        raise ConfigError(
-            f"the filters need {need_gb:.2f} GB for capacities {caps} at fp rate {fp_rate}, "
-            f"above the {max_memory_gb} GB limit; raise --max-memory-gb, build fewer n at once, "
-            "build shards with a smaller --capacity and merge them, or accept a higher --fp-rate"
-        )
+    _check_memory(plans, caps, fp_rate, max_memory_gb)
     blooms = {n: _bloom(max(1, caps[n]), plans[n]["requested_rate"]) for n in ns}
     inserted, stats = _stream_into(
         blooms, paths, text_field=text_field, unit=unit, progress=progress
@@ -249,7 +227,7 @@ def build_index(
     for n in ns:
         path = out / _filter_file(n)
         blooms[n].save(str(path))
-        info = {"file": path.name, "capacity": caps[n], "capacity_counted": counted}
+        info = {"file": path.name, "capacity": caps[n], "capacity_counted": capacity is None}
         info.update(plans[n])
         info.update(_filter_stats(blooms[n], path, inserted[n], measure=measure_fp, seed=seed))
         filters[str(n)] = info
@@ -268,6 +246,55 @@ def build_index(
     }
     _write_manifest(out, manifest)
     return manifest
+
+
+def _corpus_paths(corpus: Sequence[str | Path]) -> list[Path]:
+    """The corpus files as paths; none given, or one that is not a file, is refused."""
+    paths = [Path(p) for p in corpus]
+    if not paths:
+        raise ConfigError("no corpus files given; pass at least one --corpus FILE")
+    for p in paths:
+        if not p.is_file():
+            raise DataError(f"corpus file {p} does not exist (or is not a file); check the path")
+    return paths
+
+
+def _capacities(
+    paths: Sequence[Path],
+    ns: list[int],
+    capacity: int | dict[int, int] | None,
+    *,
+    text_field: str | None,
+    unit: Unit,
+    progress: Progress | None,
+) -> dict[int, int]:
+    """N-grams each filter must hold: counted in a streaming pass (``None``) or as given."""
+    if capacity is None:
+        total_bytes = sum(p.stat().st_size for p in paths)
+        tick = progress("counting n-grams (bytes)", total_bytes) if progress else None
+        return count_ngrams(paths, ns, text_field=text_field, unit=unit, progress=tick)
+    if isinstance(capacity, int):
+        return dict.fromkeys(ns, capacity)
+    missing = [n for n in ns if n not in capacity]
+    if missing:
+        raise ConfigError(f"capacity given for n={sorted(capacity)} but not for n={missing}")
+    return {n: int(capacity[n]) for n in ns}
+
+
+def _check_memory(
+    plans: dict[int, dict[str, Any]],
+    caps: dict[int, int],
+    fp_rate: float,
+    max_memory_gb: float | None,
+) -> None:
+    """Refuse filters whose total size is above ``max_memory_gb`` before allocating them."""
+    need_gb = sum(p["size_in_bits"] for p in plans.values()) / 8 / 1e9
+    if max_memory_gb is not None and need_gb > max_memory_gb:
+        raise ConfigError(
+            f"the filters need {need_gb:.2f} GB for capacities {caps} at fp rate {fp_rate}, "
+            f"above the {max_memory_gb} GB limit; raise --max-memory-gb, build fewer n at once, "
+            "build shards with a smaller --capacity and merge them, or accept a higher --fp-rate"
+        )
 
 
 def _write_manifest(out: Path, manifest: dict[str, Any]) -> None:
