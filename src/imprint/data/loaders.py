@@ -398,44 +398,9 @@ def load_file(
     field, a single class, no usable rows) always raise.
     """
     p = Path(path)
-    suffix = p.suffix.lower()
-    known = JSONL_SUFFIXES + CSV_SUFFIXES + PARQUET_SUFFIXES
-    if suffix not in known:
-        raise DataError(
-            f"{p}: unknown file extension {suffix or '(none)'!r}; supported: {', '.join(known)}. "
-            "Fix: convert the file or rename it with the right extension."
-        )
-    if not p.is_file():
-        what = "does not exist" if not p.exists() else "is not a file"
-        raise DataError(f"{p}: {what}. Fix: check the path (relative to {Path.cwd()}).")
-    fields: dict[str, str | None] = {
-        "text_field": text_field,
-        "label_field": label_field,
-        "id_field": id_field,
-    }
-    columns: list[str] | None = None
-    unit = "line"
-    if suffix in PARQUET_SUFFIXES:
-        columns, rows = _parquet_rows(p)
-        unit = "row"
-    else:
-        try:
-            data = p.read_bytes()
-        except OSError as exc:
-            msg = f"{p}: cannot read the file ({exc.strerror}); check permissions"
-            raise DataError(msg) from None
-        if suffix in CSV_SUFFIXES:
-            try:
-                columns, rows = _csv_rows(data)
-            except DataError as exc:
-                raise DataError(f"{p}: {exc}") from None
-            except csv.Error as exc:
-                raise DataError(f"{p}: malformed CSV ({exc}); check quoting") from None
-        elif suffix == ".json" and data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
-            rows = _json_array_rows(data, p)
-            unit = "record"
-        else:
-            rows = _jsonl_rows(data)
+    suffix = _checked_suffix(p)
+    columns, rows, unit = _file_rows(p, suffix)
+    fields = {"text_field": text_field, "label_field": label_field, "id_field": id_field}
     try:
         return _collect(
             rows,
@@ -449,6 +414,43 @@ def load_file(
         )
     except csv.Error as exc:
         raise DataError(f"{p}: malformed CSV ({exc}); check quoting") from None
+
+
+def _checked_suffix(p: Path) -> str:
+    """The file's lower-case extension; an unknown one, or a path that is no file, is refused."""
+    suffix = p.suffix.lower()
+    known = JSONL_SUFFIXES + CSV_SUFFIXES + PARQUET_SUFFIXES
+    if suffix not in known:
+        raise DataError(
+            f"{p}: unknown file extension {suffix or '(none)'!r}; supported: {', '.join(known)}. "
+            "Fix: convert the file or rename it with the right extension."
+        )
+    if not p.is_file():
+        what = "does not exist" if not p.exists() else "is not a file"
+        raise DataError(f"{p}: {what}. Fix: check the path (relative to {Path.cwd()}).")
+    return suffix
+
+
+def _file_rows(p: Path, suffix: str) -> tuple[list[str] | None, Iterator[_Row], str]:
+    """The header (CSV, Parquet; None for JSON), the rows, and what messages call a row."""
+    if suffix in PARQUET_SUFFIXES:
+        columns, rows = _parquet_rows(p)
+        return columns, rows, "row"
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{p}: cannot read the file ({exc.strerror}); check permissions") from None
+    if suffix in CSV_SUFFIXES:
+        try:
+            columns, rows = _csv_rows(data)
+        except DataError as exc:
+            raise DataError(f"{p}: {exc}") from None
+        except csv.Error as exc:
+            raise DataError(f"{p}: malformed CSV ({exc}); check quoting") from None
+        return columns, rows, "line"
+    if suffix == ".json" and data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
+        return None, _json_array_rows(data, p), "record"
+    return None, _jsonl_rows(data), "line"
 
 
 def load_hf_dataset(
