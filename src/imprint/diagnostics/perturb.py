@@ -24,7 +24,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -243,41 +243,21 @@ def perturbed_rows(
     if not any(s.label == 1 for s in samples) or not any(s.label == 0 for s in samples):
         raise DataError("perturbation needs members (label 1) and non-members (label 0)")
     texts = [s.text for s in samples]
-    vocab = vocabulary(texts)
     members = [s for s in samples if s.label == 1]
     rows = [_row(s, s.text, s.label, "none") for s in samples]
     made: dict[str, int] = {}
     skipped: dict[str, int] = {}
+    vocab = vocabulary(texts)
     for distance in edits:
-        kind = f"edit{distance}"
-        for s in members:
-            rng = np.random.default_rng([seed, distance, int(text_hash(s.id)[:8], 16)])
-            text = random_word_edits(s.text, distance, vocab=vocab, rng=rng)
-            if text is None:
-                skipped[kind] = skipped.get(kind, 0) + 1
-                continue
-            rows.append(_row(s, text, 0, kind, edit_distance=distance, source_label=1))
-            made[kind] = made.get(kind, 0) + 1
+        edited = _edited(members, distance, vocab, seed)
+        _add_perturbed(rows, made, skipped, f"edit{distance}", edited, edit_distance=distance)
     if neighbour_fraction:
         kind = f"neighbour{round(100 * neighbour_fraction):g}"
-        table = BigramNeighbours(texts)
-        for s in members:
-            rng = np.random.default_rng([seed, 7919, int(text_hash(s.id)[:8], 16)])
-            text = table.neighbour(s.text, neighbour_fraction, rng=rng)
-            if text is None:
-                skipped[kind] = skipped.get(kind, 0) + 1
-                continue
-            rows.append(_row(s, text, 0, kind, source_label=1))
-            made[kind] = made.get(kind, 0) + 1
+        neighbours = _neighbours(members, BigramNeighbours(texts), neighbour_fraction, seed)
+        _add_perturbed(rows, made, skipped, kind, neighbours)
     if paraphraser is not None:
-        for s, text in zip(
-            members, paraphrase([m.text for m in members], paraphraser, prompt=prompt), strict=True
-        ):
-            if text is None:
-                skipped["paraphrase"] = skipped.get("paraphrase", 0) + 1
-                continue
-            rows.append(_row(s, text, 0, "paraphrase", source_label=1))
-            made["paraphrase"] = made.get("paraphrase", 0) + 1
+        said = paraphrase([m.text for m in members], paraphraser, prompt=prompt)
+        _add_perturbed(rows, made, skipped, "paraphrase", zip(members, said, strict=True))
     summary = {
         "n_members": len(members),
         "n_nonmembers": len(samples) - len(members),
@@ -290,6 +270,41 @@ def perturbed_rows(
         "label_of_perturbed": 0,
     }
     return rows, summary
+
+
+def _edited(
+    members: Sequence[Sample], distance: int, vocab: list[str], seed: int
+) -> Iterator[tuple[Sample, str | None]]:
+    """Each member with ``distance`` random word edits (None: too short), seeded per id."""
+    for s in members:
+        rng = np.random.default_rng([seed, distance, int(text_hash(s.id)[:8], 16)])
+        yield s, random_word_edits(s.text, distance, vocab=vocab, rng=rng)
+
+
+def _neighbours(
+    members: Sequence[Sample], table: BigramNeighbours, fraction: float, seed: int
+) -> Iterator[tuple[Sample, str | None]]:
+    """Each member with a bigram neighbour (None: none found), seeded per id."""
+    for s in members:
+        rng = np.random.default_rng([seed, 7919, int(text_hash(s.id)[:8], 16)])
+        yield s, table.neighbour(s.text, fraction, rng=rng)
+
+
+def _add_perturbed(
+    rows: list[dict[str, Any]],
+    made: dict[str, int],
+    skipped: dict[str, int],
+    kind: str,
+    perturbed: Iterable[tuple[Sample, str | None]],
+    **extra: Any,
+) -> None:
+    """Append a non-member row per perturbed member text; count made and skipped (None)."""
+    for s, text in perturbed:
+        if text is None:
+            skipped[kind] = skipped.get(kind, 0) + 1
+            continue
+        rows.append(_row(s, text, 0, kind, **extra, source_label=1))
+        made[kind] = made.get(kind, 0) + 1
 
 
 @dataclass(frozen=True)
