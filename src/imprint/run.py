@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,11 +26,10 @@ from imprint.backends.registry import (
 from imprint.data import LoadedData, Sample, apply_transforms, resolve_data
 from imprint.data.pools import load_shot_pool
 from imprint.errors import ConfigError, DataError
-from imprint.requests import RequestCounts, RequestRunner, RequestStore
-from imprint.requests.client import ModelRequests, load_local_model, local_transformers
+from imprint.requests.client import ModelRequests
+from imprint.scoring import WorkReport, compute_scores, model_requests, prepare_attacks
 from imprint.signals.cache import SignalCache
-from imprint.signals.needs import Need
-from imprint.signals.plan import DEFAULT_TOKEN_BUDGET, PassCounts, PlanReport, run_plan
+from imprint.signals.plan import DEFAULT_TOKEN_BUDGET
 
 if TYPE_CHECKING:  # the report stage is imported when a run reaches it
     from imprint.report.results import RunMetrics
@@ -142,133 +140,6 @@ def load_samples(config: RunConfig) -> tuple[LoadedData, list[Sample], dict[str,
     return loaded, list(samples), {**loaded.dropped, **dropped}
 
 
-def _prepare(
-    attacks: Sequence[Attack], samples: list[Sample], run: RunContext, dropped: dict[str, int]
-) -> tuple[list[Sample], list[Attack], dict[str, str]]:
-    """Run every attack's set-up on the same samples; the shots they take leave the evaluation
-    for every attack (so all are compared on the same samples) and are counted as drops. Returns
-    the samples left, the attacks with their prepared state, and the named prefixes."""
-    prefixes: dict[str, str] = {}
-    removed: dict[str, str] = {}  # sample id -> reason
-    prepared: list[Attack] = []
-    for attack in attacks:
-        prep = attack.prepare(samples, run)
-        prepared.append(prep.attack or attack)
-        for key, text in prep.prefixes.items():
-            if prefixes.get(key, text) != text:
-                raise ConfigError(f"two attacks define the prefix {key!r} differently")
-            prefixes[key] = text
-        for sample_id in prep.removed_ids:
-            removed.setdefault(sample_id, prep.reason or f"used by attack {attack.name!r}")
-    for reason in removed.values():
-        dropped[reason] = dropped.get(reason, 0) + 1
-    return [s for s in samples if s.id not in removed], prepared, prefixes
-
-
-def compute_scores(
-    attacks: Sequence[Attack],
-    samples: Sequence[Sample],
-    backends: dict[str, Any],
-    cache: SignalCache,
-    *,
-    prefixes: dict[str, str],
-    requests: ModelRequests,
-    work: WorkReport,
-    token_budget: int = DEFAULT_TOKEN_BUDGET,
-    progress: Any = None,
-) -> dict[str, np.ndarray]:
-    """Score every sample with every attack; one forward pass per distinct (model, text, prefix),
-    and every other model call a typed request answered once (see :mod:`imprint.requests`).
-    ``work`` accumulates the counts of both."""
-    texts = [s.text for s in samples]
-    token_attacks = [a for a in attacks if not getattr(a, "needs_backend", False)]
-    needs = [n for a in token_attacks for n in a.needs()]
-    signals = None
-    if needs:
-        signals, report = run_plan(
-            texts,
-            needs,
-            dict(backends),
-            cache,
-            prefixes=prefixes,
-            token_budget=token_budget,
-            progress=progress,
-        )
-        work.add_passes(report)
-    scores: dict[str, np.ndarray] = {}
-    for attack in attacks:
-        if getattr(attack, "needs_backend", False):  # calls models itself, through requests
-            produced = attack.score_with_requests(requests, texts)  # type: ignore[attr-defined]
-        else:
-            assert signals is not None  # token attacks declare needs
-            produced = attack.score(signals)
-        for column, values in produced.items():
-            if column in scores:
-                raise ConfigError(f"two attacks write the score column {column!r}")
-            scores[column] = np.asarray(values, dtype=float)
-    return scores
-
-
-@dataclass
-class WorkReport:
-    """The model work of a run: log-prob passes (per model) and every other request kind."""
-
-    plan: PlanReport = field(default_factory=PlanReport)
-    requests: RequestCounts = field(default_factory=RequestCounts)
-
-    def add_passes(self, report: PlanReport) -> None:
-        for name, counts in report.per_model.items():
-            total = self.plan.per_model.setdefault(name, PassCounts())
-            for key, value in vars(counts).items():
-                setattr(total, key, getattr(total, key) + value)
-
-    def to_dict(self) -> dict[str, dict[str, dict[str, int]]]:
-        """Per model role and request kind: unique requests, cache hits, executed."""
-        out = self.requests.to_dict()
-        for role, counts in self.plan.per_model.items():
-            out.setdefault(role, {})["logprobs"] = {
-                "requests": counts.requests,
-                "cache_hits": counts.cache_hits,
-                "executed": counts.scored,
-                "batches": counts.batches,
-            }
-        return out
-
-
-def _model_requests(
-    backends: dict[str, Any],
-    cache: SignalCache,
-    work: WorkReport,
-    token_budget: int,
-    progress: Any,
-) -> ModelRequests:
-    """The request client attacks call: stored beside the signals, log-prob passes planned."""
-
-    def logprobs(
-        backend: Any, role: str, texts: Sequence[str], *, prefix: str | None = None
-    ) -> list[Any]:
-        need = Need(model=role, prefix="requested" if prefix else None)
-        signals, report = run_plan(
-            texts,
-            [need],
-            {role: backend},
-            cache,
-            prefixes={"requested": prefix} if prefix else None,
-            token_budget=token_budget,
-            progress=progress,
-        )
-        work.add_passes(report)
-        return signals.get(need)
-
-    return ModelRequests(
-        backends,
-        RequestRunner(RequestStore(cache.path), progress=progress, counts=work.requests),
-        local_models=local_transformers,
-        logprobs=logprobs,
-        loader=load_local_model,
-    )
-
-
 def backend_choices(config: RunConfig) -> dict[str, BackendChoice]:
     """The target's and the reference models' providers with typed options (nothing loaded).
 
@@ -323,7 +194,7 @@ def load_backends(config: RunConfig, cache: SignalCache | None = None) -> dict[s
 
 def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
     """Run the whole pipeline and write the run folder (see :mod:`imprint.report`)."""
-    from imprint.report import ProgressFactory, evaluate_scores, write_run
+    from imprint.report import evaluate_scores, write_run
     from imprint.report.outdir import check_out_dir
 
     started = time.time()
@@ -336,6 +207,54 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
         RunContext(refs=tuple(n for n, _ in config.refs), target_access=config.target_access),
         params=config.params,
     )
+    scored = _score(config, samples, pools, dropped, console)
+    metrics = evaluate_scores(scored.samples, scored.scores, config=config)
+    manifest = {
+        "config": config,
+        "data": {
+            "source": loaded.source,
+            "fingerprint": loaded.fingerprint,
+            "loaded": len(loaded.samples),
+            "evaluated": len(scored.samples),
+            "dropped": dropped,
+        },
+        "models": scored.models,
+        "attacks": {a.name: hyperparameters(a) for a in scored.attacks},
+        "passes": scored.work.plan.to_dict(),
+        "requests": scored.work.to_dict(),
+        "elapsed_s": round(time.time() - started, 2),
+    }
+    write_run(
+        config.out,
+        scored.samples,
+        scored.scores,
+        metrics,
+        manifest,
+        console=console,
+        overwrite=config.overwrite,
+    )
+    return RunResult(config.out, scored.samples, scored.scores, metrics, manifest)
+
+
+@dataclass
+class _Scored:
+    samples: list[Sample]
+    attacks: list[Attack]
+    scores: dict[str, np.ndarray]
+    models: dict[str, Any]  # the manifest's model entries
+    work: WorkReport
+
+
+def _score(
+    config: RunConfig,
+    samples: list[Sample],
+    pools: dict[str, tuple[Sample, ...]],
+    dropped: dict[str, int],
+    console: Any,
+) -> _Scored:
+    """Load the models, set the attacks up and score; every model and store is closed after."""
+    from imprint.report import ProgressFactory
+
     cache = SignalCache(config.cache or cache_dir() / "signals.sqlite")
     progress = ProgressFactory(console, enabled=config.progress)
     backends: dict[str, Any] = {}
@@ -343,7 +262,7 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
     requests: ModelRequests | None = None
     try:
         backends = load_backends(config, cache)
-        requests = _model_requests(backends, cache, work, config.token_budget, progress)
+        requests = model_requests(backends, cache, work, config.token_budget, progress)
         samples, attacks, prefixes = _set_up_attacks(
             config, backends["target"], samples, pools, dropped, requests
         )
@@ -358,6 +277,7 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
             token_budget=config.token_budget,
             progress=progress,
         )
+        return _Scored(samples, attacks, scores, _describe_models(config, backends), work)
     finally:
         progress.close()
         if requests is not None:
@@ -366,26 +286,6 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
             if callable(getattr(backend, "close", None)):
                 backend.close()  # an API client's connections
         cache.close()
-    metrics = evaluate_scores(samples, scores, config=config)
-    manifest = {
-        "config": config,
-        "data": {
-            "source": loaded.source,
-            "fingerprint": loaded.fingerprint,
-            "loaded": len(loaded.samples),
-            "evaluated": len(samples),
-            "dropped": dropped,
-        },
-        "models": _describe_models(config, backends),
-        "attacks": {a.name: hyperparameters(a) for a in attacks},
-        "passes": work.plan.to_dict(),
-        "requests": work.to_dict(),
-        "elapsed_s": round(time.time() - started, 2),
-    }
-    write_run(
-        config.out, samples, scores, metrics, manifest, console=console, overwrite=config.overwrite
-    )
-    return RunResult(config.out, samples, scores, metrics, manifest)
 
 
 def _set_up_attacks(
@@ -412,7 +312,7 @@ def _set_up_attacks(
     for attack in attacks:
         if getattr(attack, "needs_backend", False):
             attack.check_backend(target)  # type: ignore[attr-defined]
-    samples, attacks, prefixes = _prepare(attacks, samples, run, dropped)
+    samples, attacks, prefixes = prepare_attacks(attacks, samples, run, dropped)
     if len({s.label for s in samples}) < 2:
         raise DataError(f"{config.data}: after preparation only one class is left to evaluate")
     return samples, attacks, prefixes
