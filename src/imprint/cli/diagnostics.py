@@ -5,6 +5,7 @@ these functions parse options, call it and print tables."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -334,24 +335,14 @@ def perturb(
     """Write perturbed members (word edits, neighbours, paraphrases) and, with --model, the
     FPR they get at thresholds set on natural non-members (MIMIR Table 4)."""
     from imprint.diagnostics.inputs import load_candidates
-    from imprint.diagnostics.perturb import PARAPHRASE_PROMPT, hf_generator, write_perturbed
+    from imprint.diagnostics.perturb import PARAPHRASE_PROMPT, write_perturbed
 
     distances = parse_list(edits, option="--edits", convert=int, example="1,10,25")
     names = parse_list(attacks, option="--attacks", example="loss,zlib")
     loaded = load_candidates(data, text_field=text_field, label_field=label_field)
     generate = None
-    if paraphrase_model:  # answers stored as paraphrase requests: a rerun asks nothing again
-        from imprint.backends.models import cache_dir
-        from imprint.requests import RequestStore
-        from imprint.requests.client import stored_generator
-
-        spec = paraphrase_model
-        generate = stored_generator(
-            lambda: hf_generator(spec, max_new_tokens=max_new_tokens, device=device, dtype=dtype),
-            spec=spec,
-            store=RequestStore(cache_dir() / "signals.sqlite"),
-            max_tokens=max_new_tokens,
-        )
+    if paraphrase_model:
+        generate = _stored_paraphraser(paraphrase_model, max_new_tokens, device, dtype)
     made = write_perturbed(
         loaded.samples,
         out,
@@ -379,6 +370,23 @@ def perturb(
         blind=False, **settings,
     )  # fmt: skip
     perturb_table(out / "run", out=out)
+
+
+def _stored_paraphraser(
+    spec: str, max_new_tokens: int, device: str, dtype: str
+) -> Callable[[str], str]:
+    """A local model's paraphrases, stored as paraphrase requests: a rerun asks nothing again."""
+    from imprint.backends.models import cache_dir
+    from imprint.diagnostics.perturb import hf_generator
+    from imprint.requests import RequestStore
+    from imprint.requests.client import stored_generator
+
+    return stored_generator(
+        lambda: hf_generator(spec, max_new_tokens=max_new_tokens, device=device, dtype=dtype),
+        spec=spec,
+        store=RequestStore(cache_dir() / "signals.sqlite"),
+        max_tokens=max_new_tokens,
+    )
 
 
 @handle_errors
