@@ -140,7 +140,7 @@ def test_none_scores_long_texts_in_windows(chat_model, chat_tokenizer):
 
 
 def test_bad_start_tokens_teach(chat_model, chat_tokenizer):
-    with pytest.raises(ConfigError, match="not one token"):
+    with pytest.raises(ConfigError, match="not a special token"):
         _backend(chat_model, chat_tokenizer, "Ωμέγα 東京 long")
     with pytest.raises(ConfigError, match="empty"):
         _backend(chat_model, chat_tokenizer, "  ")
@@ -182,3 +182,15 @@ def test_smollm2_scores_after_endoftext(monkeypatch):
     assert backend.tokenizer.bos_token == "<|im_start|>"  # the chat marker it must avoid
     assert backend.start_token.text == "<|endoftext|>" and backend.start_ids == (0,)
     assert backend.describe()["start_token"]["token"] == "<|endoftext|>"
+
+
+def test_keywords_in_any_case_and_ordinary_words_refused(chat_tokenizer):
+    """'None' is the keyword none, not the word "None" before every text; a literal must be a
+    special token."""
+    from imprint.backends.start_token import choose_start_token
+
+    assert choose_start_token(chat_tokenizer, "None").id is None
+    assert choose_start_token(chat_tokenizer, "AUTO") == choose_start_token(chat_tokenizer, "auto")
+    assert choose_start_token(chat_tokenizer, "Bos") == choose_start_token(chat_tokenizer, "bos")
+    with pytest.raises(ConfigError, match="not a special token"):
+        choose_start_token(chat_tokenizer, "the")

@@ -72,11 +72,12 @@ def choose_start_token(tokenizer: Any, option: str = "auto") -> StartToken:
             f"start token must be one of {', '.join(START_TOKEN_CHOICES)} or a token string; "
             "got an empty string"
         )
-    if option == "none":
+    keyword = option.lower()  # 'None' or 'AUTO' mean the keyword, never the word "None"
+    if keyword == "none":
         return StartToken(None, None, "none: no start token; first text token is context only")
-    if option == "bos":
+    if keyword == "bos":
         return _bos_or_eos(tokenizer, "bos: the tokenizer's BOS token")
-    if option == "auto":
+    if keyword == "auto":
         return _auto(tokenizer)
     return _literal(tokenizer, option)
 
@@ -137,6 +138,14 @@ def _auto(tokenizer: Any) -> StartToken:
 
 
 def _literal(tokenizer: Any, token: str) -> StartToken:
+    specials = set(getattr(tokenizer, "all_special_tokens", [])) | set(
+        getattr(tokenizer, "added_tokens_encoder", {}) or {}
+    )
+    if token not in specials:  # an ordinary word before every text would skew every score
+        raise ConfigError(
+            f"start token {token!r} is not a special token of this tokenizer; a start token marks "
+            f"a document boundary: use auto, bos, none or one of {_known_specials(tokenizer)}"
+        )
     token_id = _vocab_id(tokenizer, token)
     if token_id is None:
         ids = tokenizer(token, add_special_tokens=False)["input_ids"]
