@@ -277,3 +277,11 @@ def test_petal_refuses_the_target_as_its_own_surrogate():
 
     with pytest.raises(ConfigError, match="surrogate"):
         PETAL().check_backend(Target())
+
+
+def test_samia_suffix_without_words_has_no_score():
+    """A suffix with no ROUGE words (emoji only) gives NaN (left out, counted), never a 0."""
+    from imprint.attacks.samia import samia_scores, zlib_size
+
+    assert all(np.isnan(v) for v in samia_scores(["whatever", "🙂"], "🙂 🎉 !!"))
+    assert samia_scores(["a b"], "a c") == pytest.approx((0.5, 0.5 * zlib_size("a b")))

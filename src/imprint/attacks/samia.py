@@ -33,7 +33,7 @@ from imprint.attacks.base import check_fraction, register
 from imprint.attacks.model_calls import ModelCallAttack
 from imprint.backends.base import SAMPLING
 from imprint.backends.text import as_text_backend
-from imprint.data.words import rouge1_recall, split_units
+from imprint.data.words import rouge1_recall, rouge_tokens, split_units
 from imprint.errors import CapabilityError, ConfigError
 from imprint.requests.client import ModelRequests
 
@@ -57,6 +57,8 @@ def samia_scores(candidates: Sequence[str], suffix: str) -> tuple[float, float]:
     """(samia, samia_zlib) of one text from its candidates; see the module docstring."""
     if not candidates:
         raise ConfigError("SaMIA needs at least one candidate continuation per text")
+    if not rouge_tokens(suffix):  # nothing to recall (e.g. emoji only): no score, not a 0
+        return float("nan"), float("nan")
     rouge = np.array([rouge1_recall(c, suffix) for c in candidates])
     sizes = np.array([zlib_size(c) for c in candidates], dtype=float)
     return float(rouge.mean()), float((rouge * sizes).mean())
