@@ -10,23 +10,20 @@ the expected type and an example. This module imports no torch (nor does ``impri
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 import types
 import typing
 from collections.abc import Mapping
 from typing import Any, Literal, Union
 
 from imprint.attacks.registry import get_attack_class
+from imprint.coerce import Mismatch, TextRules, coerce, describe_type
 from imprint.errors import ConfigError
 
-_TRUE = {"true", "yes", "1", "on"}
-_FALSE = {"false", "no", "0", "off"}
-_NONE = {"none", "null"}
+__all__ = ["check_params", "coerce_params", "describe_type"]
 
-
-class _Mismatch(Exception):
-    """A value that does not fit the declared type (turned into a ConfigError by the caller)."""
+# Parameters take "a,b" lists for tuple fields, Python's int() spelling ("1_000") and a Python
+# 0/1 for a bool; only the words none/null mean None (an empty text stays the empty string).
+PARAM_RULES = TextRules(tuples=True, int_underscores=True, int_bools=True)
 
 
 def coerce_params(attack: str, cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -43,8 +40,8 @@ def coerce_params(attack: str, cls: type, values: Mapping[str, Any]) -> dict[str
             out[name] = value
             continue
         try:
-            out[name] = _coerce(value, kind)
-        except _Mismatch:
+            out[name] = coerce(value, kind, PARAM_RULES)
+        except Mismatch:
             raise ConfigError(
                 f"attack {attack!r}, parameter {name!r}: expected {describe_type(kind)}, got "
                 f"{value!r} ({type(value).__name__}); e.g. --param "
@@ -60,118 +57,6 @@ def _field_types(cls: type) -> dict[str, Any]:
     except (NameError, TypeError):  # an annotation only a type checker can resolve: no coercion
         return {}
     return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.name in hints}
-
-
-def _coerce(value: Any, kind: Any) -> Any:
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if kind is Any:
-        return value
-    if origin in (Union, types.UnionType):
-        return _coerce_union(value, args)
-    if origin is Literal:
-        return _coerce_literal(value, args)
-    if origin is tuple:
-        return _coerce_tuple(value, args)
-    scalar = _SCALARS.get(kind)
-    return scalar(value) if scalar else value
-
-
-def _coerce_union(value: Any, args: tuple[Any, ...]) -> Any:
-    if type(None) in args and (
-        value is None or (isinstance(value, str) and value.strip().lower() in _NONE)
-    ):
-        return None
-    for arg in (a for a in args if a is not type(None)):
-        try:
-            return _coerce(value, arg)
-        except _Mismatch:
-            continue
-    raise _Mismatch
-
-
-def _coerce_literal(value: Any, args: tuple[Any, ...]) -> Any:
-    for allowed in args:
-        if value == allowed or (isinstance(value, str) and str(allowed) == value.strip()):
-            return allowed
-    raise _Mismatch
-
-
-def _coerce_tuple(value: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
-    if isinstance(value, str):
-        parts: list[Any] = [p.strip() for p in value.split(",") if p.strip()]
-    elif isinstance(value, list | tuple):
-        parts = list(value)
-    else:
-        raise _Mismatch
-    if len(args) == 2 and args[1] is Ellipsis:
-        return tuple(_coerce(p, args[0]) for p in parts)
-    if args and len(args) != len(parts):
-        raise _Mismatch
-    return tuple(_coerce(p, a) for p, a in zip(parts, args, strict=False)) if args else tuple(parts)
-
-
-def _to_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise _Mismatch
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            raise _Mismatch from None
-    raise _Mismatch
-
-
-def _to_float(value: Any) -> float:
-    if isinstance(value, bool):
-        raise _Mismatch
-    if isinstance(value, numbers.Real):
-        number = float(value)
-    elif isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            raise _Mismatch from None
-    else:
-        raise _Mismatch
-    if not math.isfinite(number):
-        raise _Mismatch
-    return number
-
-
-def _to_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
-    raise _Mismatch
-
-
-def _to_str(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    raise _Mismatch  # from Python, 5 for a separator is a mistake; the CLI passes text
-
-
-_SCALARS: dict[Any, Any] = {int: _to_int, float: _to_float, bool: _to_bool, str: _to_str}
-_NAMES = {int: "an integer", float: "a finite number", bool: "true or false", str: "a string"}
-
-
-def describe_type(kind: Any) -> str:
-    """'an integer', 'a comma-separated list of numbers', 'a string or none' ..."""
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (Union, types.UnionType):
-        parts = [describe_type(a) for a in args if a is not type(None)]
-        return " or ".join(parts) + (" or none" if type(None) in args else "")
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in args)
-    if origin is tuple:
-        inner = describe_type(args[0]) if args else "a value"
-        return f"a comma-separated list, each {inner}"
-    return _NAMES.get(kind, getattr(kind, "__name__", str(kind)))
 
 
 def _example(kind: Any, default: Any) -> str:

@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
-import numbers
 import re
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, TypeVar, Union
+from typing import Any, ClassVar, Literal, TypeVar
 
+from imprint.coerce import Mismatch, TextRules, coerce, describe_type
 from imprint.errors import ConfigError
 
-_TRUE = {"true", "yes", "on", "1"}
-_FALSE = {"false", "no", "off", "0"}
-_NONE = {"none", "null", ""}
+# Options read text strictly: digits only for an integer ("1_000" is refused), true/false words
+# for a bool (not a Python 0/1), and an empty value means none (``--model-arg top_k=`` unsets it).
+OPTION_RULES = TextRules(none_words=frozenset({"none", "null", ""}))
 _HIDDEN = "(not shown: it may be a secret)"
 
 HF_DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
@@ -163,10 +161,6 @@ class OpenAIOptions:
 T = TypeVar("T")
 
 
-class _Mismatch(Exception):
-    """A value that does not fit the declared type."""
-
-
 def parse_options(
     provider: str,
     cls: type[T],
@@ -188,8 +182,8 @@ def parse_options(
         if key not in fields:
             raise ConfigError(_unknown_key(provider, key, sorted(fields), examples))
         try:
-            typed[key] = _coerce(value, hints[key])
-        except _Mismatch:
+            typed[key] = coerce(value, hints[key], OPTION_RULES)
+        except Mismatch:
             shown = _HIDDEN if key == "key_env" else _show(value)
             raise ConfigError(
                 _bad_value(provider, key, describe_type(hints[key]), shown, examples, sources)
@@ -225,76 +219,3 @@ def _bad_value(
         f"backend {provider!r}, option {key!r}: expected {expected}, got {shown}{given}; "
         f"e.g. --model-arg {key}={examples.get(key, 'VALUE')}"
     )
-
-
-def _coerce(value: Any, kind: Any) -> Any:
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (Union, types.UnionType):
-        if type(None) in args and (value is None or _is_text(value, _NONE)):
-            return None
-        for arg in (a for a in args if a is not type(None)):
-            try:
-                return _coerce(value, arg)
-            except _Mismatch:
-                continue
-        raise _Mismatch
-    if origin is Literal:
-        for allowed in args:
-            if value == allowed or (isinstance(value, str) and value.strip() == str(allowed)):
-                return allowed
-        raise _Mismatch
-    convert = _SCALARS.get(kind)
-    return convert(value) if convert else value
-
-
-def _is_text(value: Any, words: set[str]) -> bool:
-    return isinstance(value, str) and value.strip().lower() in words
-
-
-def _to_int(value: Any) -> int:
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        return int(value)
-    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
-        return int(value)
-    raise _Mismatch
-
-
-def _to_float(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real | str):
-        raise _Mismatch
-    try:
-        number = float(value)
-    except ValueError:
-        raise _Mismatch from None
-    if not math.isfinite(number):
-        raise _Mismatch
-    return number
-
-
-def _to_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if _is_text(value, _TRUE | _FALSE):
-        return _is_text(value, _TRUE)
-    raise _Mismatch
-
-
-def _to_str(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    raise _Mismatch  # from Python, 0 for a device is a mistake; the command line passes text
-
-
-_SCALARS: dict[Any, Any] = {int: _to_int, float: _to_float, bool: _to_bool, str: _to_str}
-_NAMES = {int: "an integer", float: "a finite number", bool: "true or false", str: "a string"}
-
-
-def describe_type(kind: Any) -> str:
-    """'an integer', 'one of 'a', 'b'', 'an integer or none' ..."""
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (Union, types.UnionType):
-        parts = [describe_type(a) for a in args if a is not type(None)]
-        return " or ".join(parts) + (" or none" if type(None) in args else "")
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in args)
-    return _NAMES.get(kind, getattr(kind, "__name__", str(kind)))
