@@ -150,3 +150,74 @@ def test_rows_sharing_a_source_with_a_shot_leave_the_evaluation():
     shot_ids = {s.id for s in natural if s.text in _shots(prep.prefixes[PREFIX])}
     assert len(shot_ids) == 3
     assert prep.removed_ids == shot_ids | {f"{i}::paraphrase" for i in shot_ids}
+
+
+@pytest.mark.parametrize("field", ["is_member", "Membership", "gold_label"])
+def test_pool_field_named_like_a_label_but_not_the_label_field_is_refused(tmp_path, field):
+    # before: no label/labels/member field -> the pool counted as unlabelled, and these
+    # member rows silently became non-member shots
+    rows = [{"text": t, field: 1} for t in MEMBER_TEXTS[:4]]
+    path = _write_jsonl(tmp_path / "pool.jsonl", rows)
+    with pytest.raises(DataError, match=rf"\['{field}'\] that look like membership.*--label-field"):
+        load_shot_pool("nonmembers", str(path))
+    csv_path = tmp_path / "pool.csv"
+    csv_path.write_text(f"text,{field}\n" + "".join(f'"{t}",1\n' for t in MEMBER_TEXTS[:3]))
+    with pytest.raises(DataError, match=field):
+        load_shot_pool("nonmembers", str(csv_path))
+
+
+def test_pool_reads_the_label_and_text_fields_it_is_given(tmp_path):
+    rows = [{"id": f"p{i}", "body": t, "is_member": 0} for i, t in enumerate(NONMEMBER_TEXTS[:5])]
+    path = _write_jsonl(tmp_path / "pool.jsonl", rows)
+    pool = load_shot_pool("nonmembers", str(path), text_field="body", label_field="is_member")
+    assert [s.text for s in pool] == NONMEMBER_TEXTS[:5] and {s.label for s in pool} == {0}
+    rows[3]["is_member"] = 1
+    _write_jsonl(path, rows)
+    with pytest.raises(
+        DataError, match=r"labelled member or made from a member: ids pool:4 \(id p3\)"
+    ):
+        load_shot_pool("nonmembers", str(path), text_field="body", label_field="is_member")
+
+
+def test_pool_labelled_on_some_rows_only_names_the_rows_lacking_it(tmp_path):
+    rows = [{"id": f"П{i}", "text": t} for i, t in enumerate(NONMEMBER_TEXTS[:6])]
+    rows[2]["label"] = 0
+    rows[4]["label"] = 1
+    path = _write_jsonl(tmp_path / "pool.jsonl", rows)
+    # before: "no label field" (fields were taken from the first row only)
+    with pytest.raises(DataError, match=r"labels only 2 of 6 rows with 'label'") as err:
+        load_shot_pool("nonmembers", str(path))
+    assert "lines 1 (id П0), 2 (id П1), 4 (id П3), 6 (id П5)" in str(err.value)
+    assert "no label field" not in str(err.value)
+
+
+def _is_member_run(tmp_path: Path, model: Path, pool_label: int) -> RunConfig:
+    data = _write_jsonl(
+        tmp_path / "eval.jsonl",
+        [{"text": f"Член {i} met", "is_member": 1} for i in range(6)]
+        + [{"text": f"river {i} 晴れ", "is_member": 0} for i in range(6)],
+    )
+    pool = _write_jsonl(
+        tmp_path / "pool.jsonl",
+        [{"id": f"q{i}", "text": f"雨 {i}", "is_member": pool_label} for i in range(4)],
+    )
+    return RunConfig(
+        model=str(model),
+        data=str(data),
+        out=tmp_path / "run",
+        attacks=("recall",),
+        params={"recall": {"n_shots": 2}},
+        pools={"nonmembers": str(pool)},
+        label_field="is_member",
+        n_bootstrap=20,
+        progress=False,
+    )
+
+
+def test_run_applies_its_label_field_to_the_pools(tiny_model_dir, tmp_path):
+    with pytest.raises(
+        DataError, match=r"labelled member or made from a member: ids pool:1 \(id q0\)"
+    ):
+        execute_run(_is_member_run(tmp_path, tiny_model_dir, pool_label=1))
+    result = execute_run(_is_member_run(tmp_path, tiny_model_dir, pool_label=0))
+    assert result.scores["recall"].shape == (12,)

@@ -200,7 +200,12 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
     started = time.time()
     check_out_dir(config.out, overwrite=config.overwrite)  # a bad --out fails before any work
     loaded, samples, dropped = load_samples(config)
-    pools = {name: load_shot_pool(name, spec) for name, spec in config.pools.items()}
+    pools = {
+        name: load_shot_pool(
+            name, spec, text_field=config.text_field, label_field=config.label_field
+        )
+        for name, spec in config.pools.items()
+    }
     # validate attacks before loading any model: errors here cost nothing
     build_attacks(
         config.attacks,

@@ -28,6 +28,10 @@ MEMBER_POOL = "members"
 POOL_LABELS: dict[str, int] = {NONMEMBER_POOL: NON_MEMBER, MEMBER_POOL: MEMBER}
 _CLASS = {NON_MEMBER: "non-member", MEMBER: "member"}
 _POOL_LABEL_FIELD = "label"
+# a field whose name holds one of these may carry membership labels
+_LABEL_WORDS = ("member", "label")
+# fields imprint itself writes into rows (``imprint perturb``): never a row's own label
+_IMPRINT_FIELDS = ("source_label",)
 
 
 def is_natural(sample: Sample) -> bool:
@@ -55,7 +59,12 @@ def derived_from_member(sample: Sample) -> bool:
 
 
 def _ids(samples: Sequence[Sample]) -> str:
-    shown = ", ".join(s.id for s in samples[:10])
+    """The samples' ids, with the row's own ``id`` field when the loader numbered the rows."""
+    own = [s.meta.get("id") for s in samples[:10]]
+    shown = ", ".join(
+        f"{s.id} (id {i})" if i not in (None, "") and str(i) != s.id else s.id
+        for s, i in zip(samples[:10], own, strict=True)
+    )
     return shown + (f" (and {len(samples) - 10} more)" if len(samples) > 10 else "")
 
 
@@ -77,9 +86,9 @@ def check_pool(name: str, pool: Sequence[Sample], *, source: str = "") -> None:
         made = " or made from a member" if want == NON_MEMBER else ""
         raise DataError(
             f"the {name!r} pool{where} holds {len(wrong)} text(s) labelled {other}{made}: ids "
-            f"{_ids(wrong)} (file:line unless the data names ids). Its shots are used as "
-            f"{_CLASS[want]} text; remove these rows from the pool, or drop the label field to "
-            f"declare every text a {_CLASS[want]}."
+            f"{_ids(wrong)} (file:line, with the row's own id where it has one). Its shots are "
+            f"used as {_CLASS[want]} text; remove these rows from the pool, or drop the label "
+            f"field to declare every text a {_CLASS[want]}."
         )
 
 
@@ -127,52 +136,112 @@ def _file_rows(path: Path) -> tuple[list[str] | None, Iterator[Any], str]:
     return None, loaders._jsonl_rows(data), "line"
 
 
-def _unlabelled_file(path: Path, label: int) -> LoadedData | None:
-    """Rows of a data file without any label field, given the pool's class; None if labelled.
+def _row_names(records: Sequence[tuple[int, Mapping[str, Any]]], pos: Sequence[int]) -> str:
+    """``line 3 (id P2)``-style names of the rows at ``pos``: ids when the rows carry one."""
+    by_pos = dict(records)
+    names = []
+    for p in pos[:10]:
+        row_id = by_pos[p].get("id")
+        names.append(f"{p} (id {row_id})" if row_id not in (None, "") else str(p))
+    return ", ".join(names) + (f" (and {len(pos) - 10} more)" if len(pos) > 10 else "")
 
-    The rows go through the loaders' own checks (empty text, UTF-8, duplicate ids...).
-    """
+
+def _label_field(names: set[str], wanted: str | None) -> str | None:
+    """The pool's label field: the run's ``--label-field`` when given, else a standard name."""
+    if wanted is not None:
+        return wanted if wanted in names else None
+    return next((f for f in LABEL_FIELDS if f in names), None)
+
+
+def _refuse_unrecognised(
+    pool: str, path: Path, names: set[str], label: str | None, fields: tuple[str | None, ...]
+) -> None:
+    """A field named like a membership label that is not the label field would be ignored, and
+    its rows would silently take the pool's class: refuse it instead."""
+    text, wanted = fields
+    known = {label, text, *_IMPRINT_FIELDS}
+    odd = sorted(n for n in names if n not in known and any(w in n.lower() for w in _LABEL_WORDS))
+    if odd:
+        used = f"the label field is {label!r}" if label else "no label field is recognised"
+        if label is None and wanted is not None:
+            used = f"the label field {wanted!r} (--label-field) is in no row"
+        raise DataError(
+            f"the {pool!r} pool {path} has field(s) {odd} that look like membership labels, but "
+            f"{used} (standard names: {list(LABEL_FIELDS)}), so they would be ignored and every "
+            f"row taken as a {_CLASS[POOL_LABELS[pool]]}. Pass --label-field {odd[0]} "
+            "(label_field= in code) if it holds the labels, or rename or remove the field."
+        )
+
+
+def _refuse_partial(
+    pool: str, path: Path, unit: str, records: Sequence[tuple[int, Mapping[str, Any]]], label: str
+) -> None:
+    """Some rows labelled and others not: the pool's name cannot say which rows it covers."""
+    bare = [p for p, r in records if r.get(label) is None or str(r.get(label)).strip() == ""]
+    if bare:
+        raise DataError(
+            f"the {pool!r} pool {path} labels only {len(records) - len(bare)} of {len(records)} "
+            f"rows with {label!r}; {len(bare)} row(s) lack it: {unit}s {_row_names(records, bare)}."
+            f" Give every row a label, or remove {label!r} from every row so the pool's name "
+            f"({_CLASS[POOL_LABELS[pool]]}) labels them all."
+        )
+
+
+def _file_pool(
+    pool: str, path: Path, text_field: str | None, label_field: str | None
+) -> LoadedData:
+    """Rows of a data file: labelled rows are checked against the pool's class; a file with no
+    label field takes it. The rows go through the loaders' own checks (empty text, UTF-8...)."""
     columns, rows, unit = _file_rows(path)
     parsed = list(rows)
-    # labelled if any row has a label field: those labels are checked, never overwritten
-    names = set(columns or ()).union(*(r for _, r in parsed if isinstance(r, Mapping)))
-    if names & set(LABEL_FIELDS):
-        return None
-    # the pool's name is the label of every row; bad rows pass through to be reported
-    labelled = [
-        (pos, {**r, _POOL_LABEL_FIELD: label} if isinstance(r, Mapping) else r) for pos, r in parsed
-    ]
-    return loaders._collect(
-        labelled,
+    records = [(pos, r) for pos, r in parsed if isinstance(r, Mapping)]
+    names = {str(n) for n in set(columns or ()).union(*(r for _, r in records))}
+    label = _label_field(names, label_field)
+    _refuse_unrecognised(pool, path, names, label, (text_field, label_field))
+    if label is None:  # the pool's name is the label of every row; bad rows are still reported
+        label = _POOL_LABEL_FIELD
+        parsed = [
+            (p, {**r, label: POOL_LABELS[pool]} if isinstance(r, Mapping) else r) for p, r in parsed
+        ]
+        columns = None if columns is None else [*columns, label]
+    else:
+        _refuse_partial(pool, path, unit, records, label)
+    loaded = loaders._collect(
+        parsed,
         source=str(path),
         unit=unit,
         id_prefix=path.stem,
-        columns=None if columns is None else [*columns, _POOL_LABEL_FIELD],
-        field_names={"text_field": None, "label_field": _POOL_LABEL_FIELD, "id_field": None},
+        columns=columns,
+        field_names={"text_field": text_field, "label_field": label, "id_field": None},
         on_bad="raise",
         require_both_classes=False,
     )
+    check_pool(pool, loaded.samples, source=str(path))
+    return loaded
 
 
-def load_shot_pool(name: str, spec: str) -> tuple[Sample, ...]:
+def load_shot_pool(
+    name: str, spec: str, *, text_field: str | None = None, label_field: str | None = None
+) -> tuple[Sample, ...]:
     """The texts of pool ``name`` (``nonmembers`` or ``members``) from data ``spec``.
 
     ``spec``: a ``.txt`` file (one text per line), a JSONL/CSV/Parquet file with or without a
     label field, or any data spec (``game-heldout:DIR``...). Unlabelled texts take the pool's
     class; labelled ones must all be of it (:func:`check_pool`). One class is enough.
+    ``text_field``/``label_field`` (the run's ``--text-field``/``--label-field``) name a data
+    file's fields, as for the evaluation data; a field named like a label that is not the label
+    field, or a label on some rows only, is refused.
     """
     label = _check_name(name)
     path = Path(spec).expanduser()
-    loaded: LoadedData | None = None
     if path.suffix.lower() == ".txt":
-        loaded = _text_lines(path, label)
-    elif path.is_file() and path.suffix.lower() in (
+        return _text_lines(path, label).samples
+    if path.is_file() and path.suffix.lower() in (
         *loaders.JSONL_SUFFIXES,
         *loaders.CSV_SUFFIXES,
         *loaders.PARQUET_SUFFIXES,
     ):
-        loaded = _unlabelled_file(path, label)
-    if loaded is None:
-        loaded = resolve_data(spec, require_both_classes=False)
-        check_pool(name, loaded.samples, source=spec)
+        return _file_pool(name, path, text_field, label_field).samples
+    loaded = resolve_data(spec, require_both_classes=False)
+    check_pool(name, loaded.samples, source=spec)
     return loaded.samples
