@@ -260,3 +260,41 @@ def test_demo_chance_claim_survives_picking_the_best_of_several():
     check = _chance_and_detection(_figures(metrics), "e1")[0]
     assert check["passed"], check
     assert "best of 3, Bonferroni 98.33% interval" in check["claim"]
+
+
+def test_cli_blind_marks_tpr_not_measurable_with_few_nonmembers(tmp_path: Path):
+    # 30 non-members (non-Latin texts): 5 % FPR is resolvable (needs 20), 1 % and 0.1 % are not
+    # (need 100 and 1000); no number may stand in for them in the table, warning or JSON.
+    rng = np.random.default_rng(5)
+    greek = "αβγδεζηθικλμνξοπρστυφχψω"
+    words = [a + b for a in greek for b in greek[:6]]
+    members = [" ".join(rng.choice(words, 12)) + " 東京 2010" for _ in range(30)]
+    nonmembers = [" ".join(rng.choice(words, 12)) + " Москва 2024" for _ in range(30)]
+    data = tmp_path / "d.jsonl"
+    rows = [{"text": t, "label": 1} for t in members] + [
+        {"text": t, "label": 0} for t in nonmembers
+    ]
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    out = tmp_path / "blind.json"
+    result = CliRunner().invoke(
+        diagnostics_app,
+        ["blind", "--data", str(data), "--baseline", "tfidf_logreg", "--bootstrap", "50",
+         "--out", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "TPR@1%FPR not measurable" in text and "needs at least 100 non-members" in text
+    assert "at 1 % FPR not measurable with 30 non-members" in text  # the warning
+    assert "% at 1 % FPR" not in text  # no "TPR 6.2% at 1 % FPR"
+    saved = json.loads(out.read_text())
+    for row in (
+        saved["strongest_adjusted"],
+        saved["baselines"][0],
+        saved["baselines"][0]["adjusted"],
+    ):
+        for key, need in (("tpr@0.1%", "1000"), ("tpr@1%", "100")):
+            assert row[key]["estimate"] is None and row[key]["low"] is None
+            assert f"at least {need} non-members" in row[key]["not_measurable"]
+        assert (
+            isinstance(row["tpr@5%"]["estimate"], float) and "not_measurable" not in row["tpr@5%"]
+        )

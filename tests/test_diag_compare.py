@@ -113,3 +113,25 @@ def test_cli_compare(runs: tuple[Path, Path], tmp_path: Path):
     saved = json.loads(out.read_text())
     assert saved["attacks"]["loss"]["transfer"]["5%"]["fpr_b"] == 0.5
     assert "loss" in result.output
+
+
+def test_compare_marks_unresolvable_targets_not_measurable(tmp_path: Path, runs: tuple[Path, Path]):
+    # A has 20 non-members: 5 % and 10 % are resolvable, 1 % (needs 100) is not; B's size does
+    # not matter (the threshold is set on A). Nothing at 1 % may be a number, in JSON or table.
+    out = tmp_path / "cmp.json"
+    result = CliRunner().invoke(
+        diagnostics_app,
+        ["compare", str(runs[0]), str(runs[1]), "--out", str(out), "--bootstrap", "50"],
+    )
+    assert result.exit_code == 0, result.output
+    cell = json.loads(out.read_text())["attacks"]["loss"]["transfer"]["1%"]
+    assert cell["threshold"] is None and cell["fpr_b"] is None and cell["tpr_b"] is None
+    assert "at least 100 non-members; there are 20 in run A" in cell["not_measurable"]
+    text = " ".join(result.output.split())
+    assert "not measurable @1%: an FPR of 1 % needs at least 100" in text
+    assert "@5%" not in text and "@10%" not in text  # the resolvable ones carry no note
+    table = compare_runs(*runs, fprs=(0.001, 0.05), n_resamples=50)["attacks"]["loss"]
+    assert "1000 non-members" in table["transfer"]["0.1%"]["not_measurable"]
+    assert (
+        table["transfer"]["5%"]["fpr_b"] == 0.5 and "not_measurable" not in table["transfer"]["5%"]
+    )

@@ -140,10 +140,13 @@ def test_perturbation_table_hand_computed(tmp_path: Path):
     table = perturbation_table(run, fprs=(0.01, 0.1))
     assert table["groups"] == ["members", "nonmembers", "edit1"]
     loss = table["attacks"]["loss"]
-    assert loss["rates"]["nonmembers"] == {"1%": 0.0, "10%": 0.1}
-    assert loss["rates"]["members"] == {"1%": 0.75, "10%": 1.0}
-    assert loss["rates"]["edit1"] == {"1%": 0.5, "10%": 0.75}
-    assert 9 < loss["thresholds"]["1%"] < 9.0001 and 8 < loss["thresholds"]["10%"] < 8.0001
+    # 1 % needs 100 natural non-members (10 here): not measurable, no threshold, no rate
+    assert loss["rates"]["nonmembers"] == {"1%": None, "10%": 0.1}
+    assert loss["rates"]["members"] == {"1%": None, "10%": 1.0}
+    assert loss["rates"]["edit1"] == {"1%": None, "10%": 0.75}
+    assert loss["thresholds"]["1%"] is None and 8 < loss["thresholds"]["10%"] < 8.0001
+    assert list(loss["not_measurable"]) == ["1%"]
+    assert "at least 100 non-members; there are 10" in loss["not_measurable"]["1%"]
     zlib = table["attacks"]["zlib"]
     assert zlib["n_nan"]["edit1"] == 1 and zlib["rates"]["edit1"]["10%"] == pytest.approx(2 / 3)
     plain = _fake_run(tmp_path / "plain", [0, 1], [None, None], {"loss": [0.0, 1.0]})
@@ -175,7 +178,16 @@ def test_cli_perturb_and_table(tmp_path: Path, wikimia: list[Sample]):
     result = runner.invoke(diagnostics_app, ["perturb-table", str(run)])
     assert result.exit_code == 0, result.output
     saved = json.loads((run / "perturbation_table.json").read_text())
-    assert saved["attacks"]["fake"]["rates"]["edit25"]["1%"] == 1.0
+    assert saved["attacks"]["fake"]["rates"]["edit25"]["10%"] == 1.0
+    n_natural = saved["attacks"]["fake"]["n"]["nonmembers"]
+    assert 10 <= n_natural < 20  # so 10 % is measurable, 1 % and 5 % are not
+    assert saved["attacks"]["fake"]["rates"]["edit25"]["1%"] is None
+    assert set(saved["attacks"]["fake"]["not_measurable"]) == {"1%", "5%"}
+    text = " ".join(result.output.split())
+    assert (
+        "not measurable at target FPR 5%: an FPR of 5 % needs at least 20 non-members; "
+        f"there are {n_natural}" in text
+    )
     assert (run / "perturbation_histograms.png").stat().st_size > 0
 
 

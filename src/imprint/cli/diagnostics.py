@@ -108,8 +108,10 @@ def _print_blind(results: list[Any], title: str) -> None:
     from imprint.diagnostics.blind_suite import selected_summary
 
     shown = table(title, ("baseline", "AUC", "TPR@1%FPR", "TPR@5%FPR", "top features"))
+    notes: dict[float, str] = {}
     for r in results:
-        tpr = r.summary.tpr_at_fpr if r.summary else {}
+        tpr, unmeasured = _measured_tprs(r.summary, (0.01, 0.05))
+        notes.update(unmeasured)
         feats = ", ".join(f"{f} ({w:+.2g})" for f, w in r.top_features[:5])
         if r.protocol_auc:
             feats += (
@@ -117,8 +119,11 @@ def _print_blind(results: list[Any], title: str) -> None:
                 "sd (a spread, not an interval)"
             )
         auc = _fmt(r.summary.auc if r.summary else None)
-        add_row(shown, r.name, auc, _fmt(tpr.get(0.01)), _fmt(tpr.get(0.05)), r.error or feats)
+        tprs = (_fmt(tpr[b]) if b in tpr else "n/m" for b in (0.01, 0.05))
+        add_row(shown, r.name, auc, *tprs, r.error or feats)
     console.print(shown)
+    for bound, reason in notes.items():
+        say(f"n/m = TPR@{bound * 100:g}%FPR not measurable: {reason}")
     selected = selected_summary(results)
     if selected is not None:
         best, summary, m = selected
@@ -126,10 +131,22 @@ def _print_blind(results: list[Any], title: str) -> None:
         say(f"strongest: {best.name} (AUC {_fmt(summary.auc)}{how})")
 
 
+def _measured_tprs(
+    summary: Any, bounds: tuple[float, ...]
+) -> tuple[dict[float, Any], dict[float, str]]:
+    """(bound -> TPR interval, bound -> why not measurable) of a blind classifier's summary."""
+    from imprint.metrics import unresolvable
+
+    if summary is None:
+        return {b: None for b in bounds}, {}
+    reasons = unresolvable(bounds, summary.n_nonmembers)
+    return {b: summary.tpr_at_fpr.get(b) for b in bounds if b not in reasons}, reasons
+
+
 def _blind_payload(
     data: str, found: Any, results: list[Any], warning: str | None
 ) -> dict[str, Any]:
-    from imprint.diagnostics.blind_suite import selected_summary
+    from imprint.diagnostics.blind_suite import measured_dict, selected_summary
 
     selected = selected_summary(results)
     return {
@@ -138,7 +155,7 @@ def _blind_payload(
         "dropped": found.dropped,
         "strongest": selected[0].name if selected else None,
         # the strongest's metrics with intervals adjusted for picking it (None if none)
-        "strongest_adjusted": selected[1].to_dict() if selected else None,
+        "strongest_adjusted": measured_dict(selected[1]) if selected else None,
         "warning": warning,
         "baselines": [r.to_dict() for r in results],
     }
@@ -403,11 +420,18 @@ def perturb_table(
     folder = out or run
     title = "rate called member at thresholds set on natural non-members"
     shown = table(title, ("attack", "target FPR", *result["groups"]))
+    notes: dict[str, str] = {}
     for attack, row in result["attacks"].items():
+        notes.update(row["not_measurable"])
         for key in row["thresholds"]:
             cells = [row["rates"][g][key] for g in result["groups"]]
-            add_row(shown, attack, key, *("-" if c is None else f"{c:.3f}" for c in cells))
+            shown_cells = ("-" if c is None else f"{c:.3f}" for c in cells)
+            if key in row["not_measurable"]:
+                shown_cells = ("n/m" for _ in cells)
+            add_row(shown, attack, key, *shown_cells)
     console.print(shown)
+    for key, reason in notes.items():
+        say(f"n/m = not measurable at target FPR {key}: {reason}")
     write_json(folder / "perturbation_table.json", result)
     plot = plot_group_histograms(
         scores.scores,
@@ -416,6 +440,12 @@ def perturb_table(
         order=result["groups"],
     )
     say(f"wrote {plot}")
+
+
+def _transfer_cell(cell: dict[str, Any]) -> str:
+    if cell.get("not_measurable"):
+        return "n/m"
+    return "-" if cell["fpr_b"] is None else f"{cell['fpr_b']:.3f}"
 
 
 @handle_errors
@@ -435,20 +465,25 @@ def compare(
     result = compare_runs(run_a, run_b, fprs=targets, n_resamples=bootstrap, seed=seed)
     columns = ("attack", *(f"FPR on B @{f:g}" for f in targets), "AUC A", "AUC B", "B - A")
     shown = table(f"thresholds from {run_a} applied to {run_b}", columns)
+    notes: dict[str, str] = {}
     for attack, row in result["attacks"].items():
         if "error" in row:
             add_row(shown, attack, *(["-"] * len(targets)), "-", "-", row["error"])
             continue
-        cells = [row["transfer"][k]["fpr_b"] for k in row["transfer"]]
+        notes.update(
+            {k: c["not_measurable"] for k, c in row["transfer"].items() if c.get("not_measurable")}
+        )
         a, b, d = (row["auc"][k] for k in ("a", "b", "diff"))
         add_row(
             shown,
             attack,
-            *("-" if c is None else f"{c:.3f}" for c in cells),
+            *(_transfer_cell(cell) for cell in row["transfer"].values()),
             f"{a['estimate']:.3f}",
             f"{b['estimate']:.3f}",
             f"{d['estimate']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]",
         )
     console.print(shown)
+    for key, reason in notes.items():
+        say(f"n/m = not measurable @{key}: {reason}")
     if out is not None:
         write_json(out, result)

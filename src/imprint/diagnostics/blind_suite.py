@@ -39,13 +39,15 @@ from imprint.diagnostics import blind as sok
 from imprint.diagnostics.dates import find_dates
 from imprint.diagnostics.greedy import fit_greedy_ngrams
 from imprint.errors import ConfigError, DataError
-from imprint.metrics import DEFAULT_FPR_BOUNDS, MetricSummary, bootstrap_metrics
+from imprint.metrics import DEFAULT_FPR_BOUNDS, MetricSummary, bootstrap_metrics, unresolvable
+from imprint.metrics.bootstrap import fpr_key
 
 __all__ = [
     "BASELINES",
     "BlindSuiteResult",
     "blind_suite_report",
     "blind_suite_warning",
+    "measured_dict",
     "run_blind_suite",
     "selected_summary",
     "strongest_blind",
@@ -91,7 +93,7 @@ class BlindSuiteResult:
         """JSON-ready: ``auc``, ``tpr@1%``... as ``{estimate, low, high}``, features, config."""
         out: dict[str, Any] = {"name": self.name, "description": self.description}
         if self.summary is not None:
-            out.update(self.summary.to_dict())
+            out.update(measured_dict(self.summary))
         out["top_features"] = [[f, w] for f, w in self.top_features]
         if self.protocol_auc is not None:
             out["protocol_auc"] = {
@@ -101,7 +103,7 @@ class BlindSuiteResult:
                 "kind": SPREAD_KIND,
             }
         if self.adjusted is not None:
-            out["adjusted"] = self.adjusted.to_dict()
+            out["adjusted"] = measured_dict(self.adjusted)
         out["config"] = self.config
         if self.error:
             out["error"] = self.error
@@ -350,6 +352,20 @@ def _with_adjusted(
     return out
 
 
+def measured_dict(summary: MetricSummary) -> dict[str, Any]:
+    """``summary.to_dict()`` with each TPR@t its non-members cannot resolve (fewer than 1/t)
+    written as ``{estimate: None, ..., not_measurable: why}``: no number stands in for it."""
+    out = summary.to_dict()
+    for bound, reason in unresolvable(summary.tpr_at_fpr, summary.n_nonmembers).items():
+        out[fpr_key(bound)] = {
+            "estimate": None,
+            "low": None,
+            "high": None,
+            "not_measurable": reason,
+        }
+    return out
+
+
 def strongest_blind(results: Sequence[BlindSuiteResult]) -> BlindSuiteResult | None:
     """The classifier with the highest out-of-fold AUC (None if every one failed)."""
     ok = [r for r in results if r.summary is not None and not math.isnan(r.auc)]
@@ -381,6 +397,8 @@ def blind_suite_warning(
     interval = summary.auc
     tpr = summary.tpr_at_fpr.get(0.01)
     tpr_text = f", TPR {tpr.estimate:.1%} at 1 % FPR" if tpr is not None else ""
+    if tpr is not None and unresolvable((0.01,), summary.n_nonmembers):
+        tpr_text = f", TPR at 1 % FPR not measurable with {summary.n_nonmembers} non-members"
     level = f"{100 * summary.confidence:.2f}".rstrip("0").rstrip(".") + " %"
     how = f"Bonferroni {level} interval, strongest of {m}" if m > 1 else f"{level} interval"
     words = ", ".join(repr(f) for f, _ in best.top_features[:5])
@@ -426,7 +444,9 @@ def blind_suite_report(
         return {"error": f"no blind baseline could be fitted ({errors})"}
     best, summary, m = selected
     row = best.to_dict()
-    row.update(summary.to_dict())  # the strongest's figures, with intervals that survive the pick
+    row.update(
+        measured_dict(summary)
+    )  # the strongest's figures, with intervals that survive the pick
     row["auc_unadjusted"] = best.summary.auc.to_dict() if best.summary else None
     row["selection"] = {
         "n_classifiers": m,

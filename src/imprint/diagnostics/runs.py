@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from imprint.errors import DataError
-from imprint.metrics import auc, threshold_at_fpr, threshold_transfer
+from imprint.metrics import auc, threshold_at_fpr, threshold_transfer, unresolvable
 
 __all__ = [
     "DEFAULT_TRANSFER_FPRS",
@@ -112,17 +112,29 @@ def perturbation_table(
         "attacks": {},
     }
     for name, values in run.scores.items():
-        calib = _finite(values[sets["nonmembers"]])
-        row: dict[str, Any] = {"n": {}, "n_nan": {}, "thresholds": {}, "rates": {}}
-        for group, mask in sets.items():
-            row["n"][group] = int((mask & ~np.isnan(values)).sum())
-            row["n_nan"][group] = int((mask & np.isnan(values)).sum())
-            transfer = threshold_transfer(calib, _finite(values[mask]), fprs=fprs)
-            row["rates"][group] = {_pct(f): _json(v) for f, v in transfer.items()}
-        for f in fprs:
-            row["thresholds"][_pct(f)] = _json(threshold_at_fpr(calib, f)) if calib.size else None
-        out["attacks"][name] = row
+        out["attacks"][name] = _perturbation_row(values, sets, fprs)
     return out
+
+
+def _perturbation_row(
+    values: NDArray[np.float64], sets: dict[str, NDArray[np.bool_]], fprs: Sequence[float]
+) -> dict[str, Any]:
+    """One attack's counts, thresholds and rates; a target FPR the natural non-members cannot
+    resolve (fewer than 1/t) gets None everywhere and its reason under ``not_measurable``."""
+    calib = _finite(values[sets["nonmembers"]])
+    reasons = unresolvable(fprs, calib.size, where="the natural (unperturbed) non-members")
+    kept = [f for f in fprs if f not in reasons]
+    row: dict[str, Any] = {"n": {}, "n_nan": {}, "thresholds": {}, "rates": {}}
+    for group, mask in sets.items():
+        row["n"][group] = int((mask & ~np.isnan(values)).sum())
+        row["n_nan"][group] = int((mask & np.isnan(values)).sum())
+        transfer = threshold_transfer(calib, _finite(values[mask]), fprs=kept) if kept else {}
+        row["rates"][group] = {_pct(f): _json(transfer[f]) if f in transfer else None for f in fprs}
+    for f in fprs:
+        measured = calib.size and f not in reasons
+        row["thresholds"][_pct(f)] = _json(threshold_at_fpr(calib, f)) if measured else None
+    row["not_measurable"] = {_pct(f): why for f, why in reasons.items()}
+    return row
 
 
 def perturbation_groups(run: RunScores, *, field: str = "perturbation") -> list[str]:
@@ -196,6 +208,31 @@ def auc_difference(
     }
 
 
+def _transfer_cells(
+    a_non: NDArray[np.float64],
+    b_non: NDArray[np.float64],
+    b_mem: NDArray[np.float64],
+    fprs: Sequence[float],
+) -> dict[str, dict[str, Any]]:
+    """Per target FPR: the threshold set on A's non-members, the FPR and TPR it gives on B. A
+    target A's non-members cannot resolve (fewer than 1/t) is all None with its reason."""
+    reasons = unresolvable(fprs, a_non.size, where="run A, where the thresholds are set")
+    cells: dict[str, dict[str, Any]] = {}
+    for f in fprs:
+        if f in reasons:
+            cells[_pct(f)] = {
+                "threshold": None, "fpr_b": None, "tpr_b": None, "not_measurable": reasons[f]
+            }  # fmt: skip
+            continue
+        threshold = threshold_at_fpr(a_non, f)
+        cells[_pct(f)] = {
+            "threshold": _json(threshold),
+            "fpr_b": _json(threshold_transfer(a_non, b_non, fprs=(f,))[f]),
+            "tpr_b": _json(float(np.mean(b_mem >= threshold))),
+        }
+    return cells
+
+
 def compare_runs(
     run_a: str | Path,
     run_b: str | Path,
@@ -225,15 +262,7 @@ def compare_runs(
             row["error"] = "a run lacks members or non-members with finite scores"
             out["attacks"][name] = row
             continue
-        transfer = threshold_transfer(sa[la == 0], sb[lb == 0], fprs=fprs)
-        row["transfer"] = {
-            _pct(f): {
-                "threshold": _json(threshold_at_fpr(sa[la == 0], f)),
-                "fpr_b": _json(transfer[f]),
-                "tpr_b": _json(float(np.mean(sb[lb == 1] >= threshold_at_fpr(sa[la == 0], f)))),
-            }
-            for f in fprs
-        }
+        row["transfer"] = _transfer_cells(sa[la == 0], sb[lb == 0], sb[lb == 1], fprs)
         row["auc"] = auc_difference(la, sa, lb, sb, n_resamples=n_resamples, seed=seed)
         out["attacks"][name] = row
     return out

@@ -19,6 +19,7 @@ from imprint.metrics.bootstrap import (
     bootstrap_metrics,
     evaluate,
 )
+from imprint.metrics.resolution import min_nonmembers, unresolvable, unresolvable_reason
 from imprint.metrics.transfer import fpr_at_threshold, threshold_at_fpr, threshold_transfer
 
 __all__ = [
@@ -31,8 +32,11 @@ __all__ = [
     "confusion_at_thresholds",
     "evaluate",
     "fpr_at_threshold",
+    "min_nonmembers",
     "roc_curve",
     "threshold_at_fpr",
     "threshold_transfer",
     "tpr_at_fpr",
+    "unresolvable",
+    "unresolvable_reason",
 ]

@@ -24,6 +24,7 @@ from imprint.metrics import (
     Interval,
     UndefinedMetricWarning,
     bootstrap_metrics,
+    min_nonmembers,
 )
 from imprint.report.results import (
     BlindClassifierMetrics,
@@ -51,11 +52,6 @@ def column_metrics(
             labels[finite], scores[finite], n_resamples=n_bootstrap, seed=seed
         )
     return mark_unmeasurable(ColumnMetrics.from_summary(summary, n_nan=int((~finite).sum())))
-
-
-def min_nonmembers(max_fpr: float) -> int:
-    """Non-members needed before one false positive is an FPR of at most ``max_fpr`` (1/t)."""
-    return math.ceil(1 / max_fpr - 1e-9)  # 1e-9: 1 / 0.001 must give 1000, not 1001
 
 
 def mark_unmeasurable(column: ColumnMetrics) -> ColumnMetrics:
