@@ -298,3 +298,27 @@ def test_cli_blind_marks_tpr_not_measurable_with_few_nonmembers(tmp_path: Path):
         assert (
             isinstance(row["tpr@5%"]["estimate"], float) and "not_measurable" not in row["tpr@5%"]
         )
+
+
+def test_cli_blind_checks_out_before_the_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import imprint.diagnostics.blind_suite as suite
+
+    def must_not_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the suite ran although --out was unusable")
+
+    texts, labels = _shifted(10)
+    data = tmp_path / "d.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"text": t, "label": y}) + "\n" for t, y in zip(texts, labels, strict=True)
+        )
+    )
+    folder = tmp_path / "somedir"
+    folder.mkdir()
+    monkeypatch.setattr(suite, "run_blind_suite", must_not_run)
+    result = CliRunner().invoke(
+        diagnostics_app, ["blind", "--data", str(data), "--out", str(folder)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "is a folder; this command writes one JSON file" in " ".join(result.output.split())
+    assert not any(folder.iterdir())

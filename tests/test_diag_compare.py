@@ -135,3 +135,32 @@ def test_compare_marks_unresolvable_targets_not_measurable(tmp_path: Path, runs:
     assert (
         table["transfer"]["5%"]["fpr_b"] == 0.5 and "not_measurable" not in table["transfer"]["5%"]
     )
+
+
+def test_cli_compare_checks_out_before_any_work(
+    runs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    import imprint.diagnostics.runs as runs_module
+
+    def must_not_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("compare_runs ran although --out was unusable")
+
+    folder, existing = tmp_path / "somedir", tmp_path / "done.json"
+    folder.mkdir()
+    existing.write_text("{}")
+    monkeypatch.setattr(runs_module, "compare_runs", must_not_run)
+    for out, message in (
+        (folder, "is a folder; this command writes one JSON file"),
+        (existing, "already exists; pass a new file path, or add --overwrite"),
+        (existing / "x.json", "is a file, so nothing can be made under it"),
+    ):
+        args = ["compare", str(runs[0]), str(runs[1]), "--out", str(out), "--bootstrap", "20"]
+        result = CliRunner().invoke(diagnostics_app, args)
+        assert result.exit_code == 2, result.output
+        assert message in " ".join(result.output.split()), result.output
+    assert existing.read_text() == "{}"  # left as it was
+    monkeypatch.undo()
+    args = ["compare", str(runs[0]), str(runs[1]), "--out", str(existing), "--overwrite"]
+    result = CliRunner().invoke(diagnostics_app, [*args, "--bootstrap", "20"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(existing.read_text())["attacks"]["loss"]["transfer"]["5%"]["fpr_b"] == 0.5

@@ -198,3 +198,32 @@ def test_hf_generator_on_a_tiny_local_model(tiny_model_dir: Path):
     answer = generate("Paraphrase: the quick brown fox")
     assert isinstance(answer, str)
     assert answer == generate("Paraphrase: the quick brown fox")  # greedy: deterministic
+
+
+def test_cli_perturb_out_is_checked_and_never_silently_overwritten(tmp_path: Path):
+    data = tmp_path / "d.jsonl"
+    rows = [
+        {"text": f"Съешь же ещё этих мягких булок {i} 東京 слова", "label": i % 2} for i in range(8)
+    ]
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    runner = CliRunner()
+    a_file = tmp_path / "afile.json"
+    a_file.write_text("x")
+    result = runner.invoke(diagnostics_app, ["perturb", "--data", str(data), "--out", str(a_file)])
+    assert result.exit_code == 2 and "is a file; this command writes a folder" in result.output
+    assert a_file.read_text() == "x"
+    out = tmp_path / "p"
+    out.mkdir()
+    manifest = out / "perturbed.manifest.json"
+    manifest.write_text('{"source": "earlier"}')
+    result = runner.invoke(diagnostics_app, ["perturb", "--data", str(data), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert (
+        "already holds perturbed.manifest.json" in result.output and "--overwrite" in result.output
+    )
+    assert json.loads(manifest.read_text()) == {"source": "earlier"}  # untouched
+    args = ["perturb", "--data", str(data), "--out", str(out), "--overwrite"]
+    result = runner.invoke(diagnostics_app, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(manifest.read_text())["source"] == str(data)
+    assert len(load_file(out / "perturbed.jsonl").samples) > len(rows)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,10 +20,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from imprint.errors import ImprintError
+from imprint.errors import ConfigError, ImprintError
 
 __all__ = [
     "add_row",
+    "check_out_file",
+    "check_out_folder",
     "console",
     "fail",
     "handle_errors",
@@ -184,6 +187,56 @@ def write_json(path: Path, payload: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(to_jsonable(payload), indent=2) + "\n")
     say(f"wrote {path}")
+
+
+def check_out_file(path: Path | None, *, overwrite: bool = False, option: str = "--out") -> None:
+    """Refuse, before any work, an output file path that cannot or must not be written: a
+    folder, a path under a file or an unwritable folder, or (without ``overwrite``) an existing
+    file. Creates nothing."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise ConfigError(
+            f"{option} {path} is a folder; this command writes one JSON file there. Pass a file "
+            f"path, e.g. {option} {path / 'result.json'}"
+        )
+    if path.exists() and not overwrite:
+        raise ConfigError(
+            f"{option} {path} already exists; pass a new file path, or add --overwrite to "
+            "replace it"
+        )
+    _check_writable_above(path, option)
+
+
+def check_out_folder(
+    path: Path, *, writes: Sequence[str], overwrite: bool = False, option: str = "--out"
+) -> None:
+    """Refuse, before any work, an output folder that cannot or must not be written: a file, a
+    path under a file or an unwritable folder, or (without ``overwrite``) a folder that already
+    holds any of the files ``writes`` names. Creates nothing."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(
+            f"{option} {path} is a file; this command writes a folder. Pass a folder path (a "
+            "new one is made)"
+        )
+    clash = [name for name in writes if (path / name).exists()]
+    if clash and not overwrite:
+        raise ConfigError(
+            f"{option} {path} already holds {', '.join(clash)} from an earlier run; pass a new "
+            "folder, or add --overwrite to replace them"
+        )
+    _check_writable_above(path, option)
+
+
+def _check_writable_above(path: Path, option: str) -> None:
+    """The nearest existing folder at or above ``path``'s parent must be a writable folder."""
+    ancestor = path.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ConfigError(f"{option} {path}: {ancestor} is a file, so nothing can be made under it")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConfigError(f"{option} {path}: cannot write in {ancestor}; choose a writable place")
 
 
 def run_attacks(*, console: Any = None, **config: Any) -> Any:

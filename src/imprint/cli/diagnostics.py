@@ -13,6 +13,8 @@ import typer
 
 from imprint.cli.common import (
     add_row,
+    check_out_file,
+    check_out_folder,
     console,
     handle_errors,
     parse_list,
@@ -43,6 +45,9 @@ Bootstrap = Annotated[int, typer.Option(help="bootstrap resamples")]
 Corpus = Annotated[list[Path], typer.Option(help="corpus file (repeatable)")]
 MoreCorpus = Annotated[list[Path] | None, typer.Argument(help="more corpus files")]
 CandidateData = Annotated[str, typer.Option(help="candidate data spec")]
+Overwrite = Annotated[bool, typer.Option("--overwrite", help="replace an existing --out output")]
+PERTURB_FILES = ("perturbed.jsonl", "perturbed.manifest.json")
+TABLE_FILES = ("perturbation_table.json", "perturbation_histograms.png")
 
 overlap_app = typer.Typer(
     no_args_is_help=True,
@@ -72,6 +77,7 @@ def blind(
     label_field: LabelField = None,
     truncate: Truncate = None,
     min_words: MinWords = None,
+    overwrite: Overwrite = False,
 ) -> None:
     """Model-less blind baselines (SoK forest, TF-IDF, dates, greedy n-grams), cross-validated.
 
@@ -80,6 +86,7 @@ def blind(
     from imprint.diagnostics.blind_suite import blind_suite_warning, run_blind_suite
     from imprint.diagnostics.inputs import evaluation_samples
 
+    check_out_file(out, overwrite=overwrite)  # a bad --out fails before the suite, not after
     found = evaluation_samples(
         data, text_field=text_field, label_field=label_field, truncate=truncate, min_words=min_words
     )
@@ -348,6 +355,7 @@ def perturb(
     bootstrap: Annotated[int, typer.Option(help="bootstrap resamples of the run")] = 1000,
     text_field: TextField = None,
     label_field: LabelField = None,
+    overwrite: Overwrite = False,
 ) -> None:
     """Write perturbed members (word edits, neighbours, paraphrases) and, with --model, the
     FPR they get at thresholds set on natural non-members (MIMIR Table 4)."""
@@ -356,6 +364,8 @@ def perturb(
 
     distances = parse_list(edits, option="--edits", convert=int, example="1,10,25")
     names = parse_list(attacks, option="--attacks", example="loss,zlib")
+    writes = PERTURB_FILES + (TABLE_FILES if model else ())
+    check_out_folder(out, writes=writes, overwrite=overwrite)  # before any work
     loaded = load_candidates(data, text_field=text_field, label_field=label_field)
     generate = None
     if paraphrase_model:
@@ -415,6 +425,7 @@ def perturb_table(
     from imprint.diagnostics.plots import plot_group_histograms
     from imprint.diagnostics.runs import perturbation_groups, perturbation_table, read_run
 
+    check_out_folder(out or run, writes=(), option="--out" if out else "RUN")  # a file: refused
     result = perturbation_table(run)
     scores = read_run(run)
     folder = out or run
@@ -456,12 +467,14 @@ def compare(
     fprs: Annotated[str, typer.Option(help="target FPRs on A")] = "0.01,0.05,0.1",
     bootstrap: Annotated[int, typer.Option(help="resamples for the AUC difference")] = 1000,
     seed: Seed = 0,
+    overwrite: Overwrite = False,
 ) -> None:
     """Thresholds fixed at x % FPR on A's non-members: the FPR on B's (MIMIR Table 5), and
     AUC(B) - AUC(A) with a bootstrap interval."""
     from imprint.diagnostics.runs import compare_runs
 
     targets = parse_list(fprs, option="--fprs", convert=float, example="0.01,0.05,0.1")
+    check_out_file(out, overwrite=overwrite)  # before the bootstrap, not after it
     result = compare_runs(run_a, run_b, fprs=targets, n_resamples=bootstrap, seed=seed)
     columns = ("attack", *(f"FPR on B @{f:g}" for f in targets), "AUC A", "AUC B", "B - A")
     shown = table(f"thresholds from {run_a} applied to {run_b}", columns)
