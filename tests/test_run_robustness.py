@@ -97,7 +97,10 @@ def test_concurrent_publishers_never_interleave(tmp_path):
         staged = staging_dir(out)
         for name in names:  # a slow writer: files appear one by one
             (staged / name).write_text(str(tag))
-        (staged / "manifest.json").write_text(json.dumps({"config": tag, "versions": {}}))
+        manifest = {"config": {"tag": tag}, "versions": {"python": "3"}}
+        for name in ("metrics.json", "scores.parquet"):  # what a run folder holds
+            (staged / name).write_text(str(tag))
+        (staged / "manifest.json").write_text(json.dumps(manifest))
         publish(staged, out)
 
     threads = [threading.Thread(target=one_run, args=(t,)) for t in range(8)]
@@ -105,7 +108,7 @@ def test_concurrent_publishers_never_interleave(tmp_path):
         t.start()
     for t in threads:
         t.join()
-    winner = json.loads((out / "manifest.json").read_text())["config"]
+    winner = json.loads((out / "manifest.json").read_text())["config"]["tag"]
     assert {(out / n).read_text() for n in names} == {str(winner)}
     assert [p.name for p in tmp_path.iterdir() if p.name != "imprint-cache"] == ["run"]
 

@@ -140,6 +140,19 @@ def load_samples(config: RunConfig) -> tuple[LoadedData, list[Sample], dict[str,
     return loaded, list(samples), {**loaded.dropped, **dropped}
 
 
+def check_breakdown(field: str | None, samples: list[Sample]) -> None:
+    """Refuse a ``--breakdown`` field that no sample has: its table would be one "(missing)"
+    column, most likely from a typo. Raises :class:`ConfigError` naming the data's fields."""
+    if not field or any(field in s.meta for s in samples):  # "" means no breakdown
+        return
+    fields = sorted({str(k) for s in samples for k in s.meta})
+    has = f"the data's other fields are {fields}" if fields else "the data has no other fields"
+    raise ConfigError(
+        f"--breakdown {field!r}: no sample has a field {field!r} ({has}; text and label are not "
+        "breakdown fields). Pass one of those fields, or drop --breakdown"
+    )
+
+
 def backend_choices(config: RunConfig) -> dict[str, BackendChoice]:
     """The target's and the reference models' providers with typed options (nothing loaded).
 
@@ -195,11 +208,13 @@ def load_backends(config: RunConfig, cache: SignalCache | None = None) -> dict[s
 def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
     """Run the whole pipeline and write the run folder (see :mod:`imprint.report`)."""
     from imprint.report import evaluate_scores, write_run
-    from imprint.report.outdir import check_out_dir
+    from imprint.report.outdir import check_out_dir, check_outside
 
     started = time.time()
     check_out_dir(config.out, overwrite=config.overwrite)  # a bad --out fails before any work
+    check_outside(config.out, config.cache or cache_dir() / "signals.sqlite", "--cache")
     loaded, samples, dropped = load_samples(config)
+    check_breakdown(config.breakdown, samples)
     pools = {
         name: load_shot_pool(
             name, spec, text_field=config.text_field, label_field=config.label_field

@@ -3,7 +3,7 @@
 A run is written into a hidden sibling folder (``.NAME.partial-*``) and renamed into place at the
 end, so a crash leaves no half-written run, and two runs aimed at one folder never mix their
 files: the one that finishes last is the folder, whole. An existing folder is replaced only when
-it is an earlier imprint run (it holds imprint's ``manifest.json``), or when ``overwrite`` says so.
+it is an earlier imprint run (:func:`is_run_folder`), or when ``overwrite`` says so.
 """
 
 from __future__ import annotations
@@ -20,13 +20,42 @@ from imprint.errors import ConfigError
 _SWAP_TRIES = 100  # each failed try means another run renamed a folder at that instant
 
 
+# the files every imprint run folder holds besides manifest.json (see imprint.report.writer)
+RUN_FILES = ("metrics.json", "scores.parquet")
+
+
 def is_run_folder(path: Path) -> bool:
-    """True when ``path`` holds a ``manifest.json`` written by imprint (config and versions)."""
+    """True when ``path`` holds what imprint writes into a run folder: a ``manifest.json`` whose
+    ``config`` and ``versions`` are objects (``versions`` naming the Python version), beside
+    ``metrics.json`` and ``scores.parquet``. Only such a folder is replaced without --overwrite,
+    so a look-alike manifest alone must not make a user's folder deletable."""
     try:
         manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(manifest, dict) and {"config", "versions"} <= set(manifest)
+    if not isinstance(manifest, dict):
+        return False
+    config, versions = manifest.get("config"), manifest.get("versions")
+    if not isinstance(config, dict) or not isinstance(versions, dict) or "python" not in versions:
+        return False
+    return all((path / name).is_file() for name in RUN_FILES)
+
+
+def check_outside(out: Path, path: Path, flag: str) -> None:
+    """Refuse a file the run keeps (``flag``'s path, e.g. the signal cache) inside ``out``.
+
+    The run replaces ``out`` whole, so the file would be deleted with it; and made there before
+    the run ends, it turns ``out`` into a folder that is not a run, which the run then refuses.
+    Raises :class:`ConfigError`; creates nothing.
+    """
+    real_out = Path(os.path.realpath(out))
+    real = Path(os.path.realpath(path))
+    if real == real_out or real_out in real.parents:
+        raise ConfigError(
+            f"{flag} {path} lies inside --out {out}; the run replaces its --out folder whole, so "
+            f"the file would be lost with it. Put it outside the run folder, e.g. "
+            f"{flag} {out.parent / path.name}"
+        )
 
 
 def check_out_dir(out: Path, *, overwrite: bool = False) -> Path:
@@ -52,7 +81,8 @@ def check_out_dir(out: Path, *, overwrite: bool = False) -> Path:
         names = sorted(p.name for p in out.iterdir())
         shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
         raise ConfigError(
-            f"--out {out} is a folder that is not an imprint run (no imprint manifest.json) and "
+            f"--out {out} is a folder that is not an imprint run (no imprint manifest.json, "
+            f"{' and '.join(RUN_FILES)}) and "
             f"holds {len(names)} entries ({shown}); a run replaces its folder whole. Pass a new "
             "folder, or add --overwrite to delete its contents and write the run there"
         )

@@ -142,7 +142,7 @@ def write_run(
         console.print(rich_table(metrics))
         for warning in metrics.warnings:
             console.print(f"[bold yellow]warning:[/] {escape(warning.message)}")
-        console.print(f"report: {out / 'report.html'}")
+        console.print(f"report: {escape(str(out / 'report.html'))}")  # a path may hold [x]
 
 
 def _write_files(
