@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -74,3 +78,42 @@ def tiny_ref_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test gets its own imprint cache unless it sets IMPRINT_CACHE_DIR itself."""
     monkeypatch.setenv("IMPRINT_CACHE_DIR", str(tmp_path / "imprint-cache"))
+
+
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """Tiny models run faster on one thread than on oversubscribed cores (restored after)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class HashEmbedder:
+    """A deterministic stand-in for MiniLM: a unit vector seeded by each stripped string's hash
+    (no model). ``fingerprint`` keys its embeddings in the request store."""
+
+    fingerprint = "hash-embedder-v1"
+
+    def embed(self, strings: Sequence[str]) -> np.ndarray:
+        rows = []
+        for s in strings:
+            seed = int(hashlib.sha256(s.strip().encode()).hexdigest()[:8], 16)
+            v = np.random.default_rng(seed).normal(size=8)
+            rows.append(v / np.linalg.norm(v))
+        return np.array(rows, dtype=np.float32)
+
+
+def wikimia_subset(folder: Path, members: int, non_members: int | None = None) -> Path:
+    """The first ``members`` member and ``non_members`` (default: as many) non-member rows of
+    WikiMIA length 32, written to ``folder/subset.jsonl``."""
+    with (WIKIMIA / "WikiMIA_length32.jsonl").open(encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    n_out = members if non_members is None else non_members
+    subset = [r for r in rows if r["label"] == 1][:members]
+    subset += [r for r in rows if r["label"] == 0][:n_out]
+    path = folder / "subset.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in subset))
+    return path

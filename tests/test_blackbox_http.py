@@ -9,6 +9,7 @@ import httpx  # noqa: F401  (the api extra; installed by the dev extra)
 import numpy as np
 import pytest
 import torch
+from conftest import HashEmbedder
 from fake_openai_server import FakeOpenAIServer
 
 from imprint.attacks.samia import SaMIA
@@ -123,22 +124,6 @@ def test_samia_and_simmia_run_over_http_with_faults(generate, tiny_text):
     assert sum(usage["retries"].values()) == 3
     # SimMIA asks once per word position per context: (10 - 1) + (8 - 1) prompts, twice
     assert usage["requests"] == 2 + 2 * (9 + 7)
-
-
-class HashEmbedder:
-    """Deterministic unit vectors from a string hash (no model)."""
-
-    def embed(self, strings):
-        import hashlib
-
-        import numpy as np
-
-        rows = []
-        for s in strings:
-            seed = int(hashlib.sha256(s.strip().encode()).hexdigest()[:8], 16)
-            v = np.random.default_rng(seed).normal(size=8)
-            rows.append(v / np.linalg.norm(v))
-        return np.array(rows, dtype=np.float32)
 
 
 def _labelled_texts(path):

@@ -3,11 +3,10 @@ full forward per prefix), seeded text sampling, PETAL, and a run of SaMIA/SimMIA
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
+from conftest import HashEmbedder, wikimia_subset
 
 from imprint.attacks.petal import PETAL, fit_line, log_similarity
 from imprint.attacks.simmia import SimMIA
@@ -23,29 +22,12 @@ TEXT = "The council met in Seoul, to discuss the budget."
 PREFIX = "Numbers like 1, 10 and 100 appear.\n\n"
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir) -> HFLogprobBackend:
     return HFLogprobBackend(str(tiny_model_dir), device="cpu")
-
-
-class HashEmbedder:
-    def embed(self, strings):
-        import hashlib
-
-        rows = []
-        for s in strings:
-            seed = int(hashlib.sha256(s.strip().encode()).hexdigest()[:8], 16)
-            v = np.random.default_rng(seed).normal(size=8)
-            rows.append(v / np.linalg.norm(v))
-        return np.array(rows, dtype=np.float32)
 
 
 @torch.no_grad()
@@ -262,12 +244,7 @@ def test_petal_text_only_target_asks_for_greedy_tokens(tiny, tiny_ref_dir):
 def test_run_with_blackbox_attacks_on_a_wikimia_subset(
     tiny_model_dir, tiny_ref_dir, tmp_path, monkeypatch
 ):
-    from conftest import WIKIMIA
-
-    rows = [json.loads(line) for line in (WIKIMIA / "WikiMIA_length32.jsonl").open()]
-    subset = [r for r in rows if r["label"] == 1][:6] + [r for r in rows if r["label"] == 0][:8]
-    data = tmp_path / "subset.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in subset))
+    data = wikimia_subset(tmp_path, 6, 8)
     monkeypatch.setattr("imprint.requests.embed.default_embedder", HashEmbedder)
     result = execute_run(
         RunConfig(

@@ -13,33 +13,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from conftest import WIKIMIA
+from conftest import HashEmbedder, wikimia_subset
 
 from imprint.run import RunConfig, execute_run
-
-
-class HashEmbedder:
-    """A deterministic stand-in for MiniLM (unit vectors from each string's hash)."""
-
-    fingerprint = "hash-embedder-v1"
-
-    def embed(self, strings):
-        import hashlib
-
-        rows = []
-        for s in strings:
-            seed = int(hashlib.sha256(s.strip().encode()).hexdigest()[:8], 16)
-            v = np.random.default_rng(seed).normal(size=8)
-            rows.append(v / np.linalg.norm(v))
-        return np.array(rows, dtype=np.float32)
-
-
-def _subset(tmp_path: Path, n: int) -> Path:
-    rows = [json.loads(line) for line in (WIKIMIA / "WikiMIA_length32.jsonl").open()]
-    subset = [r for r in rows if r["label"] == 1][:n] + [r for r in rows if r["label"] == 0][:n]
-    path = tmp_path / "subset.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in subset))
-    return path
 
 
 def test_rerun_of_every_attack_makes_no_model_call(
@@ -48,7 +24,7 @@ def test_rerun_of_every_attack_makes_no_model_call(
     monkeypatch.setattr("imprint.requests.embed.default_embedder", HashEmbedder)
     config = dict(
         model=str(tiny_model_dir),
-        data=str(_subset(tmp_path, 8)),
+        data=str(wikimia_subset(tmp_path, 8)),
         attacks=("all", "samia", "simmia", "petal"),
         params={
             "samia": {"n_samples": 2, "max_tokens": 6},
@@ -92,7 +68,7 @@ def _stored(path: Path, kind: str) -> int:
 
 
 def test_sigkill_half_way_through_simmia_resumes_without_redrawing(tiny_model_dir, tmp_path):
-    data = _subset(tmp_path, 12)
+    data = wikimia_subset(tmp_path, 12)
     cache = tmp_path / "killed.sqlite"
     params = ["simmia.n_samples=8", "simmia.n_shots=2", "simmia.max_word_tokens=3"]
     args = [sys.executable, "-m", "imprint", "run", "--model", str(tiny_model_dir)]

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import WIKIMIA
+from conftest import HashEmbedder, wikimia_subset
 
 from imprint.attacks.simmia import SimMIA, relative_score
 from imprint.attacks.simmia_disclosure import logprob_scores, token_scores
@@ -24,33 +23,12 @@ from imprint.run import RunConfig, execute_run
 PREFIX = "Numbers like 1, 10 and 100 appear.\n\n"
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir) -> HFLogprobBackend:
     return HFLogprobBackend(str(tiny_model_dir), device="cpu")
-
-
-class HashEmbedder:
-    """Deterministic unit vectors per stripped string (stand-in for MiniLM)."""
-
-    fingerprint = "hash-embedder-v1"
-
-    def embed(self, strings):
-        import hashlib
-
-        rows = []
-        for s in strings:
-            seed = int(hashlib.sha256(s.strip().encode()).hexdigest()[:8], 16)
-            v = np.random.default_rng(seed).normal(size=8)
-            rows.append(v / np.linalg.norm(v))
-        return np.array(rows, dtype=np.float32)
 
 
 def _stats(p) -> TokenStats:
@@ -252,14 +230,6 @@ def test_token_disclosure_refuses_text_beyond_context(tiny):
 
 
 # -- runs ---------------------------------------------------------------------------------------
-def _subset(tmp_path: Path, n: int) -> Path:
-    rows = [json.loads(line) for line in (WIKIMIA / "WikiMIA_length32.jsonl").open()]
-    subset = [r for r in rows if r["label"] == 1][:n] + [r for r in rows if r["label"] == 0][:n]
-    path = tmp_path / "subset.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in subset))
-    return path
-
-
 @pytest.mark.parametrize(
     ("disclosure", "kinds"), [("logprob", {"logprobs"}), ("token", {"next_token", "embed"})]
 )
@@ -272,7 +242,7 @@ def test_run_with_disclosure_reruns_from_cache(
     )
     config = dict(
         model=str(tiny_model_dir),
-        data=str(_subset(tmp_path, 6)),
+        data=str(wikimia_subset(tmp_path, 6)),
         attacks=("simmia",),
         params=params,
         truncate_words=8,
