@@ -21,7 +21,6 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from typing import Any
 from imprint.backends.models import cache_dir, fingerprint_source, load_causal_lm, resolve_model
 from imprint.data import MEMBER, NON_MEMBER, Sample
 from imprint.errors import ConfigError, DataError
-from imprint.game.config import GENERATE, GameConfig, config_hash
+from imprint.game.config import GENERATE, BuildPlan, GameConfig, config_hash
 from imprint.game.records import make_records
 from imprint.game.texts import load_pool, pool_fingerprint
 from imprint.game.train import check_trainable, encode_sequences, prepare_model, save_model, train
@@ -40,17 +39,6 @@ MANIFEST = "game.json"
 DATA = "data.jsonl"
 HELDOUT = "heldout.jsonl"
 MODEL = "model"
-
-
-@dataclass
-class _Plan:
-    """What a build needs before any model is loaded."""
-
-    config: GameConfig
-    model_fingerprint: str
-    pool: list[Sample] | None  # None: generated
-    pool_info: dict[str, Any]
-    key: str
 
 
 def default_game_dir(key: str) -> Path:
@@ -66,7 +54,7 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and data.get("complete") else None
 
 
-def _plan(config: GameConfig) -> _Plan:
+def _plan(config: GameConfig) -> BuildPlan:
     model_fp = fingerprint_source(resolve_model(config.model))
     pool: list[Sample] | None = None
     info: dict[str, Any] = {"source": config.pool}
@@ -85,7 +73,7 @@ def _plan(config: GameConfig) -> _Plan:
         )
     info["fingerprint"] = pool_fp
     key = config_hash(config, model_fingerprint=model_fp, pool_fingerprint=pool_fp)
-    return _Plan(config, model_fp, pool, info, key)
+    return BuildPlan(config, model_fp, pool, info, key)
 
 
 def raise_pool_small(config: GameConfig, n: int, note: str) -> None:
@@ -97,7 +85,7 @@ def raise_pool_small(config: GameConfig, n: int, note: str) -> None:
     )
 
 
-def _targets(plan: _Plan, epochs: Sequence[int], out: Path | None) -> dict[int, Path]:
+def _targets(plan: BuildPlan, epochs: Sequence[int], out: Path | None) -> dict[int, Path]:
     if out is None:
         return {e: default_game_dir(_key_for(plan, e)) for e in epochs}
     if len(epochs) == 1:
@@ -105,7 +93,7 @@ def _targets(plan: _Plan, epochs: Sequence[int], out: Path | None) -> dict[int, 
     return {e: Path(out) / f"epochs-{e}" for e in epochs}
 
 
-def _key_for(plan: _Plan, epochs: int) -> str:
+def _key_for(plan: BuildPlan, epochs: int) -> str:
     return config_hash(
         plan.config.with_epochs(epochs),
         model_fingerprint=plan.model_fingerprint,
@@ -204,7 +192,7 @@ def _say(console: Any, message: str) -> None:
 
 
 def _build(
-    plan: _Plan, targets: dict[int, Path], *, device: str, console: Any, progress: bool
+    plan: BuildPlan, targets: dict[int, Path], *, device: str, console: Any, progress: bool
 ) -> None:
     config = plan.config
     timings: dict[str, float] = {}
@@ -284,7 +272,7 @@ def _versions(method: str) -> dict[str, str]:
 
 
 def _write_game(
-    plan: _Plan,
+    plan: BuildPlan,
     folder: Path,
     epochs: int,
     model: Any,
@@ -326,7 +314,7 @@ def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def _manifest(
-    plan: _Plan,
+    plan: BuildPlan,
     config: GameConfig,
     rows: list[dict[str, Any]],
     losses: list[float],

@@ -9,9 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from imprint.errors import ConfigError
+
+if TYPE_CHECKING:
+    from imprint.data import Sample
 
 __all__ = [
     "DEFAULT_LR",
@@ -213,3 +216,14 @@ def config_hash(config: GameConfig, *, model_fingerprint: str, pool_fingerprint:
     }
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+@dataclass
+class BuildPlan:
+    """What a game build needs before any model is loaded (made by ``build._plan``)."""
+
+    config: GameConfig
+    model_fingerprint: str
+    pool: list[Sample] | None  # None: generated
+    pool_info: dict[str, Any]
+    key: str

@@ -3,16 +3,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from imprint.data import MEMBER, NON_MEMBER
-from imprint.game.config import GameConfig
+from imprint.game.config import BuildPlan, GameConfig
 from imprint.game.texts import NATURAL_PROMPTS, SHIFT_PROMPTS, generate_texts, random_token_texts
-
-if TYPE_CHECKING:
-    from imprint.game.build import _Plan
 
 __all__ = ["make_records"]
 
@@ -40,7 +37,7 @@ def _roles(rng: np.random.Generator, n_total: int, config: GameConfig) -> list[s
 
 
 def _natural_records(
-    plan: _Plan, model: Any, tokenizer: Any, *, console: Any, progress: bool
+    plan: BuildPlan, model: Any, tokenizer: Any, *, console: Any, progress: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Pool texts with labels (a seeded 50/50 split, or with shift two distributions), and the
     held-out non-members (never trained, not evaluated: few-shot prefixes)."""
@@ -181,7 +178,7 @@ def _record(key: str, text: str, member: bool, kind: str, r: int) -> dict[str, A
 
 
 def make_records(
-    plan: _Plan, model: Any, tokenizer: Any, *, console: Any, progress: bool
+    plan: BuildPlan, model: Any, tokenizer: Any, *, console: Any, progress: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(candidates: natural texts and canaries, held-out non-members)."""
     natural, heldout = _natural_records(plan, model, tokenizer, console=console, progress=progress)
