@@ -4,7 +4,6 @@ these functions parse options, call it and print tables."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,6 +24,7 @@ from imprint.cli.common import (
     warn,
     write_json,
 )
+from imprint.cli.tables import print_blind, print_index, transfer_cell
 
 __all__ = [
     "blind",
@@ -54,12 +54,6 @@ overlap_app = typer.Typer(
     help="n-gram overlap of candidate texts with a training corpus (Bloom filters).",
 )
 data_app = typer.Typer(no_args_is_help=True, help="Data transforms.")
-
-
-def _fmt(interval: Any) -> str:
-    if interval is None or math.isnan(interval.estimate):
-        return "-"
-    return f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
 
 
 # -- blind ----------------------------------------------------------------------------------------
@@ -103,51 +97,12 @@ def blind(
         n_bootstrap=bootstrap,
         baselines=baseline or None,
     )
-    _print_blind(results, f"blind baselines on {data} ({folds}-fold out-of-fold, 95 % CI)")
+    print_blind(results, f"blind baselines on {data} ({folds}-fold out-of-fold, 95 % CI)")
     warning = blind_suite_warning(results)
     if warning:
         warn(warning)
     if out is not None:
         write_json(out, _blind_payload(data, found, results, warning))
-
-
-def _print_blind(results: list[Any], title: str) -> None:
-    from imprint.diagnostics.blind_suite import selected_summary
-
-    shown = table(title, ("baseline", "AUC", "TPR@1%FPR", "TPR@5%FPR", "top features"))
-    notes: dict[float, str] = {}
-    for r in results:
-        tpr, unmeasured = _measured_tprs(r.summary, (0.01, 0.05))
-        notes.update(unmeasured)
-        feats = ", ".join(f"{f} ({w:+.2g})" for f, w in r.top_features[:5])
-        if r.protocol_auc:
-            feats += (
-                f"; SoK protocol split AUCs {r.protocol_auc[0]:.3f} ± {r.protocol_auc[1]:.3f} "
-                "sd (a spread, not an interval)"
-            )
-        auc = _fmt(r.summary.auc if r.summary else None)
-        tprs = (_fmt(tpr[b]) if b in tpr else "n/m" for b in (0.01, 0.05))
-        add_row(shown, r.name, auc, *tprs, r.error or feats)
-    console.print(shown)
-    for bound, reason in notes.items():
-        say(f"n/m = TPR@{bound * 100:g}%FPR not measurable: {reason}")
-    selected = selected_summary(results)
-    if selected is not None:
-        best, summary, m = selected
-        how = f", Bonferroni {summary.confidence:.2%} interval: best of {m}" if m > 1 else ""
-        say(f"strongest: {best.name} (AUC {_fmt(summary.auc)}{how})")
-
-
-def _measured_tprs(
-    summary: Any, bounds: tuple[float, ...]
-) -> tuple[dict[float, Any], dict[float, str]]:
-    """(bound -> TPR interval, bound -> why not measurable) of a blind classifier's summary."""
-    from imprint.metrics import unresolvable
-
-    if summary is None:
-        return {b: None for b in bounds}, {}
-    reasons = unresolvable(bounds, summary.n_nonmembers)
-    return {b: summary.tpr_at_fpr.get(b) for b in bounds if b not in reasons}, reasons
 
 
 def _blind_payload(
@@ -205,29 +160,7 @@ def overlap_build(
             progress=progress,
             overwrite=overwrite,
         )
-    _print_index(manifest, out)
-
-
-def _print_index(manifest: dict[str, Any], out: Path) -> None:
-    columns = ("n", "capacity", "inserted", "MB", "k", "fp@capacity", "fp est.", "fp measured")
-    shown = table(f"n-gram index {out}", columns)
-    for n, f in manifest["filters"].items():
-        measured = f.get("fp_rate_measured")
-        add_row(
-            shown,
-            n,
-            f"{f['capacity']:,}",
-            f"{f['n_inserted']:,}",
-            f"{f['size_bytes'] / 1e6:.1f}",
-            str(f["k"]),
-            f"{f['fp_rate_at_capacity']:.4f}",
-            f"{f['fp_rate_estimated']:.4f}",
-            "-" if measured is None else f"{measured:.4f}",
-        )
-    console.print(shown)
-    for c in manifest["corpus"]:
-        skipped = ", ".join(f"{v} {k}" for k, v in c["skipped"].items()) or "none"
-        say(f"{c['path']}: {c['documents']:,} documents; skipped lines: {skipped}")
+    print_index(manifest, out)
 
 
 @overlap_app.command("add")
@@ -242,7 +175,7 @@ def overlap_add(
 
     with progress_bars() as progress:
         manifest = extend_index(index, [*corpus, *(more or [])], progress=progress)
-    _print_index(manifest, index)
+    print_index(manifest, index)
 
 
 @overlap_app.command("merge")
@@ -255,7 +188,7 @@ def overlap_merge(
     """Union shard indexes built with the same --n, --fp-rate and --capacity."""
     from imprint.diagnostics.overlap import merge_indexes
 
-    _print_index(merge_indexes(indexes, out, overwrite=overwrite), out)
+    print_index(merge_indexes(indexes, out, overwrite=overwrite), out)
 
 
 @overlap_app.command("score")
@@ -453,12 +386,6 @@ def perturb_table(
     say(f"wrote {plot}")
 
 
-def _transfer_cell(cell: dict[str, Any]) -> str:
-    if cell.get("not_measurable"):
-        return "n/m"
-    return "-" if cell["fpr_b"] is None else f"{cell['fpr_b']:.3f}"
-
-
 @handle_errors
 def compare(
     run_a: Annotated[Path, typer.Argument(help="run folder A (thresholds are set here)")],
@@ -490,7 +417,7 @@ def compare(
         add_row(
             shown,
             attack,
-            *(_transfer_cell(cell) for cell in row["transfer"].values()),
+            *(transfer_cell(cell) for cell in row["transfer"].values()),
             f"{a['estimate']:.3f}",
             f"{b['estimate']:.3f}",
             f"{d['estimate']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]",
