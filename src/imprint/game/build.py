@@ -191,15 +191,8 @@ def _say(console: Any, message: str) -> None:
         console.print(message)
 
 
-def _build(
-    plan: BuildPlan, targets: dict[int, Path], *, device: str, console: Any, progress: bool
-) -> None:
-    config = plan.config
-    timings: dict[str, float] = {}
-    started = time.time()
-    _say(console, f"[bold]game[/]: loading base model {config.model} ...")
-    model, tokenizer = load_causal_lm(config.model, dtype="float32", device=device)
-    timings["load_s"] = round(time.time() - started, 2)
+def _check_base_model(model: Any, tokenizer: Any, config: Any) -> int:
+    """Refuse a base model the game cannot train; the id every training sequence starts with."""
     context = int(getattr(model.config, "max_position_embeddings", 0) or 0)
     if context and config.max_length > context:
         raise ConfigError(
@@ -210,6 +203,19 @@ def _build(
     bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     if bos is None:
         raise ConfigError(f"model {config.model!r}: tokenizer has neither BOS nor EOS token")
+    return int(bos)
+
+
+def _build(
+    plan: BuildPlan, targets: dict[int, Path], *, device: str, console: Any, progress: bool
+) -> None:
+    config = plan.config
+    timings: dict[str, float] = {}
+    started = time.time()
+    _say(console, f"[bold]game[/]: loading base model {config.model} ...")
+    model, tokenizer = load_causal_lm(config.model, dtype="float32", device=device)
+    timings["load_s"] = round(time.time() - started, 2)
+    bos = _check_base_model(model, tokenizer, config)
     t0 = time.time()
     records, heldout = make_records(plan, model, tokenizer, console=console, progress=progress)
     timings["texts_s"] = round(time.time() - t0, 2)

@@ -171,6 +171,33 @@ def train(
     ``on_epoch_end(epoch, loss, model)`` runs after each epoch (1-based), e.g. to save snapshots.
     """
     import torch
+
+    device = next(model.parameters()).device
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(
+        params, lr=float(config.lr or 0), weight_decay=config.weight_decay
+    )
+    n_batches = math_ceil(len(sequences), config.batch_size)
+    losses: list[float] = []
+    bar = _training_bar(console, progress)
+    # dropout, where a model has any, draws from torch's RNG: seeded, in a fork (the caller's
+    # random state is left as it was)
+    with bar, seeded_torch(config.seed, device):
+        task = bar.add_task("training", total=n_batches * epochs)
+        model.train()
+        for epoch in range(1, epochs + 1):
+            order = np.random.default_rng([config.seed, epoch]).permutation(len(sequences))
+            batches = _batches(sequences, order, config.batch_size, pad_id)
+            losses.append(_one_epoch(model, optimizer, batches, device, bar, task, epoch, epochs))
+            if on_epoch_end is not None:
+                model.eval()
+                on_epoch_end(epoch, losses[-1], model)
+                model.train()
+    model.eval()
+    return losses
+
+
+def _training_bar(console: Any, progress: bool) -> Any:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -180,14 +207,7 @@ def train(
         TimeRemainingColumn,
     )
 
-    device = next(model.parameters()).device
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(
-        params, lr=float(config.lr or 0), weight_decay=config.weight_decay
-    )
-    n_batches = math_ceil(len(sequences), config.batch_size)
-    losses: list[float] = []
-    bar = Progress(
+    return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -197,37 +217,32 @@ def train(
         console=console,
         disable=not progress,
     )
-    # dropout, where a model has any, draws from torch's RNG: seeded, in a fork (the caller's
-    # random state is left as it was)
-    with bar, seeded_torch(config.seed, device):
-        task = bar.add_task("training", total=n_batches * epochs)
-        model.train()
-        for epoch in range(1, epochs + 1):
-            order = np.random.default_rng([config.seed, epoch]).permutation(len(sequences))
-            total, count = 0.0, 0
-            for ids, mask, labels in _batches(sequences, order, config.batch_size, pad_id):
-                loss = model(
-                    input_ids=ids.to(device),
-                    attention_mask=mask.to(device),
-                    labels=labels.to(device),
-                ).loss
-                loss.backward()
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                total += float(loss.detach())
-                count += 1
-                bar.update(
-                    task,
-                    advance=1,
-                    description=f"training epoch {epoch}/{epochs} loss {total / count:.3f}",
-                )
-            losses.append(total / max(count, 1))
-            if on_epoch_end is not None:
-                model.eval()
-                on_epoch_end(epoch, losses[-1], model)
-                model.train()
-    model.eval()
-    return losses
+
+
+def _one_epoch(
+    model: Any,
+    optimizer: Any,
+    batches: Sequence[tuple[Any, Any, Any]],
+    device: Any,
+    bar: Any,
+    task: Any,
+    epoch: int,
+    epochs: int,
+) -> float:
+    """One pass over the batches; the epoch's mean training loss."""
+    total, count = 0.0, 0
+    for ids, mask, labels in batches:
+        loss = model(
+            input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)
+        ).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        total += float(loss.detach())
+        count += 1
+        description = f"training epoch {epoch}/{epochs} loss {total / count:.3f}"
+        bar.update(task, advance=1, description=description)
+    return total / max(count, 1)
 
 
 def math_ceil(n: int, d: int) -> int:
