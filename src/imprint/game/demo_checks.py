@@ -1,0 +1,194 @@
+"""The demo's measured figures and the claims it checks on them (pure functions of the figures:
+no model, no file). :mod:`imprint.game.demo` builds the games, runs the attacks and writes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the report stage is imported when a demo reaches it
+    from imprint.metrics import Interval
+    from imprint.report.results import RunMetrics
+
+LEAD = "loss"  # the attack the demo's claims are about
+
+
+def _auc(interval: Interval | None) -> dict[str, float | None] | None:
+    return None if interval is None else interval.to_dict()
+
+
+def _reps(group: str) -> int | None:
+    match = re.fullmatch(r"canary x(\d+)", group)
+    return int(match.group(1)) if match else None
+
+
+def _figures(metrics: RunMetrics) -> dict[str, Any]:
+    """The demo's numbers from a run's metrics: blind, every attack, LOSS per canary group."""
+    from imprint.report.results import BlindMetrics, BlindSuiteMetrics, SkippedGroup
+
+    attacks = {name: _auc(row.auc) for name, row in metrics.attacks.items()}
+    groups = metrics.breakdown.groups if metrics.breakdown else {}
+    by_group = {
+        g: {name: _auc(row[name].auc) if name in row else None for name in attacks}
+        for g, row in groups.items()
+        if not isinstance(row, SkippedGroup)
+    }
+    canaries = sorted(
+        ((r, by_group[g]) for g in by_group if (r := _reps(g)) is not None), key=lambda t: t[0]
+    )
+    blind = metrics.blind if isinstance(metrics.blind, BlindMetrics) else None
+    suite = metrics.blind_suite if isinstance(metrics.blind_suite, BlindSuiteMetrics) else None
+    return {
+        "blind": _auc(blind.summary.auc) if blind else None,
+        "blind_warning": blind.warning if blind else None,
+        # the strongest model-less baseline (SoK forest, TF-IDF, dates, n-grams): the one the
+        # report warns from, with the intervals a claim about it needs
+        "blind_strongest": _auc(suite.selected.auc) if suite else None,
+        "blind_strongest_name": suite.strongest if suite else None,
+        # how many classifiers it was picked from and the Bonferroni level of its interval
+        "blind_selection": suite.selection.to_dict() if suite else None,
+        "warnings": [w.message for w in metrics.warnings],
+        "warning_kinds": [w.kind for w in metrics.warnings],  # what code tests, never the text
+        "attacks": attacks,
+        "groups": by_group,
+        "canary_reps": [r for r, _ in canaries],
+        "canary_auc": {name: [row.get(name) for _, row in canaries] for name in attacks},
+    }
+
+
+def _contains_half(auc: dict[str, Any] | None) -> bool:
+    return bool(auc and auc["low"] is not None and auc["low"] <= 0.5 <= auc["high"])
+
+
+def _above_half(auc: dict[str, Any] | None) -> bool:
+    return bool(auc and auc["low"] is not None and auc["low"] > 0.5)
+
+
+def _fmt(auc: dict[str, Any] | None) -> str:
+    if not auc or auc.get("estimate") is None:
+        return "n/a"
+    return f"{auc['estimate']:.3f} [{auc['low']:.3f}, {auc['high']:.3f}]"
+
+
+def _estimates(aucs: Sequence[dict[str, Any] | None]) -> list[float | None]:
+    return [a["estimate"] if a else None for a in aucs]
+
+
+def _rises(values: Sequence[float | None], *, allow_saturated: bool = False) -> bool:
+    """Known, never falling, and the last above the first (or all at 1 when allowed)."""
+    if len(values) < 2 or any(v is None for v in values):
+        return False
+    known = [float(v) for v in values if v is not None]
+    never_falls = all(b >= a for a, b in zip(known, known[1:], strict=False))
+    saturated = allow_saturated and min(known) >= 1.0
+    return never_falls and (known[-1] > known[0] or saturated)
+
+
+def _check(claim: str, passed: bool, value: str) -> dict[str, Any]:
+    return {"claim": claim, "passed": bool(passed), "value": value}
+
+
+def _checks(figures: dict[str, dict[str, Any]], counts: list[int], *, shift: bool) -> list:
+    """The measured claims: chance and detection on the last game, trends over every game, and
+    with ``shift`` the trap the shifted game shows."""
+    last = f"e{counts[-1]}"
+    checks = _chance_and_detection(figures[last], last)
+    checks += _trends(figures, [f"e{c}" for c in counts])
+    checks += _separation(figures[last], last)
+    if shift:
+        checks += _shift_checks(figures[last], figures[f"shift-{last}"])
+    return checks
+
+
+def _picked(fig: dict[str, Any]) -> str:
+    """How the strongest blind baseline's interval accounts for being the best of several."""
+    selection = fig.get("blind_selection")
+    if not selection:
+        return "unadjusted interval"
+    return (
+        f"best of {selection['n_classifiers']}, Bonferroni {selection['confidence']:.2%} interval"
+    )
+
+
+def _chance_and_detection(fig: dict[str, Any], game: str) -> list[dict[str, Any]]:
+    strongest = fig.get("blind_strongest")
+    return [
+        _check(
+            f"blind baselines at chance ({game}): SoK forest (out-of-fold bootstrap interval)"
+            + (f" and the strongest of the suite ({_picked(fig)})" if strongest else "")
+            + " contain 0.5",
+            _contains_half(fig["blind"]) and (not strongest or _contains_half(strongest)),
+            _fmt(fig["blind"])
+            + (f"; {fig['blind_strongest_name']}: {_fmt(strongest)}" if strongest else ""),
+        ),
+        _check(
+            f"LOSS finds members ({game}): AUC interval above 0.5",
+            _above_half(fig["attacks"].get(LEAD)),
+            _fmt(fig["attacks"].get(LEAD)),
+        ),
+    ]
+
+
+def _trends(figures: dict[str, dict[str, Any]], games: list[str]) -> list[dict[str, Any]]:
+    """Canary repetitions in every game (a game with every group at AUC 1 is saturated: it must
+    not fall but need not rise) and, with several epoch counts, LOSS against epochs."""
+    per_game = {g: figures[g]["canary_auc"].get(LEAD, []) for g in games}
+    trends = [_estimates(aucs) for aucs in per_game.values()]
+    checks = [
+        _check(
+            f"LOSS detection rises with canary repetitions ({', '.join(games)}): never falls, "
+            "rises unless saturated at 1",
+            all(_rises(t, allow_saturated=True) for t in trends) and any(map(_rises, trends)),
+            "; ".join(
+                f"{g}: "
+                + ", ".join(
+                    f"x{r}: {_fmt(a)}" for r, a in zip(figures[g]["canary_reps"], aucs, strict=True)
+                )
+                for g, aucs in per_game.items()
+            ),
+        )
+    ]
+    if len(games) >= 2:
+        losses = [figures[g]["attacks"].get(LEAD) for g in games]
+        checks.append(
+            _check(
+                f"LOSS AUC rises with epochs ({', '.join(games)})",
+                _rises(_estimates(losses)),
+                ", ".join(f"{g}: {_fmt(a)}" for g, a in zip(games, losses, strict=True)),
+            )
+        )
+    return checks
+
+
+def _separation(fig: dict[str, Any], game: str) -> list[dict[str, Any]]:
+    """The trend is significant, not just ordered: the most-repeated canaries' LOSS AUC interval
+    lies wholly above the least-repeated ones' (no claim without two canary groups)."""
+    reps, aucs = fig["canary_reps"], fig["canary_auc"].get(LEAD, [])
+    if len(reps) < 2 or len(aucs) != len(reps):
+        return []
+    low, high = aucs[0], aucs[-1]
+    known = bool(low and high and low["high"] is not None and high["low"] is not None)
+    claim = f"LOSS tells x{reps[-1]} from x{reps[0]} canaries ({game}): intervals apart"
+    value = f"x{reps[0]}: {_fmt(low)}; x{reps[-1]}: {_fmt(high)}"
+    return [_check(claim, known and high["low"] > low["high"], value)]
+
+
+def _shift_checks(fig: dict[str, Any], sfig: dict[str, Any]) -> list[dict[str, Any]]:
+    before, after = fig.get("blind_strongest"), sfig.get("blind_strongest")
+    base, shifted = _estimates([fig["attacks"].get(LEAD), sfig["attacks"].get(LEAD)])
+    return [
+        _check(
+            f"shift: the strongest blind baseline rises above chance ({_picked(sfig)}) and the "
+            "report's shift warning fires",
+            _above_half(after) and "blind_not_at_chance" in sfig.get("warning_kinds", []),
+            f"{fig.get('blind_strongest_name')} {_fmt(before)} -> "
+            f"{sfig.get('blind_strongest_name')} {_fmt(after)}; SoK forest "
+            f"{_fmt(fig['blind'])} -> {_fmt(sfig['blind'])}",
+        ),
+        _check(
+            "shift: LOSS AUC rises although training is unchanged",
+            base is not None and shifted is not None and shifted > base,
+            f"{_fmt(fig['attacks'].get(LEAD))} -> {_fmt(sfig['attacks'].get(LEAD))}",
+        ),
+    ]
