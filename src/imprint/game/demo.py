@@ -16,9 +16,8 @@ Sizing: the default game (100 texts of 24 words + 10 held-out; 8 random-token ca
 words per repetition count {1, 3, 8}, as many never-trained ones; 2 epochs of full fine-tuning
 at lr 2e-5) is sized so that the x1 and x8 canary intervals can separate (4 per group cannot: a
 resampled 4 vs 4 is often perfectly ordered). Its first run, GGUF conversion and every attack
-included, took 13 min with the 2-core CPU shared (load ~5; the process got one core, 767 CPU-s);
-on an idle CPU that is an estimated 7 min (not measured idle). Neighbourhood and PAC run with 2 variants per text instead
-of 50 and 10 (DEMO_PARAMS).
+included, took 2 min 36 s on the idle 2-core CPU (13 min while other jobs shared it). Neighbourhood
+and PAC run with 2 variants per text instead of 50 and 10 (DEMO_PARAMS).
 A stronger learning rate saturates every canary group at AUC 1.0 and hides the trend.
 """
 
