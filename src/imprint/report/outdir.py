@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import shutil
+import time
 from pathlib import Path
 
 from imprint.errors import ConfigError
@@ -123,7 +124,8 @@ def publish(staged: Path, out: Path, *, overwrite: bool = False) -> None:
         except OSError as err:
             if err.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
                 raise
-        check_out_dir(out, overwrite=overwrite)  # still replaceable (it may have changed)
+        if not _still_replaceable(out, overwrite):
+            continue  # another publisher moved it aside while we looked: try again
         aside = out.parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
         try:
             os.rename(out, aside)
@@ -131,6 +133,26 @@ def publish(staged: Path, out: Path, *, overwrite: bool = False) -> None:
             continue  # another run moved it first
         _remove(aside)
     raise ConfigError(f"--out {out}: could not move the finished run into place; retry")
+
+
+def _still_replaceable(out: Path, overwrite: bool) -> bool:
+    """Whether ``out`` may be moved aside now; False when it vanished under a concurrent
+    publisher (look again). A refusal is raised only when it repeats: one check may half-see a
+    concurrent rename (the folder gone between two of its looks)."""
+    refusal: ConfigError | None = None
+    for _ in range(3):
+        try:
+            check_out_dir(out, overwrite=overwrite)
+            return True
+        except FileNotFoundError:
+            return False
+        except ConfigError as err:
+            if not out.exists():
+                return False
+            refusal = err
+            time.sleep(0.01)
+    assert refusal is not None
+    raise refusal
 
 
 def discard(staged: Path) -> None:
