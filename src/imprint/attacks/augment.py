@@ -8,17 +8,12 @@ index), so the same text always gets the same augmentations, in any run, order o
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 
+from imprint.data.sample import text_seed
 from imprint.signals.needs import TextVariant
-
-
-def text_seed(text: str) -> int:
-    """A 64-bit integer derived from the text's SHA-256 (stable across processes)."""
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
 
 
 def swap_count(n_words: int, fraction: float) -> int:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from imprint.attacks.augment import text_seed
+from imprint.data.sample import text_seed
 from imprint.errors import ConfigError
 from imprint.requests.mlm_neighbours import RANKINGS
 from imprint.signals.needs import TextVariant

@@ -100,6 +100,8 @@ class OpenAICompatibleBackend:
     """
 
     capabilities = frozenset({SAMPLING})
+    # every prompt is its own HTTP request carrying the seed: its draws never depend on the batch
+    seeds_per_prompt = True
 
     def __init__(
         self,

@@ -197,6 +197,7 @@ class VLLMTextBackend:
     """
 
     capabilities = frozenset({SAMPLING})
+    seeds_per_prompt = True  # vLLM seeds each request of a batch on its own
 
     def __init__(
         self,

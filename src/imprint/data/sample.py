@@ -20,6 +20,13 @@ class Sample:
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
 
+def text_seed(text: str) -> int:
+    """A 64-bit integer derived from the text's SHA-256 (stable across processes): seeds the
+    per-text randomness of augmentations and neighbour generators."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
 def text_hash(text: str) -> str:
     """Stable content hash of a text (used as cache key and for dedupe)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -3,7 +3,7 @@ suite's strongest classifier with every classifier it was picked from."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from imprint.errors import DataError
@@ -134,15 +134,7 @@ class BlindMetrics:
     def from_classifier(cls, row: BlindClassifierMetrics) -> BlindMetrics | BlindFailure:
         if row.summary is None:
             return BlindFailure(row.error or "not fitted")
-        return cls(
-            row.name,
-            row.description,
-            row.summary,
-            row.top_features,
-            row.config,
-            row.warning,
-            row.protocol,
-        )
+        return row_metrics(row)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "description": self.description}
@@ -160,15 +152,8 @@ class BlindMetrics:
         row = BlindClassifierMetrics.from_dict(data, where)
         if row.summary is None:
             raise DataError(f"{where} has neither 'auc' nor 'error'")
-        return cls(
-            row.name,
-            row.description,
-            row.summary,
-            row.top_features,
-            row.config,
-            row.warning,
-            js.optional(data, "spread", Spread.from_dict, where),
-        )
+        spread = js.optional(data, "spread", Spread.from_dict, where)
+        return replace(row_metrics(row), spread=spread)
 
 
 @dataclass(frozen=True)
@@ -245,3 +230,17 @@ class BlindSuiteMetrics:
             warning=js.text(data.get("warning"), f"{where}.warning", optional=True),
             baselines=baselines,
         )
+
+
+def row_metrics(row: BlindClassifierMetrics) -> BlindMetrics:
+    """The report's SoK row from a fitted classifier's row (its protocol spread included)."""
+    assert row.summary is not None  # callers check for a failed fit first
+    return BlindMetrics(
+        row.name,
+        row.description,
+        row.summary,
+        row.top_features,
+        row.config,
+        row.warning,
+        row.protocol,
+    )

@@ -158,7 +158,7 @@ class ModelRequests:
                 top_k=config.top_k,
                 temperature=config.temperature,
                 max_word_tokens=config.max_word_tokens,
-                mode=_next_word_mode(config),
+                mode=str(config.mode),
                 seed=seed,
             )
             for t in texts
@@ -356,12 +356,6 @@ def _sample_batch(sampler: Any, batch: Sequence[SampleRequest]) -> list[list[str
             )
             out.update(zip(call, texts, strict=True))
     return [out[r] for r in batch]
-
-
-def _next_word_mode(config: Any) -> str:
-    return str(
-        getattr(config, "mode", "expected" if getattr(config, "expected", False) else "sample")
-    )
 
 
 def _text_rng(request: NextWordRequest) -> np.random.Generator:

@@ -7,23 +7,16 @@ rankings) is in :mod:`imprint.attacks.neighbours`.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import numpy as np
 
 from imprint.backends.models import pick_device
+from imprint.data.sample import text_seed
 from imprint.errors import ConfigError
 
 # how candidates are ranked across positions: Mattern et al.'s p(c) / (1 - p(x_i)), or log p(c)
 RANKINGS = ("ratio", "logp")
-
-
-def text_seed(text: str) -> int:
-    """A 64-bit integer derived from the text's SHA-256 (stable across processes)."""
-    return int.from_bytes(
-        hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8], "little"
-    )
 
 
 def replacement_scores(logp: np.ndarray, original: int, ranking: str = "ratio") -> np.ndarray:

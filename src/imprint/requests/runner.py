@@ -45,9 +45,6 @@ class RequestCounts:
             for role, kinds in sorted(self.by_role.items())
         }
 
-    def executed(self) -> int:
-        return sum(c.executed for kinds in self.by_role.values() for c in kinds.values())
-
 
 class RequestRunner:
     """Executes requests through the store; ``progress(label, total)`` gives an advance callback."""
