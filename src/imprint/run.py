@@ -29,7 +29,7 @@ from imprint.errors import ConfigError, DataError
 from imprint.requests.client import ModelRequests
 from imprint.scoring import WorkReport, compute_scores, model_requests, prepare_attacks
 from imprint.signals.cache import SignalCache
-from imprint.signals.plan import DEFAULT_TOKEN_BUDGET
+from imprint.training_manifest import ReferenceSet, load_reference_set
 
 if TYPE_CHECKING:  # the report stage is imported when a run reaches it
     from imprint.report.results import RunMetrics
@@ -44,6 +44,9 @@ class RunConfig:
     out: Path
     attacks: tuple[str, ...] = ("all",)
     refs: tuple[tuple[str, str], ...] = ()  # (name, model spec)
+    # reference models with known training data (LiRA, RMIA): a game folder built with
+    # --reference-models K, or a training manifest (imprint.training_manifest)
+    references: str | None = None
     # the target backend's own options (--model-arg KEY=VALUE), typed by its provider; see
     # imprint.backends.registry. --device, --dtype, --max-length, --api-* are shorthands for them
     model_args: dict[str, Any] = field(default_factory=dict)
@@ -64,7 +67,7 @@ class RunConfig:
     # token every text is scored after: auto (the model's document boundary), bos, none, or a
     # literal token; see imprint.backends.start_token
     start_token: str = "auto"
-    token_budget: int = DEFAULT_TOKEN_BUDGET
+    token_budget: int | None = None  # None = auto: 4,096 on CPU, from free memory on CUDA
     cache: Path | None = None  # default: <cache_dir>/signals.sqlite
     blind: bool = True
     progress: bool = True
@@ -82,9 +85,12 @@ class RunConfig:
     def __post_init__(self) -> None:
         # typed now (text from --param included), so a bad value fails before data or models load
         object.__setattr__(self, "params", check_params(self.params))
-        names = [n for n, _ in self.refs]
+        names = [n for n, _ in model_refs(self)]
         if "target" in names or len(set(names)) != len(names):
-            raise ConfigError(f"reference names must be unique and not 'target': {names}")
+            raise ConfigError(
+                f"reference names must be unique and not 'target': {names} (--ref names and "
+                "the --references manifest's model names share one namespace)"
+            )
         if self.n_bootstrap < 1:
             raise ConfigError(f"n_bootstrap must be >= 1, got {self.n_bootstrap}")
         self._check_api_options()
@@ -165,7 +171,7 @@ def backend_choices(config: RunConfig) -> dict[str, BackendChoice]:
             config.model, api_base=config.api_base, args=config.model_args, settings=settings
         )
     }
-    for name, spec in config.refs:
+    for name, spec in model_refs(config):
         choice = choose_backend(spec, settings=settings)
         if LOGPROBS not in choice.provider.capabilities:
             raise ConfigError(
@@ -184,6 +190,19 @@ def backend_choices(config: RunConfig) -> dict[str, BackendChoice]:
             "(set them with --model-arg KEY=VALUE); drop the flag"
         )
     return choices
+
+
+def reference_set(config: RunConfig) -> ReferenceSet | None:
+    """The ``--references`` models with their training data, or None (read on each call: a
+    small file, and nothing is cached across runs)."""
+    return load_reference_set(config.references) if config.references else None
+
+
+def model_refs(config: RunConfig) -> tuple[tuple[str, str], ...]:
+    """(name, spec) of every model besides the target: --ref models, then --references ones."""
+    refset = reference_set(config)
+    extra = tuple((m.name, m.spec) for m in refset.models) if refset else ()
+    return (*config.refs, *extra)
 
 
 def _changed_settings(config: RunConfig) -> dict[str, Any]:
@@ -205,8 +224,19 @@ def load_backends(config: RunConfig, cache: SignalCache | None = None) -> dict[s
     return backends
 
 
-def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
-    """Run the whole pipeline and write the run folder (see :mod:`imprint.report`)."""
+def execute_run(
+    config: RunConfig,
+    *,
+    console: Any = None,
+    backends: dict[str, Any] | None = None,
+    progress: Any = None,
+) -> RunResult:
+    """Run the whole pipeline and write the run folder (see :mod:`imprint.report`).
+
+    ``backends`` (role -> loaded backend, as :func:`load_backends` makes them) and ``progress``
+    (a :class:`~imprint.report.ProgressFactory`) are a caller's own, used and left open: an
+    experiment grid loads each model once and runs many cells on it under one progress display.
+    """
     from imprint.report import evaluate_scores, write_run
     from imprint.report.outdir import check_out_dir, check_outside
 
@@ -224,10 +254,14 @@ def execute_run(config: RunConfig, *, console: Any = None) -> RunResult:
     # validate attacks before loading any model: errors here cost nothing
     build_attacks(
         config.attacks,
-        RunContext(refs=tuple(n for n, _ in config.refs), target_access=config.target_access),
+        RunContext(
+            refs=tuple(n for n, _ in config.refs),
+            target_access=config.target_access,
+            references=reference_set(config),
+        ),
         params=config.params,
     )
-    scored = _score(config, samples, pools, dropped, console)
+    scored = _score(config, samples, pools, dropped, console, backends, progress)
     metrics = evaluate_scores(scored.samples, scored.scores, config=config)
     manifest = {
         "config": config,
@@ -271,17 +305,24 @@ def _score(
     pools: dict[str, tuple[Sample, ...]],
     dropped: dict[str, int],
     console: Any,
+    given: dict[str, Any] | None = None,
+    shared_progress: Any = None,
 ) -> _Scored:
-    """Load the models, set the attacks up and score; every model and store is closed after."""
+    """Load the models, set the attacks up and score; every model and store is closed after
+    (``given`` backends and ``shared_progress`` belong to the caller and stay open)."""
     from imprint.report import ProgressFactory
 
     cache = SignalCache(config.cache or cache_dir() / "signals.sqlite")
-    progress = ProgressFactory(console, enabled=config.progress)
+    progress = (
+        shared_progress
+        if shared_progress is not None
+        else ProgressFactory(console, enabled=config.progress)
+    )
     backends: dict[str, Any] = {}
     work = WorkReport()
     requests: ModelRequests | None = None
     try:
-        backends = load_backends(config, cache)
+        backends = given if given is not None else load_backends(config, cache)
         requests = model_requests(backends, cache, work, config.token_budget, progress)
         samples, attacks, prefixes = _set_up_attacks(
             config, backends["target"], samples, pools, dropped, requests
@@ -299,10 +340,11 @@ def _score(
         )
         return _Scored(samples, attacks, scores, _describe_models(config, backends), work)
     finally:
-        progress.close()
+        if shared_progress is None:
+            progress.close()
         if requests is not None:
             requests.runner.store.close()
-        for backend in backends.values():
+        for backend in backends.values() if given is None else ():
             if callable(getattr(backend, "close", None)):
                 backend.close()  # an API client's connections
         cache.close()
@@ -327,6 +369,7 @@ def _set_up_attacks(
         pools=pools,
         target_access=config.target_access,
         requests=requests,
+        references=reference_set(config),
     )
     attacks = build_attacks(config.attacks, run, params=config.params)
     for attack in attacks:

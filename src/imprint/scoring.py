@@ -16,11 +16,12 @@ import numpy as np
 from imprint.attacks import Attack, RunContext
 from imprint.data import Sample
 from imprint.errors import ConfigError
+from imprint.executors import Executor
 from imprint.requests import RequestCounts, RequestRunner, RequestStore
 from imprint.requests.client import ModelRequests, load_local_model, local_transformers
 from imprint.signals.cache import SignalCache
 from imprint.signals.needs import Need
-from imprint.signals.plan import DEFAULT_TOKEN_BUDGET, PassCounts, PlanReport, run_plan
+from imprint.signals.plan import PassCounts, PlanReport, run_plan
 
 
 def prepare_attacks(
@@ -55,8 +56,9 @@ def compute_scores(
     prefixes: dict[str, str],
     requests: ModelRequests,
     work: WorkReport,
-    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    token_budget: int | None = None,
     progress: Any = None,
+    executor: Executor | None = None,
 ) -> dict[str, np.ndarray]:
     """Score every sample with every attack; one forward pass per distinct (model, text, prefix),
     and every other model call a typed request answered once (see :mod:`imprint.requests`).
@@ -74,6 +76,7 @@ def compute_scores(
             prefixes=prefixes,
             token_budget=token_budget,
             progress=progress,
+            executor=executor,
         )
         work.add_passes(report)
     scores: dict[str, np.ndarray] = {}
@@ -120,8 +123,9 @@ def model_requests(
     backends: dict[str, Any],
     cache: SignalCache,
     work: WorkReport,
-    token_budget: int,
+    token_budget: int | None,
     progress: Any,
+    executor: Executor | None = None,
 ) -> ModelRequests:
     """The request client attacks call: stored beside the signals, log-prob passes planned."""
 
@@ -137,13 +141,16 @@ def model_requests(
             prefixes={"requested": prefix} if prefix else None,
             token_budget=token_budget,
             progress=progress,
+            executor=executor,
         )
         work.add_passes(report)
         return signals.get(need)
 
     return ModelRequests(
         backends,
-        RequestRunner(RequestStore(cache.path), progress=progress, counts=work.requests),
+        RequestRunner(
+            RequestStore(cache.path), progress=progress, counts=work.requests, executor=executor
+        ),
         local_models=local_transformers,
         logprobs=logprobs,
         loader=load_local_model,

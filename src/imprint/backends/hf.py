@@ -22,13 +22,12 @@ import numpy as np
 import torch
 
 from imprint.backends.base import GRADIENTS, LOGPROBS, SAMPLING, ScoreRequest, TokenStats
+from imprint.backends.budget import auto_token_budget
 from imprint.backends.models import fingerprint_source, load_causal_lm, resolve_model
-from imprint.backends.reduce import reduce_hidden
+from imprint.backends.reduce import reduce_hidden, to_host
 from imprint.backends.scoped import sdpa_gqa
 from imprint.backends.start_token import choose_start_token, context_token_id
 from imprint.errors import ConfigError
-
-DEFAULT_FORWARD_TOKENS = 4096  # padded tokens per forward unless told otherwise
 
 SCORING_VERSION = "1"  # bump when scoring changes what a cached result means
 
@@ -99,11 +98,11 @@ class HFLogprobBackend:
         max_length: int | None = None,
         stride: int | None = None,
         start_token: str = "auto",
-        token_budget: int = DEFAULT_FORWARD_TOKENS,
+        token_budget: int | None = None,
         model: Any = None,
         tokenizer: Any = None,
     ) -> None:
-        if token_budget < 1:
+        if token_budget is not None and token_budget < 1:
             raise ConfigError(f"token_budget must be >= 1 token per forward, got {token_budget}")
         self.spec = spec
         self.name = name
@@ -119,7 +118,10 @@ class HFLogprobBackend:
         context = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
         self.max_length = min(max_length or context, context)
         self.stride = stride or self.max_length // 2
-        self.token_budget = token_budget
+        # None = auto: 4,096 on CPU, sized from free device memory on CUDA (backends/budget.py)
+        self.token_budget = token_budget or auto_token_budget(
+            model, self.device, max_length=self.max_length
+        )
         self.start_token = choose_start_token(tokenizer, start_token)
         self.start_ids = self.start_token.ids
         # contexts that need one token even without a start token (generation from an empty
@@ -158,6 +160,8 @@ class HFLogprobBackend:
             "start_token": self.start_token.describe(),
             "max_length": self.max_length,
             "stride": self.stride,
+            "token_budget": self.token_budget,
+            "device": str(self.device),
         }
 
     # -- tokens -------------------------------------------------------------------------------
@@ -326,8 +330,7 @@ class HFLogprobBackend:
         stats = reduce_hidden(
             hidden[select], targets, self._head, vocab_size=self.model.config.vocab_size
         )
-        arrays = {k: v.float().cpu().numpy() for k, v in stats.items()}
-        arrays["token_ids"] = targets.cpu().numpy()
+        arrays = to_host({**stats, "token_ids": targets})  # one or two copies, not per token
         bounds = np.cumsum([0, *(hi - lo).tolist()])
         return [
             _stats_from(arrays, slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)

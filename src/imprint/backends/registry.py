@@ -43,7 +43,7 @@ class LoadContext:
 
     name: str = "target"  # "target" or a reference model's name
     seed: int = 0
-    token_budget: int = 4096  # padded tokens per forward (local models)
+    token_budget: int | None = None  # padded tokens per forward (local); None = auto
     cache: Any = None  # a SignalCache: API answers are stored as they arrive (resumable)
 
 

@@ -41,6 +41,13 @@ ModelArgs = Annotated[
 Out = Annotated[Path, typer.Option(help="run folder to write")]
 Params = Annotated[list[str], typer.Option(help="ATTACK.PARAM=VALUE (repeatable)")]
 Pools = Annotated[list[str], typer.Option(help="NAME=DATA pool for shots (repeatable)")]
+References = Annotated[
+    str | None,
+    typer.Option(
+        help="reference models with known training data for lira/rmia: a game folder built "
+        "with --reference-models K, or a training manifest (.json/.yaml)"
+    ),
+]
 Field = Annotated[str | None, typer.Option()]
 Truncate = Annotated[int | None, typer.Option(help="truncate texts to N words")]
 MinWords = Annotated[int | None, typer.Option(help="drop texts under N words")]
@@ -51,7 +58,13 @@ Bootstrap = Annotated[int, typer.Option(help="bootstrap resamples")]
 Device = Annotated[str, typer.Option(help="cpu, cuda, cuda:N or auto")]
 Dtype = Annotated[str, typer.Option(help="auto, float32, bfloat16, float16")]
 MaxLength = Annotated[int | None, typer.Option(help="context window for scoring")]
-TokenBudget = Annotated[int, typer.Option(help="padded tokens per batch")]
+TokenBudget = Annotated[
+    int | None,
+    typer.Option(
+        help="padded tokens per forward; default auto: 4096 on CPU, sized from free "
+        "GPU memory on CUDA"
+    ),
+]
 StartToken = Annotated[
     str,
     typer.Option(
@@ -141,6 +154,7 @@ def run(
     data: Data,
     attacks: Attacks = "all",
     ref: Refs = [],  # noqa: B006
+    references: References = None,
     model_arg: ModelArgs = [],  # noqa: B006
     out: Out = Path("runs/latest"),
     param: Params = [],  # noqa: B006
@@ -156,7 +170,7 @@ def run(
     device: Device = "auto",
     dtype: Dtype = "auto",
     max_length: MaxLength = None,
-    token_budget: TokenBudget = 4096,
+    token_budget: TokenBudget = None,
     start_token: StartToken = "auto",
     cache: Cache = None,
     no_blind: NoBlind = False,

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 
 from imprint.backends.base import LOGPROBS, LogprobBackend, ScoreRequest, TokenStats
 from imprint.errors import CapabilityError, ConfigError
+from imprint.executors import Executor, LocalExecutor, PlannedBatch
 from imprint.signals.cache import Key, SignalCache, make_key
 from imprint.signals.needs import Need, SignalSet
 
-DEFAULT_TOKEN_BUDGET = 4096
+DEFAULT_TOKEN_BUDGET = 4096  # used where neither the run nor the backend sets one
 
 
 @dataclass
@@ -84,12 +85,16 @@ def run_plan(
     cache: SignalCache,
     *,
     prefixes: dict[str, str] | None = None,
-    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    token_budget: int | None = None,
     progress: Callable[[str, int], Callable[[int], None]] | None = None,
+    executor: Executor | None = None,
 ) -> tuple[SignalSet, PlanReport]:
     """Compute (or fetch) the signals of every need for every text.
 
     ``progress(label, total_tokens)`` returns a callback advanced by tokens scored.
+    ``executor`` runs the planned batches (default: this process; see :mod:`imprint.executors`);
+    their results are stored here, batch by batch, as they arrive.
+    ``token_budget=None`` batches by each backend's own budget (sized from free memory on a GPU).
     """
     needs = list(dict.fromkeys(needs))
     check_capabilities(needs, backends)
@@ -117,7 +122,14 @@ def run_plan(
     results: dict[str, dict[Key, TokenStats]] = {}
     for model, requests in wanted.items():
         results[model] = _fetch_or_score(
-            backends[model], model, requests, cache, token_budget, progress, report
+            backends[model],
+            model,
+            requests,
+            cache,
+            token_budget,
+            progress,
+            report,
+            executor or LocalExecutor(),
         )
     data = {
         need: [
@@ -157,9 +169,10 @@ def _fetch_or_score(
     model: str,
     requests: dict[Key, ScoreRequest],
     cache: SignalCache,
-    token_budget: int,
+    token_budget: int | None,
     progress: Callable[[str, int], Callable[[int], None]] | None,
     report: PlanReport,
+    executor: Executor,
 ) -> dict[Key, TokenStats]:
     counts = report.per_model.setdefault(model, PassCounts())
     found = cache.get_many(list(requests))
@@ -168,55 +181,42 @@ def _fetch_or_score(
     missing = [(k, r) for k, r in requests.items() if k not in found]
     if not missing:
         return found
-    # one prefix per batch, so each batch reuses a single prefix KV cache
-    by_prefix: dict[str | None, list[tuple[Key, ScoreRequest]]] = {}
-    for key, req in missing:
-        by_prefix.setdefault(req.prefix, []).append((key, req))
-    lengths = {
-        k: n
-        for k, n in zip(
-            [k for k, _ in missing], backend.count_tokens([r.text for _, r in missing]), strict=True
-        )
-    }
+    counted = backend.count_tokens([r.text for _, r in missing])
+    lengths = dict(zip([k for k, _ in missing], counted, strict=True))
+    budget = token_budget or getattr(backend, "token_budget", None) or DEFAULT_TOKEN_BUDGET
+    keys = _plan_batches(missing, lengths, budget, getattr(backend, "max_length", None))
+    batches = [
+        PlannedBatch(tuple(requests[k] for k in ks), sum(lengths[k] for k in ks)) for ks in keys
+    ]
     advance = progress(f"scoring with {model}", sum(lengths.values())) if progress else None
-    max_length = getattr(backend, "max_length", None)
-    for group in by_prefix.values():
-        for idx in batches_by_budget(
-            [lengths[k] for k, _ in group], token_budget, max_length=max_length
-        ):
-            batch = [group[i] for i in idx]
-            n_tokens = sum(lengths[k] for k, _ in batch)
-            stats = _score_batch(backend, [r for _, r in batch], n_tokens, advance)
-            cache.put_many(zip([k for k, _ in batch], stats, strict=True))
-            found.update(zip([k for k, _ in batch], stats, strict=True))
-            counts.scored += len(batch)
-            counts.scored_tokens += n_tokens
-            counts.batches += 1
+
+    def store(index: int, stats: list[TokenStats]) -> None:
+        # each batch is committed as it arrives (in any order under a parallel executor)
+        cache.put_many(zip(keys[index], stats, strict=True))
+        found.update(zip(keys[index], stats, strict=True))
+        counts.scored += len(keys[index])
+        counts.scored_tokens += batches[index].n_tokens
+        counts.batches += 1
+
+    executor.score_batches(model, backend, batches, store, advance=advance)
     return found
 
 
-def _score_batch(
-    backend: LogprobBackend,
-    requests: list[ScoreRequest],
-    n_tokens: int,
-    advance: Callable[[int], None] | None,
-) -> list[TokenStats]:
-    """Score one batch; a backend that streams (``reports_progress``) advances the bar per
-    forward, so one long text shows progress; the bar ends the batch at exactly ``n_tokens``."""
-    if advance is None:
-        return backend.score(requests)
-    if not getattr(backend, "reports_progress", False):
-        stats = backend.score(requests)
-        advance(n_tokens)
-        return stats
-    done = 0
-
-    def step(n: int) -> None:
-        nonlocal done
-        n = min(n, n_tokens - done)  # scored tokens exclude start tokens; never overshoot
-        done += n
-        advance(n)
-
-    stats = backend.score(requests, progress=step)  # type: ignore[call-arg]
-    advance(n_tokens - done)
-    return stats
+def _plan_batches(
+    missing: list[tuple[Key, ScoreRequest]],
+    lengths: dict[Key, int],
+    token_budget: int,
+    max_length: int | None,
+) -> list[list[Key]]:
+    """The keys of each batch: one prefix per batch (so each batch reuses a single prefix KV
+    cache), longest first, within the token budget."""
+    by_prefix: dict[str | None, list[Key]] = {}
+    for key, req in missing:
+        by_prefix.setdefault(req.prefix, []).append(key)
+    out: list[list[Key]] = []
+    for group in by_prefix.values():
+        for idx in batches_by_budget(
+            [lengths[k] for k in group], token_budget, max_length=max_length
+        ):
+            out.append([group[i] for i in idx])
+    return out
