@@ -1,0 +1,192 @@
+"""The 2025-26 gray-box attacks (issue 15): EZ-MIA, WBC, Gap-K%, ACMIA, Tag&Tab.
+
+Formula tests compare each score with values computed by hand (in the comments) on fixed
+log-probabilities; end-to-end tests run each attack through a real run on the tiny random models
+(tests/conftest.py), with non-Latin, one-token and long texts among the samples.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from imprint.attacks import RunContext, build_attacks
+from imprint.attacks.ez_mia import EzMia, ez_score
+from imprint.attacks.wbc import Wbc, wbc_score, window_votes
+from imprint.backends.base import TokenStats
+from imprint.errors import ConfigError
+from imprint.run import RunConfig, execute_run
+from imprint.signals.needs import Need, SignalSet
+
+
+def stats(logp, *, ids=None, argmax=None, mean=None, var=None, top1=None) -> TokenStats:
+    logp = np.asarray(logp, dtype=np.float32)
+    n = len(logp)
+    ids = np.arange(n, dtype=np.int32) if ids is None else np.asarray(ids, np.int32)
+    return TokenStats(
+        token_ids=ids,
+        logp=logp,
+        mean_logp=np.zeros(n, np.float32) if mean is None else np.asarray(mean, np.float32),
+        var_logp=np.ones(n, np.float32) if var is None else np.asarray(var, np.float32),
+        rank=np.ones(n, np.int32),
+        argmax=ids.copy() if argmax is None else np.asarray(argmax, np.int32),
+    )
+
+
+def pair_signals(target: list[TokenStats], ref: list[TokenStats]) -> SignalSet:
+    texts = [f"text {i}" for i in range(len(target))]
+    return SignalSet(
+        texts, {Need(): [(s,) for s in target], Need(model="base"): [(s,) for s in ref]}
+    )
+
+
+# -- EZ-MIA ---------------------------------------------------------------------------------------
+EZ_TARGET = [-1.0, -2.0, -0.5, -3.0, -0.2]
+EZ_REF = [-1.5, -1.0, -0.5, -4.5, -0.1]
+EZ_IDS = [5, 6, 7, 8, 9]
+EZ_ARGMAX = [5, 0, 0, 0, 9]  # wrong at positions 1, 2, 3
+
+
+def test_ez_score_counts_only_error_positions():
+    # error shifts: pos 1: -2 - (-1) = -1.0; pos 2: 0; pos 3: -3 - (-4.5) = +1.5
+    # (pos 0 (+0.5) and pos 4 (-0.1) are correct predictions: left out)
+    # P = 1.5, N = 1.0 -> paper's EZ = 1.5; column P / (P + N) = 1.5 / 2.5 = 0.6
+    assert ez_score(EZ_TARGET, EZ_REF, EZ_IDS, EZ_ARGMAX) == pytest.approx(0.6)
+    ratio = 0.6 / (1 - 0.6)
+    assert ratio == pytest.approx(1.5)  # the paper's ratio is recovered exactly
+
+
+def test_ez_score_edge_cases():
+    # only upward shifts at the errors: the paper's ratio is infinite; the column is 1.0
+    assert ez_score([-1.0, -1.0], [-2.0, -3.0], [1, 2], [0, 0]) == 1.0
+    # only downward: 0.0
+    assert ez_score([-3.0, -3.0], [-2.0, -1.0], [1, 2], [0, 0]) == 0.0
+    # fewer error positions than min_error_tokens, or no shift at all: undefined
+    assert math.isnan(ez_score(EZ_TARGET, EZ_REF, EZ_IDS, EZ_ARGMAX, min_error_tokens=4))
+    assert math.isnan(ez_score([-1.0], [-2.0], [3], [0]))  # one token, one error (< 2)
+    assert math.isnan(ez_score([], [], [], []))
+    assert math.isnan(ez_score([-1.0, -2.0], [-1.0, -2.0], [1, 2], [0, 0]))  # P = N = 0
+
+
+def test_ez_mia_attack_scores_per_reference_and_warns_on_nan():
+    attack = EzMia(refs=("base",))
+    signals = pair_signals(
+        [stats(EZ_TARGET, ids=EZ_IDS, argmax=EZ_ARGMAX), stats([-1.0], ids=[3], argmax=[0])],
+        [stats(EZ_REF, ids=EZ_IDS), stats([-2.0], ids=[3])],
+    )
+    with pytest.warns(RuntimeWarning, match=r"1 of 2 samples .*ez_mia\[base\]"):
+        out = attack.score(signals)
+    assert attack.columns() == ("ez_mia[base]",)
+    assert out["ez_mia[base]"][0] == pytest.approx(0.6)
+    assert math.isnan(out["ez_mia[base]"][1])
+
+
+def test_ez_mia_refuses_a_reference_with_another_tokenizer():
+    signals = pair_signals([stats([-1.0, -2.0], ids=[1, 2])], [stats([-1.0, -2.0], ids=[1, 3])])
+    with pytest.raises(ConfigError, match="tokenize sample 0 differently"):
+        EzMia(refs=("base",)).score(signals)
+
+
+def test_ez_mia_and_wbc_need_a_reference_and_validate():
+    with pytest.raises(ConfigError, match="--ref"):
+        EzMia()
+    with pytest.raises(ConfigError, match="min_error_tokens"):
+        EzMia(refs=("b",), min_error_tokens=0)
+    with pytest.raises(ConfigError, match="--ref"):
+        Wbc()
+    with pytest.raises(ConfigError, match="windows"):
+        Wbc(refs=("b",), windows=(0, 2))
+    run = RunContext(refs=("base",))
+    names = {a.name for a in build_attacks(["all"], run)}
+    assert {"ez_mia", "wbc"} <= names
+    assert not {"ez_mia", "wbc"} & {a.name for a in build_attacks(["all"], RunContext())}
+    typed = build_attacks(["wbc"], run, params={"wbc": {"windows": "2,8"}})[0]
+    assert typed.windows == (2, 8)  # type: ignore[attr-defined]
+
+
+# -- WBC ------------------------------------------------------------------------------------------
+def test_wbc_window_votes_by_hand():
+    # losses: target [1, 2, 3, 1], reference [2, 1, 4, 1]; ref - target = [1, -1, 1, 0]
+    tgt, ref = np.array([1.0, 2.0, 3.0, 1.0]), np.array([2.0, 1.0, 4.0, 1.0])
+    assert window_votes(tgt, ref, 1) == pytest.approx(2 / 4)  # signs +, -, +, 0
+    assert window_votes(tgt, ref, 2) == pytest.approx(1 / 3)  # sums 0, 0, 1
+    assert window_votes(tgt, ref, 3) == pytest.approx(1 / 2)  # sums 1, 0
+    assert window_votes(tgt, ref, 5) == pytest.approx(1.0)  # w > T: one window, sum 1 > 0
+    # the score averages over window sizes: (1/2 + 1/3 + 1/2 + 1) / 4 = 7/12
+    score = wbc_score(-tgt, -ref, (1, 2, 3, 5))
+    assert score == pytest.approx(7 / 12)
+
+
+def test_wbc_is_a_vote_not_a_mean():
+    # one huge target loss cannot outvote three tokens where the target is better
+    tgt_logp, ref_logp = [-0.1, -0.1, -0.1, -50.0], [-1.0, -1.0, -1.0, -1.0]
+    assert wbc_score(tgt_logp, ref_logp, (1,)) == pytest.approx(3 / 4)
+    assert np.mean(tgt_logp) < np.mean(ref_logp)  # while the mean says "non-member"
+
+
+def test_wbc_attack_short_texts():
+    attack = Wbc(refs=("base",), windows=(1, 2))
+    signals = pair_signals(
+        [stats([-1.0], ids=[4]), stats([], ids=[])], [stats([-2.0], ids=[4]), stats([], ids=[])]
+    )
+    with pytest.warns(RuntimeWarning, match="no scored token"):
+        out = attack.score(signals)
+    assert out["wbc[base]"][0] == 1.0  # one token, target better: every window votes member
+    assert math.isnan(out["wbc[base]"][1])
+
+
+# -- end to end on the tiny models ----------------------------------------------------------------
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "In 2023 the council met in Seoul to discuss the budget.",
+    "Hurricane Ana was the second tropical cyclone to threaten Hawaii.",
+    "Membership inference asks whether a text was in the training data.",
+    "北京是中华人民共和国的首都。它有三千多年的历史。",
+    "हिन्दी भारत की एक प्रमुख भाषा है। यह देवनागरी लिपि में लिखी जाती है।",
+    "a",
+    "Zürich",
+    " ".join(["Numbers like 1, 10 and 100 appear in many documents; so do dates."] * 25),
+    "Kraków's old town—rebuilt, restored—draws visitors; ¿qué más? 🙂",
+]
+
+
+def write_data(folder: Path) -> Path:
+    path = folder / "frontier.jsonl"
+    rows = [{"text": t, "label": i % 2} for i, t in enumerate(TEXTS)]
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
+    return path
+
+
+def run_frontier(folder: Path, model: Path, ref: Path, attacks: tuple[str, ...]):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NaN and single-sample warnings are tested elsewhere
+        return execute_run(
+            RunConfig(
+                model=str(model),
+                data=str(write_data(folder)),
+                out=folder / "run",
+                refs=(("base", str(ref)),),
+                attacks=attacks,
+                n_bootstrap=50,
+                blind=False,
+                progress=False,
+            )
+        )
+
+
+def test_reference_attacks_end_to_end(tiny_model_dir, tiny_ref_dir, tmp_path):
+    result = run_frontier(tmp_path, tiny_model_dir, tiny_ref_dir, ("ez_mia", "wbc"))
+    assert result.manifest["passes"]["base"]["scored"] == len(TEXTS)
+    ez, wbc = result.scores["ez_mia[base]"], result.scores["wbc[base]"]
+    assert ez.shape == wbc.shape == (len(TEXTS),)
+    finite = ez[~np.isnan(ez)]
+    assert finite.size >= len(TEXTS) - 2 and ((finite >= 0) & (finite <= 1)).all()
+    assert ((wbc >= 0) & (wbc <= 1)).all()  # every text, one-token ones included, has a vote
+    assert len(set(np.round(wbc, 6))) > 2  # the scores vary across texts
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert {"ez_mia[base]", "wbc[base]"} <= set(metrics["attacks"])
