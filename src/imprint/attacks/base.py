@@ -19,6 +19,7 @@ from imprint.attacks.registry import register as register
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError
 from imprint.signals.needs import Need, SignalSet
+from imprint.training_manifest import ReferenceSet
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ class RunContext:
     # the run's request client (imprint.requests.client.ModelRequests): model work an attack's
     # set-up needs (masked-LM neighbours, corpus token counts) goes through it, stored and counted
     requests: Any = None
+    # reference models with known training data (--references: a game's, or a training
+    # manifest): names, each model's IN/OUT membership per sample id, population texts
+    references: ReferenceSet | None = None
 
 
 @dataclass(frozen=True)

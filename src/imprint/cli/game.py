@@ -57,6 +57,13 @@ GameOut = Annotated[
     Path | None, typer.Option(help="game folder (default: <cache>/games/<config hash>)")
 ]
 Force = Annotated[bool, typer.Option(help="rebuild even if the game exists")]
+ReferenceModels = Annotated[
+    int,
+    typer.Option(
+        help="also train K reference models like the target, each on a random half of the "
+        "candidates (LiRA, RMIA: imprint run --references DIR); built ones are reused"
+    ),
+]
 Device = Annotated[str, typer.Option(help="cpu, cuda, cuda:N or auto")]
 Int = Annotated[int, typer.Option()]
 Float = Annotated[float, typer.Option()]
@@ -98,6 +105,7 @@ def build(
     out: GameOut = None,
     force: Force = False,
     device: Device = "auto",
+    reference_models: ReferenceModels = 0,
 ) -> None:
     """Build (or reuse) a privacy game: split, canaries, fine-tune, write model/ data.jsonl
     game.json. Use it as --model game:DIR --data game:DIR --breakdown group."""
@@ -105,9 +113,16 @@ def build(
     from imprint.game.build import build_game
 
     out, force, device = options.pop("out"), options.pop("force"), options.pop("device")
+    k = options.pop("reference_models")
     folder = build_game(_game_config(options), out=out, force=force, device=device, console=console)
     say(f"game: {folder}")
-    say(f"use: imprint run --model game:{folder} --data game:{folder} --breakdown group")
+    refs = ""
+    if k:
+        from imprint.game.reference import build_references
+
+        say(f"reference models: {build_references(folder, k, device=device, console=console)}")
+        refs = f" --references {folder} --attacks lira,rmia"
+    say(f"use: imprint run --model game:{folder} --data game:{folder} --breakdown group{refs}")
 
 
 def _game_config(options: dict[str, Any]) -> Any:

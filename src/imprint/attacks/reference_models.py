@@ -1,0 +1,149 @@
+"""Shared by the attacks that calibrate against reference models with known training data (LiRA,
+RMIA): the per-example signal each model gives a text, and the IN/OUT membership of every
+candidate in every reference model (from ``RunContext.references``, see
+:mod:`imprint.training_manifest`). Not an attack itself: nothing here registers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from imprint.attacks.base import (
+    Attack,
+    Preparation,
+    RunContext,
+    check_fraction,
+    lowest_fraction_mean,
+    prepared_field,
+)
+from imprint.attacks.min_k_pp import standardised_logp
+from imprint.backends.base import TokenStats
+from imprint.data.sample import Sample
+from imprint.errors import ConfigError
+from imprint.signals.needs import Need, SignalSet
+from imprint.training_manifest import IN, OUT, UNKNOWN
+
+__all__ = ["SIGNALS", "ReferenceModelAttack", "membership_by_text", "signal_value"]
+
+#: Per-example signals (higher = the model finds the text more likely), all from the one cached
+#: log-prob pass per (model, text): mean / sum of token log-probs, Min-K% and Min-K%++ means.
+SIGNALS = ("mean_logp", "sum_logp", "min_k", "min_k_pp")
+
+
+def signal_value(stats: TokenStats, signal: str, k: float) -> float:
+    """One text's signal under one model; NaN for a text with no scored token."""
+    logp = np.asarray(stats.logp, dtype=np.float64)
+    if logp.size == 0:
+        return float("nan")
+    if signal == "mean_logp":
+        return float(logp.mean())
+    if signal == "sum_logp":
+        return float(logp.sum())
+    if signal == "min_k":
+        return lowest_fraction_mean(logp, k)
+    return lowest_fraction_mean(standardised_logp(stats), k)
+
+
+def membership_by_text(samples: Sequence[Sample], matrix: np.ndarray) -> dict[str, tuple[int, ...]]:
+    """Text -> membership per model (columns of ``matrix``, shape (K, n)); a text held by several
+    samples is IN for a model that trained on any of them, else OUT if any says OUT."""
+    out: dict[str, tuple[int, ...]] = {}
+    for j, s in enumerate(samples):
+        column = tuple(int(v) for v in matrix[:, j])
+        old = out.get(s.text)
+        if old is not None:
+            column = tuple(
+                IN if IN in (a, b) else OUT if OUT in (a, b) else UNKNOWN
+                for a, b in zip(old, column, strict=True)
+            )
+        out[s.text] = column
+    return out
+
+
+@dataclass(frozen=True)
+class ReferenceModelAttack(Attack):
+    """Base of LiRA and RMIA: ``models`` are the reference roles (filled from the run),
+    ``signal``/``k`` the per-example signal, ``modes`` online and/or offline."""
+
+    models: tuple[str, ...] = ()
+    signal: str = "mean_logp"
+    k: float = 0.2
+    modes: tuple[str, ...] = ("online", "offline")
+    membership: dict[str, tuple[int, ...]] | None = prepared_field()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "modes", tuple(self.modes))
+        if not self.models:
+            raise ConfigError(
+                f"attack {self.name!r} needs reference models with known training data: "
+                "--references DIR (a game built with --reference-models K) or a training manifest"
+            )
+        if self.signal not in SIGNALS:
+            raise ConfigError(f"{self.name}.signal must be one of {SIGNALS}, got {self.signal!r}")
+        check_fraction(f"{self.name}.k", self.k)
+        bad = [m for m in self.modes if m not in ("online", "offline")]
+        if bad or not self.modes or len(set(self.modes)) != len(self.modes):
+            raise ConfigError(
+                f"{self.name}.modes must list online and/or offline once each, got {self.modes}"
+            )
+
+    @classmethod
+    def unavailable_reason(cls, run: RunContext) -> str | None:
+        if run.references is None:
+            return "no reference models with known training data (--references)"
+        return None
+
+    @classmethod
+    def for_run(cls, run: RunContext, **params: Any) -> Attack:
+        if run.references is not None:
+            params.setdefault("models", run.references.names)
+        return cls(**params)
+
+    def columns(self) -> tuple[str, ...]:
+        return tuple(self.name if m == "online" else f"{self.name}_offline" for m in self.modes)
+
+    def needs(self) -> tuple[Need, ...]:
+        return (Need(), *(Need(model=m) for m in self.models))
+
+    def prepare(self, samples: Sequence[Sample], run: RunContext) -> Preparation:
+        return Preparation(attack=self._with_membership(samples, run))
+
+    def _with_membership(self, samples: Sequence[Sample], run: RunContext) -> Any:
+        refset = run.references
+        if refset is None or set(self.models) - set(refset.names):
+            have = refset.names if refset is not None else ()
+            raise ConfigError(
+                f"attack {self.name!r}: reference models {list(self.models)} are not all in the "
+                f"run's --references ({list(have)})"
+            )
+        rows = [refset.names.index(m) for m in self.models]
+        matrix = refset.matrix([s.id for s in samples])[rows]
+        if "online" in self.modes and not (matrix == IN).any():
+            raise ConfigError(
+                f"attack {self.name!r}, online mode: no reference model trained on any of the "
+                f"{len(samples)} samples (by id), so there is no IN distribution. Check that the "
+                "manifest's ids are the data's ids, or use --param "
+                f"{self.name}.modes=offline"
+            )
+        return replace(self, membership=membership_by_text(samples, matrix))
+
+    # -- helpers for score() ---------------------------------------------------------------
+    def values(self, signals: SignalSet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(target signal (n,), reference signals (K, n), membership (K, n))."""
+        target = self.signal_array(signals.get())
+        refs = np.stack([self.signal_array(signals.get(Need(model=m))) for m in self.models])
+        return target, refs, self.member_matrix(signals.texts)
+
+    def signal_array(self, stats: Sequence[TokenStats]) -> np.ndarray:
+        return np.array([signal_value(s, self.signal, self.k) for s in stats], dtype=np.float64)
+
+    def member_matrix(self, texts: Sequence[str]) -> np.ndarray:
+        if self.membership is None:
+            raise ConfigError(f"attack {self.name!r} was not prepared (membership unknown)")
+        unknown = (UNKNOWN,) * len(self.models)
+        columns = [self.membership.get(t, unknown) for t in texts]
+        return np.array(columns, dtype=np.int8).T.reshape(len(self.models), len(texts))

@@ -1,0 +1,243 @@
+"""Training manifests: which reference model saw which texts (LiRA's and RMIA's reference models).
+
+Reference-model attacks need models trained on *known* data: for every reference model, which of
+the run's samples it trained on (IN) and which it did not (OUT). A privacy game writes such a
+manifest for the reference models it trains (``imprint game build --reference-models K``); users
+who trained their own reference models write one by hand. Two forms, JSON or YAML:
+
+- a plain mapping ``model spec -> list of the sample ids it trained on`` (every other sample of
+  the run is OUT for that model);
+- the full form::
+
+      imprint_training_manifest: 1
+      population: [text, ...]     # optional: texts no model (target included) trained on
+      models:
+        - name: r0                # optional (default reference-<i>)
+          spec: path/to/model     # any local model spec; a relative path is read from here
+          members: [id, ...]      # sample ids the model trained on
+          nonmembers: [id, ...]   # optional; with it, ids in neither list are unknown
+
+Membership is looked up by sample id (``Sample.id``, the ``--id-field`` of the data). This module
+imports no torch; the run turns a manifest into extra backend roles and gives attacks the
+:class:`ReferenceSet` (``RunContext.references``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from imprint.errors import ConfigError
+
+__all__ = [
+    "GAME_MANIFEST",
+    "IN",
+    "OUT",
+    "REFERENCES_DIR",
+    "UNKNOWN",
+    "ReferenceModel",
+    "ReferenceSet",
+    "load_reference_set",
+    "write_training_manifest",
+]
+
+#: Where a game keeps its reference models and their manifest (inside the game folder).
+REFERENCES_DIR = "references"
+GAME_MANIFEST = "training-manifest.json"
+FORMAT = 1
+IN, OUT, UNKNOWN = 1, 0, -1
+
+
+@dataclass(frozen=True)
+class ReferenceModel:
+    """One reference model: its role name in the run, its model spec and what it trained on.
+
+    ``nonmembers=None`` means every sample not in ``members`` is OUT."""
+
+    name: str
+    spec: str
+    members: frozenset[str]
+    nonmembers: frozenset[str] | None = None
+
+    def membership(self, sample_id: str) -> int:
+        if sample_id in self.members:
+            return IN
+        if self.nonmembers is None or sample_id in self.nonmembers:
+            return OUT
+        return UNKNOWN
+
+
+@dataclass(frozen=True)
+class ReferenceSet:
+    """Reference models with known training data, plus population texts that none of them (nor
+    the target) trained on (RMIA's comparison texts z)."""
+
+    models: tuple[ReferenceModel, ...]
+    population: tuple[str, ...] = ()
+    source: str = ""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.models)
+
+    def matrix(self, sample_ids: Sequence[str]) -> np.ndarray:
+        """Membership, shape (n_models, n_samples): 1 IN, 0 OUT, -1 unknown."""
+        return np.array(
+            [[m.membership(i) for i in sample_ids] for m in self.models], dtype=np.int8
+        ).reshape(len(self.models), len(sample_ids))
+
+
+def _read(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"training manifest {path}: cannot read it ({err})") from err
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"training manifest {path}: not valid YAML ({err})") from err
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise ConfigError(
+            f"training manifest {path}: not valid JSON ({err}); name a YAML file *.yaml"
+        ) from err
+
+
+def _ids(value: Any, where: str) -> frozenset[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str | int) for v in value):
+        raise ConfigError(
+            f"{where} must be a list of sample ids (strings), got {type(value).__name__}"
+        )
+    return frozenset(str(v) for v in value)
+
+
+def _spec(spec: Any, base: Path, where: str) -> str:
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(f"{where}: 'spec' must be a model spec (alias, folder, gguf:PATH)")
+    local = base / spec
+    return str(local.resolve()) if ":" not in spec and local.exists() else spec
+
+
+def _models(data: Any, base: Path, where: str) -> list[ReferenceModel]:
+    if isinstance(data, dict) and "models" in data:
+        entries = data["models"]
+        if not isinstance(entries, list) or not entries:
+            raise ConfigError(f"{where}: 'models' must be a non-empty list of models")
+        out = []
+        for i, entry in enumerate(entries):
+            at = f"{where}, models[{i}]"
+            if not isinstance(entry, dict) or "members" not in entry:
+                raise ConfigError(f"{at}: each model needs 'spec' and 'members' (sample ids)")
+            nonmembers = entry.get("nonmembers")
+            out.append(
+                ReferenceModel(
+                    name=str(entry.get("name") or f"reference-{i}"),
+                    spec=_spec(entry.get("spec"), base, at),
+                    members=_ids(entry["members"], f"{at}.members"),
+                    nonmembers=None if nonmembers is None else _ids(nonmembers, f"{at}.nonmembers"),
+                )
+            )
+        return out
+    if isinstance(data, dict) and data:  # the plain form: spec -> ids
+        return [
+            ReferenceModel(
+                f"reference-{i}", _spec(spec, base, where), _ids(ids, f"{where}[{spec}]")
+            )
+            for i, (spec, ids) in enumerate(data.items())
+        ]
+    raise ConfigError(
+        f"{where}: expected a mapping 'model spec -> [sample ids]' or "
+        "{'models': [{'spec': ..., 'members': [...]}]}; see imprint.training_manifest"
+    )
+
+
+def _check(models: list[ReferenceModel], where: str) -> None:
+    names = [m.name for m in models]
+    if len(set(names)) != len(names) or "target" in names:
+        raise ConfigError(
+            f"{where}: reference model names must be unique and not 'target': {names}"
+        )
+    for m in models:
+        overlap = m.members & (m.nonmembers or frozenset())
+        if overlap:
+            raise ConfigError(
+                f"{where}: model {m.name!r} lists {len(overlap)} id(s) as both member and "
+                f"non-member, e.g. {sorted(overlap)[0]!r}"
+            )
+
+
+def manifest_path(spec: str) -> Path:
+    """The manifest file ``--references SPEC`` names: a file, or a game folder (``game:DIR``)."""
+    raw = spec[len("game:") :] if spec.startswith("game:") else spec
+    path = Path(raw).expanduser()
+    if path.is_dir():
+        inner = path / REFERENCES_DIR / GAME_MANIFEST
+        if not inner.is_file():
+            raise ConfigError(
+                f"--references {spec!r}: {path} has no {REFERENCES_DIR}/{GAME_MANIFEST}; build the "
+                f"game's reference models with `imprint game build --out {path} --reference-models "
+                "K` (same options as the game), or pass a training manifest file"
+            )
+        return inner
+    if not path.is_file():
+        raise ConfigError(
+            f"--references {spec!r}: no such file or game folder; pass a training manifest "
+            "(.json/.yaml) or a game folder built with --reference-models K"
+        )
+    return path
+
+
+def load_reference_set(spec: str) -> ReferenceSet:
+    """The reference models a training manifest (or a game folder) describes; teaching errors
+    for a missing file, a malformed entry, duplicate names or contradictory membership."""
+    path = manifest_path(spec)
+    data = _read(path)
+    models = _models(data, path.parent, f"training manifest {path}")
+    _check(models, f"training manifest {path}")
+    population = data.get("population", []) if isinstance(data, dict) else []
+    if not isinstance(population, list) or not all(isinstance(t, str) for t in population):
+        raise ConfigError(f"training manifest {path}: 'population' must be a list of texts")
+    return ReferenceSet(tuple(models), tuple(population), str(path))
+
+
+def write_training_manifest(
+    path: Path, models: Iterable[ReferenceModel], *, population: Sequence[str] = ()
+) -> None:
+    """Write the full form (JSON); specs that are folders under ``path``'s folder are relative."""
+    base = path.parent.resolve()
+    entries = []
+    for m in models:
+        spec = Path(m.spec)
+        rel = (
+            spec.resolve().relative_to(base)
+            if spec.is_absolute() and spec.is_relative_to(base)
+            else None
+        )
+        entries.append(
+            {
+                "name": m.name,
+                "spec": str(rel) if rel is not None else m.spec,
+                "members": sorted(m.members),
+                "nonmembers": None if m.nonmembers is None else sorted(m.nonmembers),
+            }
+        )
+    for e in entries:
+        if e["nonmembers"] is None:
+            del e["nonmembers"]
+    payload = {
+        "imprint_training_manifest": FORMAT,
+        "population": list(population),
+        "models": entries,
+    }
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(payload, indent=1, ensure_ascii=False), encoding="utf-8")
+    tmp.replace(path)
