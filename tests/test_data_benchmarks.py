@@ -135,24 +135,26 @@ def test_hf_spec_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
         resolve_data("hf:")
 
 
-def test_benchmark_falls_back_to_hub_then_explains(
+def test_benchmark_offline_names_the_file_and_never_calls_datasets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bench_mod, "data_dirs", lambda: [tmp_path])
-    calls = []
+    """Named benchmarks read hub data files directly (no `datasets` loading); offline, the error
+    names the file to place, its full path and the hub URL (more in test_data_registry.py)."""
+    import imprint.data.benchmark_files as files_mod
 
-    def offline(name: str, **kw):
-        calls.append((name, kw))
-        raise DataError("hub unreachable")
+    monkeypatch.setattr(files_mod, "data_dirs", lambda: [tmp_path])
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
-    monkeypatch.setattr(bench_mod, "load_hf_dataset", offline)
+    def no_datasets(name: str, **kw):
+        raise AssertionError("a named benchmark must not go through datasets.load_dataset")
+
+    monkeypatch.setattr(bench_mod, "load_hf_dataset", no_datasets)
     with pytest.raises(DataError) as exc:
         resolve_data("wikimia:128")
-    assert calls[0][0] == "swj0419/WikiMIA"
-    assert calls[0][1]["split"] == "WikiMIA_length128"
-    assert calls[0][1]["id_prefix"] == "WikiMIA_length128"  # same ids as the local file
     msg = str(exc.value)
-    assert str(tmp_path) in msg and "IMPRINT_DATA_DIR" in msg and "wikimia/" in msg
+    assert str(tmp_path / "wikimia" / "WikiMIA_length128.jsonl") in msg
+    assert "huggingface.co/datasets/swj0419/WikiMIA/resolve/main/data/WikiMIA_length128" in msg
+    assert "IMPRINT_DATA_DIR" in msg
 
 
 def test_register_data_scheme(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

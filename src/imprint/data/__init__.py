@@ -2,6 +2,7 @@
 
 from imprint.data.benchmarks import (
     BenchmarkInfo,
+    data_defects,
     data_dirs,
     list_benchmarks,
     register_data_scheme,
@@ -27,6 +28,7 @@ __all__ = [
     "LoadedData",
     "Sample",
     "apply_transforms",
+    "data_defects",
     "data_dirs",
     "dedupe",
     "find_label_conflicts",

@@ -1,21 +1,41 @@
-"""Named benchmarks and data specs: ``resolve_data("wikimia:64")``, a file path, ``hf:owner/name``.
+"""Named benchmarks and data specs: ``resolve_data("mimir:arxiv/ngram_13_0.8")``, a file path,
+``hf:owner/name``.
 
-A benchmark is looked up as a local file first, in the data dirs (``$IMPRINT_DATA_DIR``, then
-``../shared/data`` relative to the working directory, then ``shared/data`` next to the repository),
-and only then on the Hugging Face hub. Other spec prefixes (``hf:``, later ``game:``) dispatch
-through a small registry, see :func:`register_data_scheme`.
+A named benchmark (the catalog: :mod:`imprint.data.catalog_entries`, listed by ``imprint
+datasets``) is read from a local copy first, in the data dirs (``$IMPRINT_DATA_DIR``, then
+``../shared/data`` relative to the working directory, then ``shared/data`` next to the
+repository), then from the Hugging Face hub's data files directly (see
+:mod:`imprint.data.benchmark_files`); offline, the error names each file to place and where.
+Other spec prefixes (``hf:``, ``game:``) dispatch through :func:`register_data_scheme`.
+:func:`data_defects` counts a loaded set's known defects for the run manifest.
 """
 
 from __future__ import annotations
 
-import difflib
-import os
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from imprint.data.benchmark_files import (
+    DATA_DIR_ENV,
+    data_dirs,
+    find_local,
+    local_status,
+    locate,
+)
+from imprint.data.benchmark_readers import read_benchmark
+from imprint.data.catalog import (
+    BenchmarkEntry,
+    did_you_mean,
+    get_benchmark,
+    is_benchmark,
+    iter_benchmarks,
+    natural_key,
+    register_benchmark,
+)
+from imprint.data.catalog_entries import NAME_FORMS  # importing it registers the benchmarks
+from imprint.data.defects import DefectReport, SplitOverlap, check_defects, split_overlap
 from imprint.data.loaders import (
     CSV_SUFFIXES,
     JSONL_SUFFIXES,
@@ -24,127 +44,102 @@ from imprint.data.loaders import (
     load_file,
     load_hf_dataset,
 )
-from imprint.errors import ConfigError, DataError, MissingDependencyError
+from imprint.errors import ConfigError, DataError
 
-DATA_DIR_ENV = "IMPRINT_DATA_DIR"
+__all__ = [
+    "DATA_DIR_ENV",
+    "BenchmarkEntry",
+    "BenchmarkInfo",
+    "data_defects",
+    "data_dirs",
+    "find_local",
+    "list_benchmarks",
+    "load_benchmark",
+    "register_benchmark",
+    "register_data_scheme",
+    "resolve_data",
+]
 
 #: A scheme loader is called as ``fn(rest_of_spec, **field_kwargs)`` and returns LoadedData.
 DataScheme = Callable[..., LoadedData]
 
 
 @dataclass(frozen=True)
-class Benchmark:
-    """Where a named benchmark lives: a path under a data dir, and optionally a hub split."""
-
-    name: str
-    description: str
-    relpath: str
-    hub_name: str | None = None
-    hub_split: str = "train"
-    hub_config: str | None = None
-
-
-@dataclass(frozen=True)
 class BenchmarkInfo:
-    """What :func:`list_benchmarks` reports; ``local_path`` is None when no local copy exists."""
+    """What :func:`list_benchmarks` reports. ``local_path`` is the local copy (None when the set
+    is not here; for a set whose files are all in the hub cache, ``in_hub_cache`` is True)."""
 
     name: str
     description: str
     local_path: Path | None
+    provenance: str = ""
+    licence: str = ""
+    size: str = ""
+    fields: str = ""
+    caveats: tuple[str, ...] = ()
+    source: str = ""  # the hub page, the web page, or how to build it
+    in_hub_cache: bool = False
+    entry: BenchmarkEntry | None = field(default=None, compare=False, repr=False)
 
+    @property
+    def available(self) -> bool:
+        return self.local_path is not None or self.in_hub_cache
 
-_BENCHMARKS: dict[str, Benchmark] = {}
-_SCHEMES: dict[str, DataScheme] = {}
-
-
-def register_benchmark(benchmark: Benchmark, *, force: bool = False) -> None:
-    """Add a named benchmark; an existing name raises unless ``force=True``."""
-    if benchmark.name in _BENCHMARKS and not force:
-        raise ConfigError(
-            f"benchmark {benchmark.name!r} is already registered; pass force=True to replace it"
+    def to_dict(self) -> dict[str, Any]:
+        base = self.entry.to_dict() if self.entry else {"name": self.name}
+        return (
+            base
+            | {"local_copy": str(self.local_path) if self.local_path else None}
+            | {"in_hub_cache": self.in_hub_cache}
         )
-    _BENCHMARKS[benchmark.name] = benchmark
+
+
+_SCHEMES: dict[str, DataScheme] = {}
 
 
 def register_data_scheme(prefix: str, fn: DataScheme, *, force: bool = False) -> None:
     """Make ``resolve_data(f"{prefix}:{rest}", **kw)`` call ``fn(rest, **kw)``.
 
-    ``prefix`` must be at least two characters (so Windows drive letters stay paths) and contain
-    no ``":"``; an existing prefix raises unless ``force=True``.
+    ``prefix`` must be at least two characters (so Windows drive letters stay paths), contain
+    no ``":"`` and not be a benchmark family; an existing prefix raises unless ``force=True``.
     """
     if len(prefix) < 2 or ":" in prefix:
         raise ConfigError(f"data scheme prefix {prefix!r} must be 2+ characters without ':'")
+    if any(e.family == prefix for e in iter_benchmarks()):
+        raise ConfigError(f"data scheme {prefix!r} is a benchmark family; choose another prefix")
     if prefix in _SCHEMES and not force:
         raise ConfigError(f"data scheme {prefix!r} is already registered; pass force=True")
     _SCHEMES[prefix] = fn
 
 
-def data_dirs() -> list[Path]:
-    """Folders searched for benchmark files, in order (existing or not, duplicates removed)."""
-    dirs: list[Path] = []
-    env = os.environ.get(DATA_DIR_ENV, "")
-    dirs += [Path(d).expanduser() for d in env.split(os.pathsep) if d.strip()]
-    dirs.append(Path.cwd() / ".." / "shared" / "data")
-    repo_root = Path(__file__).resolve().parents[3]
-    dirs.append(repo_root.parent / "shared" / "data")
-    unique: list[Path] = []
-    for d in dirs:
-        d = d.resolve()
-        if d not in unique:
-            unique.append(d)
-    return unique
-
-
-def find_local(relpath: str) -> Path | None:
-    """First ``dir/relpath`` (or ``dir/<file name>``) that exists among :func:`data_dirs`."""
-    for d in data_dirs():
-        for candidate in (d / relpath, d / Path(relpath).name):
-            if candidate.is_file():
-                return candidate
-    return None
-
-
-def list_benchmarks() -> list[BenchmarkInfo]:
-    """Every registered benchmark, sorted by name, with its local file if one is found."""
-    return [
-        BenchmarkInfo(b.name, b.description, find_local(b.relpath))
-        for b in sorted(_BENCHMARKS.values(), key=lambda b: _natural_key(b.name))
-    ]
-
-
-def _natural_key(name: str) -> list[Any]:
-    """Sort ``wikimia:32`` before ``wikimia:128``."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+def list_benchmarks(family: str | None = None) -> list[BenchmarkInfo]:
+    """Every named benchmark (or one family), in catalog order, with its local copy if found."""
+    out = []
+    for e in iter_benchmarks(family):
+        status = local_status(e)
+        source = e.hub_page or e.web_url or (f"build: {e.build_hint}" if e.build_hint else "")
+        out.append(
+            BenchmarkInfo(
+                e.name,
+                e.description,
+                Path(status) if status and status != "hub cache" else None,
+                e.provenance,
+                e.licence,
+                e.size,
+                e.fields,
+                e.caveats,
+                source,
+                status == "hub cache",
+                e,
+            )
+        )
+    return out
 
 
 def load_benchmark(name: str, **field_kwargs: Any) -> LoadedData:
-    """Load a registered benchmark: local file if found, else the hub split."""
-    if name not in _BENCHMARKS:
-        raise DataError(_unknown_message(name))
-    bench = _BENCHMARKS[name]
-    path = find_local(bench.relpath)
-    if path is not None:
-        return load_file(path, **field_kwargs)
-    looked = ", ".join(str(d) for d in data_dirs())
-    fix = (
-        f"Fix: set {DATA_DIR_ENV} to a folder holding {bench.relpath} "
-        "(or pass the file path directly)."
-    )
-    if bench.hub_name is None:
-        raise DataError(f"benchmark {name!r}: {bench.relpath} not found in {looked}. {fix}")
-    try:
-        return load_hf_dataset(
-            bench.hub_name,
-            split=bench.hub_split,
-            config=bench.hub_config,
-            id_prefix=Path(bench.relpath).stem,
-            **field_kwargs,
-        )
-    except (DataError, MissingDependencyError) as exc:
-        raise DataError(
-            f"benchmark {name!r}: {bench.relpath} not found locally (looked in {looked}) "
-            f"and the hub fallback failed: {exc} {fix}"
-        ) from exc
+    """Load a named benchmark: local copy, else the hub's file (downloaded once, then cached)."""
+    entry = get_benchmark(name)
+    return read_benchmark(entry, locate(entry), **field_kwargs)
 
 
 def _load_hf_spec(rest: str, **field_kwargs: Any) -> LoadedData:
@@ -156,24 +151,23 @@ def _load_hf_spec(rest: str, **field_kwargs: Any) -> LoadedData:
 
 
 def _unknown_message(spec: str) -> str:
-    choices = sorted(_BENCHMARKS, key=_natural_key) + [f"{p}:" for p in sorted(_SCHEMES)]
-    close = difflib.get_close_matches(spec, choices, n=3, cutoff=0.5)
-    family = spec.partition(":")[0]
-    close += [c for c in choices if c.partition(":")[0] == family and c not in close]
-    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    names = sorted((e.name for e in iter_benchmarks()), key=natural_key)
+    choices = names + [f"{p}:" for p in sorted(_SCHEMES)]
     return (
         f"unknown data spec {spec!r}: not a benchmark name, a known prefix or an existing file."
-        f"{hint} Known: {', '.join(choices)}, or a path to a "
-        f"{'/'.join(JSONL_SUFFIXES + CSV_SUFFIXES + PARQUET_SUFFIXES)} file."
+        f"{did_you_mean(spec, choices)} Benchmarks: {', '.join(NAME_FORMS)} (`imprint "
+        f"datasets` lists them); prefixes: {', '.join(f'{p}:' for p in sorted(_SCHEMES))}; or a "
+        f"path to a {'/'.join(JSONL_SUFFIXES + CSV_SUFFIXES + PARQUET_SUFFIXES)} file."
     )
 
 
 def resolve_data(spec: str, **field_kwargs: Any) -> LoadedData:
-    """Load data named by ``spec``: a benchmark (``wikimia:64``), ``prefix:rest`` for a registered
-    scheme (``hf:owner/name[:split]``), or a file path. ``field_kwargs`` go to the loader
-    (``text_field``, ``label_field``, ``id_field``, ``on_bad``, ...)."""
+    """Load data named by ``spec``: a benchmark (``wikimia:64``, ``mimir:arxiv/ngram_13_0.8``),
+    ``prefix:rest`` for a registered scheme (``hf:owner/name[:split]``), or a file path.
+    ``field_kwargs`` go to the loader (``text_field``, ``label_field``, ``id_field``,
+    ``on_bad``, ...)."""
     spec = str(spec)
-    if spec in _BENCHMARKS:
+    if is_benchmark(spec):
         return load_benchmark(spec, **field_kwargs)
     prefix, sep, rest = spec.partition(":")
     if sep and prefix in _SCHEMES:
@@ -185,15 +179,27 @@ def resolve_data(spec: str, **field_kwargs: Any) -> LoadedData:
     raise DataError(_unknown_message(spec))
 
 
-for _n in (32, 64, 128, 256):
-    register_benchmark(
-        Benchmark(
-            name=f"wikimia:{_n}",
-            description=f"WikiMIA, Wikipedia event texts truncated to {_n} words "
-            "(members before 2017, non-members after 2023; Shi et al. 2024)",
-            relpath=f"wikimia/WikiMIA_length{_n}.jsonl",
-            hub_name="swj0419/WikiMIA",
-            hub_split=f"WikiMIA_length{_n}",
-        )
+def data_defects(spec: str, loaded: LoadedData) -> DefectReport:
+    """Known defects of the set ``spec`` loaded as ``loaded``: duplicates for any data; for a
+    named benchmark also short texts in its length bucket and overlap with its other splits
+    (those present locally or in the hub cache; the others are listed as not checked)."""
+    if not is_benchmark(str(spec)):
+        return check_defects(loaded.samples)
+    entry = get_benchmark(str(spec))
+    overlaps = [_sibling_overlap(entry, loaded, other) for other in entry.siblings]
+    return check_defects(loaded.samples, bucket_words=entry.length_words, overlaps=overlaps)
+
+
+def _sibling_overlap(entry: BenchmarkEntry, loaded: LoadedData, other: str) -> SplitOverlap:
+    sibling = get_benchmark(other)
+    try:
+        located = locate(sibling, download=False)  # a check never downloads
+        data = read_benchmark(sibling, located, on_bad="drop", require_both_classes=False)
+    except DataError:
+        return SplitOverlap(other, False, note="not present locally: not checked")
+    return split_overlap(
+        loaded.samples, data.samples, other, disjoint_expected=entry.disjoint_siblings
     )
+
+
 register_data_scheme("hf", _load_hf_spec)
