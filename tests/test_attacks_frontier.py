@@ -17,6 +17,7 @@ import pytest
 
 from imprint.attacks import RunContext, build_attacks
 from imprint.attacks.ez_mia import EzMia, ez_score
+from imprint.attacks.gap_k import GapK, gap_k_score, standardised_gap
 from imprint.attacks.wbc import Wbc, wbc_score, window_votes
 from imprint.backends.base import TokenStats
 from imprint.errors import ConfigError
@@ -35,6 +36,7 @@ def stats(logp, *, ids=None, argmax=None, mean=None, var=None, top1=None) -> Tok
         var_logp=np.ones(n, np.float32) if var is None else np.asarray(var, np.float32),
         rank=np.ones(n, np.int32),
         argmax=ids.copy() if argmax is None else np.asarray(argmax, np.int32),
+        top1_logp=None if top1 is None else np.asarray(top1, np.float32),
     )
 
 
@@ -140,6 +142,61 @@ def test_wbc_attack_short_texts():
     assert math.isnan(out["wbc[base]"][1])
 
 
+# -- Gap-K% ---------------------------------------------------------------------------------------
+GAP_STATS = stats([-1.0, -2.0, -0.5, -3.0], top1=[-0.5, -0.5, -0.5, -1.0], var=[1, 4, 1, 0.25])
+
+
+def test_gap_standardised_by_hand():
+    # gaps: (-1 + 0.5)/1, (-2 + 0.5)/2, 0/1, (-3 + 1)/0.5 = -0.5, -0.75, 0, -4
+    np.testing.assert_allclose(standardised_gap(GAP_STATS), [-0.5, -0.75, 0.0, -4.0])
+
+
+def test_gap_k_smooths_then_takes_the_lowest_fraction():
+    gaps = np.array([-0.5, -0.75, 0.0, -4.0])
+    # window 3: (-0.5 - 0.75 + 0)/3 = -5/12 and (-0.75 + 0 - 4)/3 = -19/12
+    # k = 0.2 of 2 values -> max(1, 0) = 1 value: the lowest, -19/12
+    assert gap_k_score(gaps, k=0.2, window=3) == pytest.approx(-19 / 12)
+    assert gap_k_score(gaps, k=1.0, window=3) == pytest.approx((-5 / 12 - 19 / 12) / 2)
+    # window 1 = no smoothing; k = 0.5 of 4 -> the 2 lowest: (-4 - 0.75)/2
+    assert gap_k_score(gaps, k=0.5, window=1) == pytest.approx(-2.375)
+    # shorter than the window: not smoothed, lowest of [-0.5, -0.75]
+    assert gap_k_score(gaps[:2], k=0.2, window=3) == pytest.approx(-0.75)
+    assert math.isnan(gap_k_score(np.array([]), k=0.2, window=3))
+
+
+def test_gap_k_attack_needs_recorded_top1_and_validates():
+    attack = GapK()
+    signals = SignalSet(["a", "b"], {Need(): [(GAP_STATS,), (stats([], top1=[]),)]})
+    with pytest.warns(RuntimeWarning, match="1 of 2 samples"):
+        out = attack.score(signals)
+    assert out["gap_k"][0] == pytest.approx(-19 / 12) and math.isnan(out["gap_k"][1])
+    unrecorded = SignalSet(["a"], {Need(): [(stats([-1.0, -2.0]),)]})  # top1 NaN
+    with pytest.raises(ConfigError, match="top-1 log-probability"):
+        attack.score(unrecorded)
+    with pytest.raises(ConfigError, match="k must be in"):
+        GapK(k=0.0)
+    with pytest.raises(ConfigError, match="window"):
+        GapK(window=0)
+
+
+def test_backend_records_the_top1_log_probability(tiny_model_dir):
+    import torch
+
+    from imprint.backends.base import ScoreRequest
+    from imprint.backends.hf import HFLogprobBackend
+
+    backend = HFLogprobBackend(str(tiny_model_dir), device="cpu")
+    text = "北京 Hurricane Ana, 2023."
+    (got,) = backend.score([ScoreRequest(text)])
+    ids = [*backend.start_ids, *backend.encode(text)]
+    with torch.no_grad():
+        logits = backend.model(torch.tensor([ids])).logits[0, :-1].float()
+    logp = torch.log_softmax(logits, -1)
+    np.testing.assert_allclose(got.top1_logp, logp.max(-1).values.numpy(), atol=1e-4)
+    np.testing.assert_array_equal(got.argmax, logp.argmax(-1).numpy())
+    assert (got.top1_logp >= got.logp - 1e-5).all()
+
+
 # -- end to end on the tiny models ----------------------------------------------------------------
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -180,7 +237,7 @@ def run_frontier(folder: Path, model: Path, ref: Path, attacks: tuple[str, ...])
 
 
 def test_reference_attacks_end_to_end(tiny_model_dir, tiny_ref_dir, tmp_path):
-    result = run_frontier(tmp_path, tiny_model_dir, tiny_ref_dir, ("ez_mia", "wbc"))
+    result = run_frontier(tmp_path, tiny_model_dir, tiny_ref_dir, ("ez_mia", "wbc", "gap_k"))
     assert result.manifest["passes"]["base"]["scored"] == len(TEXTS)
     ez, wbc = result.scores["ez_mia[base]"], result.scores["wbc[base]"]
     assert ez.shape == wbc.shape == (len(TEXTS),)
@@ -188,5 +245,7 @@ def test_reference_attacks_end_to_end(tiny_model_dir, tiny_ref_dir, tmp_path):
     assert finite.size >= len(TEXTS) - 2 and ((finite >= 0) & (finite <= 1)).all()
     assert ((wbc >= 0) & (wbc <= 1)).all()  # every text, one-token ones included, has a vote
     assert len(set(np.round(wbc, 6))) > 2  # the scores vary across texts
+    gap = result.scores["gap_k"]
+    assert np.isfinite(gap).all() and (gap <= 0).all()  # one-token and long texts included
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert {"ez_mia[base]", "wbc[base]"} <= set(metrics["attacks"])

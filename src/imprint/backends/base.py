@@ -35,7 +35,8 @@ class TokenStats:
 
     ``logp[t]`` is log p(x_t | x_<t); ``mean_logp[t]`` and ``var_logp[t]`` are the mean and
     variance of log p(v) for v drawn from the model's own next-token distribution at t (Min-K%++);
-    ``rank[t]`` is 1 when x_t was the model's top choice; ``argmax[t]`` is that top choice.
+    ``rank[t]`` is 1 when x_t was the model's top choice; ``argmax[t]`` is that top choice and
+    ``top1_logp[t]`` its log-probability, max_v log p(v) (Gap-K%); NaN where not recorded.
     """
 
     token_ids: np.ndarray  # int32
@@ -44,8 +45,13 @@ class TokenStats:
     var_logp: np.ndarray  # float32
     rank: np.ndarray  # int32
     argmax: np.ndarray  # int32
+    top1_logp: np.ndarray | None = None  # float32; None given = not recorded (NaN)
 
-    FIELDS = ("token_ids", "logp", "mean_logp", "var_logp", "rank", "argmax")
+    FIELDS = ("token_ids", "logp", "mean_logp", "var_logp", "rank", "argmax", "top1_logp")
+
+    def __post_init__(self) -> None:
+        if self.top1_logp is None:
+            object.__setattr__(self, "top1_logp", np.full(self.logp.shape, np.nan, np.float32))
 
     @property
     def entropy(self) -> np.ndarray:

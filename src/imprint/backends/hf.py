@@ -29,7 +29,7 @@ from imprint.backends.scoped import sdpa_gqa
 from imprint.backends.start_token import choose_start_token, context_token_id
 from imprint.errors import ConfigError
 
-SCORING_VERSION = "1"  # bump when scoring changes what a cached result means
+SCORING_VERSION = "2"  # bump when scoring changes what a cached result means (2: top1_logp)
 
 
 @dataclass(frozen=True)
@@ -356,6 +356,7 @@ def _stats_from(arrays: dict[str, np.ndarray], sl: slice) -> TokenStats:
         var_logp=np.maximum(arrays["var_logp"][sl], 0).astype(np.float32),
         rank=arrays["rank"][sl].astype(np.int32),
         argmax=arrays["argmax"][sl].astype(np.int32),
+        top1_logp=arrays["top1_logp"][sl].astype(np.float32),
     )
 
 

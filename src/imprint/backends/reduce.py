@@ -44,7 +44,8 @@ def chunk_rows(vocab_size: int, device: torch.device | None = None) -> int:
 def reduce_logits(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
     """Reduce logits (N, V) and target ids (N,) to per-position statistics, each shaped (N,).
 
-    Returns log p(target), E_p[log p], Var_p[log p], the target's rank (1 = top) and the argmax.
+    Returns log p(target), E_p[log p], Var_p[log p], the target's rank (1 = top), the argmax
+    and its log-probability (one max over the vocabulary gives both).
     Two (N, V) buffers are allocated; everything else is done in place or as dot products,
     since on CPU each extra full-size pass costs about as much as the output head itself.
     """
@@ -56,12 +57,14 @@ def reduce_logits(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torc
     p.mul_(logp)  # p is now p * log p
     second = torch.linalg.vecdot(p, logp)
     chosen = logp.gather(1, targets[:, None])
+    top = logp.max(-1)
     return {
         "logp": chosen[:, 0],
         "mean_logp": mean,
         "var_logp": (second - mean * mean).clamp_(min=0.0),
         "rank": (logp > chosen).sum(-1) + 1,
-        "argmax": logp.argmax(-1),
+        "argmax": top.indices,
+        "top1_logp": top.values,
     }
 
 
@@ -74,12 +77,14 @@ def _fused_stats(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torch
     mean = plogp.sum(-1)
     second = (plogp * logp).sum(-1)
     chosen = logp.gather(1, targets[:, None])
+    top = logp.max(-1)
     return {
         "logp": chosen[:, 0],
         "mean_logp": mean,
         "var_logp": (second - mean * mean).clamp(min=0.0),
         "rank": (logp > chosen).sum(-1) + 1,
-        "argmax": logp.argmax(-1),
+        "argmax": top.indices,
+        "top1_logp": top.values,
     }
 
 
@@ -101,7 +106,7 @@ def chunk_reducer(device: torch.device) -> Callable[[torch.Tensor, torch.Tensor]
     return _compiled["fused"]  # type: ignore[no-any-return]
 
 
-_FLOAT_STATS = ("logp", "mean_logp", "var_logp")
+_FLOAT_STATS = ("logp", "mean_logp", "var_logp", "top1_logp")
 _INT_STATS = ("rank", "argmax")
 
 
