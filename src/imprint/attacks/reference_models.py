@@ -123,10 +123,11 @@ class ReferenceModelAttack(Attack):
         rows = [refset.names.index(m) for m in self.models]
         matrix = refset.matrix([s.id for s in samples])[rows]
         if "online" in self.modes and not (matrix == IN).any():
+            example = ", ".join(repr(s.id) for s in samples[:2])
             raise ConfigError(
                 f"attack {self.name!r}, online mode: no reference model trained on any of the "
                 f"{len(samples)} samples (by id), so there is no IN distribution. Check that the "
-                "manifest's ids are the data's ids, or use --param "
+                f"manifest's ids are the run's sample ids (here e.g. {example}), or use --param "
                 f"{self.name}.modes=offline"
             )
         return replace(self, membership=membership_by_text(samples, matrix))
