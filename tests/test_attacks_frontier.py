@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from imprint.attacks import RunContext, build_attacks
+from imprint.attacks.acmia import Acmia, acmia_scores, first_occurrences
 from imprint.attacks.ez_mia import EzMia, ez_score
 from imprint.attacks.gap_k import GapK, gap_k_score, standardised_gap
 from imprint.attacks.wbc import Wbc, wbc_score, window_votes
@@ -197,6 +198,71 @@ def test_backend_records_the_top1_log_probability(tiny_model_dir):
     assert (got.top1_logp >= got.logp - 1e-5).all()
 
 
+# -- ACMIA ----------------------------------------------------------------------------------------
+AC_PLAIN = stats([-1.0, -2.0, -0.5, -3.0], ids=[3, 5, 3, 7])
+AC_HOT = stats(
+    [-0.5, -3.0, -0.2, -5.0], ids=[3, 5, 3, 7], mean=[-1, -2, -1, -2], var=[1, 4, 0.25, 1]
+)
+
+
+def test_acmia_formulas_by_hand():
+    # first occurrences of ids [3, 5, 3, 7]: positions 0, 1, 3 (the second 3 is left out)
+    np.testing.assert_array_equal(first_occurrences(np.array([3, 5, 3, 7])), [0, 1, 3])
+    # tau = 0.5 (beta = 2, sharpening): AC = mean(l(beta) - l) = mean(0.5, -1, -2) = -2.5/3
+    # DerivAC = mean((l(beta) - mu) / beta) = mean(0.5, -1, -3) / 2 = -3.5/6
+    # NormAC = mean((l(beta) - mu) / sigma), sigma = 1, 2, 1: mean(0.5, -0.5, -3) = -1
+    got = acmia_scores(AC_PLAIN, AC_HOT, 0.5)
+    assert got["ac"] == pytest.approx(-2.5 / 3)
+    assert got["deriv"] == pytest.approx(-3.5 / 6)
+    assert got["norm"] == pytest.approx(-1.0, abs=1e-8)
+    # tau = 2 (beta = 1/2, flattening): AC flips to mean(l - l(beta)) = 2.5/3; DerivAC * 2
+    got = acmia_scores(AC_PLAIN, AC_HOT, 2.0)
+    assert got["ac"] == pytest.approx(2.5 / 3)
+    assert got["deriv"] == pytest.approx(-3.5 / 3 * 2)
+    assert all(math.isnan(v) for v in acmia_scores(stats([]), stats([]), 2.0).values())
+
+
+def test_acmia_validates_temperatures():
+    for bad in ((), (1.0,), (0.0,), (-2.0,), (0.5, 0.5), (float("inf"),)):
+        with pytest.raises(ConfigError, match="temperatures"):
+            Acmia(temperatures=bad)
+    assert Acmia().columns() == (
+        "acmia@0.5",
+        "acmia_deriv@0.5",
+        "acmia_norm@0.5",
+        "acmia@2",
+        "acmia_deriv@2",
+        "acmia_norm@2",
+    )
+
+
+def test_tempered_backend_equals_a_full_softmax_at_that_temperature(tiny_model_dir):
+    import torch
+
+    from imprint.backends.base import ScoreRequest
+    from imprint.backends.hf import HFLogprobBackend
+    from imprint.backends.tempered import TemperedBackend
+
+    base = HFLogprobBackend(str(tiny_model_dir), device="cpu")
+    hot = TemperedBackend(base, 0.5)
+    assert hot.fingerprint != base.fingerprint != TemperedBackend(base, 2.0).fingerprint
+    text = "हिन्दी Seoul 2023: the budget."
+    (got,) = hot.score([ScoreRequest(text)])
+    ids = [*base.start_ids, *base.encode(text)]
+    with torch.no_grad():
+        logits = base.model(torch.tensor([ids])).logits[0, :-1].float()
+    logp = torch.log_softmax(logits / 0.5, -1)
+    p = logp.exp()
+    mean = (p * logp).sum(-1)
+    var = (p * logp * logp).sum(-1) - mean**2
+    targets = torch.tensor(ids[1:])
+    np.testing.assert_allclose(got.logp, logp.gather(1, targets[:, None])[:, 0], atol=1e-4)
+    np.testing.assert_allclose(got.mean_logp, mean, atol=1e-4)
+    np.testing.assert_allclose(got.var_logp, var, atol=1e-3)
+    (plain,) = base.score([ScoreRequest(text)])  # the base is untouched
+    assert not np.allclose(plain.logp, got.logp)
+
+
 # -- end to end on the tiny models ----------------------------------------------------------------
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -237,7 +303,9 @@ def run_frontier(folder: Path, model: Path, ref: Path, attacks: tuple[str, ...])
 
 
 def test_reference_attacks_end_to_end(tiny_model_dir, tiny_ref_dir, tmp_path):
-    result = run_frontier(tmp_path, tiny_model_dir, tiny_ref_dir, ("ez_mia", "wbc", "gap_k"))
+    result = run_frontier(
+        tmp_path, tiny_model_dir, tiny_ref_dir, ("ez_mia", "wbc", "gap_k", "acmia")
+    )
     assert result.manifest["passes"]["base"]["scored"] == len(TEXTS)
     ez, wbc = result.scores["ez_mia[base]"], result.scores["wbc[base]"]
     assert ez.shape == wbc.shape == (len(TEXTS),)
@@ -247,5 +315,9 @@ def test_reference_attacks_end_to_end(tiny_model_dir, tiny_ref_dir, tmp_path):
     assert len(set(np.round(wbc, 6))) > 2  # the scores vary across texts
     gap = result.scores["gap_k"]
     assert np.isfinite(gap).all() and (gap <= 0).all()  # one-token and long texts included
+    for column in Acmia().columns():
+        assert np.isfinite(result.scores[column]).all(), column
+    passes = result.manifest["passes"]
+    assert passes["target@t=0.5"]["scored"] == passes["target@t=2"]["scored"] == len(TEXTS)
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert {"ez_mia[base]", "wbc[base]"} <= set(metrics["attacks"])
