@@ -115,10 +115,15 @@ class Acmia(ModelCallAttack):
         self, requests: ModelRequests, texts: Sequence[str], **kwargs: Any
     ) -> dict[str, np.ndarray]:
         """Three columns per temperature, each shape (len(texts),), higher = member."""
+        from imprint.backends.hf import HFLogprobBackend
         from imprint.backends.tempered import TemperedBackend
 
         local = requests.local("target")
-        self.check_backend(local)
+        if not isinstance(local, HFLogprobBackend):
+            raise CapabilityError(
+                "acmia rescales the target's logits, so it needs a local model (the Hugging "
+                f"Face backend); the target in this run is {type(requests.backend('target'))}"
+            )
         plain = requests.token_stats("target", texts)
         out: dict[str, np.ndarray] = {}
         for t in self.temperatures:
