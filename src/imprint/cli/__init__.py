@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from imprint.cli import diagnostics, game
+from imprint.cli import diagnostics, game, study
 from imprint.cli import run as run_commands
 
 __all__ = ["app", "main"]
@@ -34,6 +34,7 @@ app.command("compare")(diagnostics.compare)
 
 app.add_typer(game.game_app, name="game")
 app.command("demo")(game.demo)
+app.command("experiment")(study.experiment)
 
 
 def main() -> None:  # pragma: no cover - console entry

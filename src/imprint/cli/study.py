@@ -1,0 +1,139 @@
+"""``imprint experiment FILE.yaml``: a grid of models x benchmarks x attacks x options, written as
+paper tables. The grid (:mod:`imprint.study.grid`) receives the orchestrator from here, as the
+games do; only the command line imports :mod:`imprint.run`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from imprint.cli.common import console, handle_errors, say, warn
+
+__all__ = ["experiment", "orchestrator"]
+
+File = Annotated[
+    Path, typer.Argument(help="experiment file (YAML), e.g. examples/wikimia-offline.yaml")
+]
+Out = Annotated[
+    Path | None, typer.Option(help="study folder (default: the file's 'out', else studies/<stem>)")
+]
+NoProgress = Annotated[bool, typer.Option("--no-progress", help="no progress bars")]
+Plan = Annotated[
+    bool, typer.Option("--plan", help="check the file and list the cells; run nothing")
+]
+
+
+def orchestrator() -> Any:
+    """The grid's handle on :mod:`imprint.run`."""
+    from imprint.run import RunConfig, execute_run, load_backends, load_samples
+    from imprint.study.grid import Orchestrator
+
+    return Orchestrator(RunConfig, load_samples, load_backends, execute_run)
+
+
+@handle_errors
+def experiment(
+    file: File, out: Out = None, no_progress: NoProgress = False, plan: Plan = False
+) -> None:
+    """Run an experiment grid (reusing every finished cell and cached model pass) and write its
+    tables: CSV, Markdown, LaTeX, an HTML heat-map and cells.parquet."""
+    from imprint.study.spec import load_spec
+
+    spec = load_spec(file, out=out)
+    if plan:
+        _print_plan(spec)
+        return
+    started = time.time()
+    games = _build_games(spec, progress=not no_progress)
+    from imprint.study.grid import run_grid
+    from imprint.study.tables import build_tables, write_outputs
+
+    result = run_grid(spec, orchestrator(), games=games, console=console, progress=not no_progress)
+    tables = build_tables(result)
+    written = write_outputs(result, tables, spec.out)
+    _record(spec.out, result, time.time() - started)
+    _print_summary(result, tables, written)
+
+
+def _build_games(spec: Any, *, progress: bool) -> dict[str, dict[int, Path]]:
+    """Build (or reuse) each game sweep once per epoch count, under ``<out>/games/<name>``."""
+    if not spec.games:
+        return {}
+    from imprint.game.build import build_games
+    from imprint.game.config import GameConfig
+
+    built = {}
+    for sweep in spec.games:
+        config = GameConfig(**{**sweep.config, "epochs": max(sweep.epochs)})
+        folder = spec.out / "games" / _slug(sweep.name)
+        if len(sweep.epochs) == 1:
+            folder = folder / f"epochs-{sweep.epochs[0]}"
+        built[sweep.name] = build_games(
+            config, sweep.epochs, out=folder, device=spec.settings.device, console=console,
+            progress=progress,
+        )  # fmt: skip
+    return built
+
+
+def _slug(name: str) -> str:
+    from imprint.study.table_render import slug
+
+    return slug(name)
+
+
+def _record(out: Path, result: Any, elapsed: float) -> None:
+    """Append this invocation's work to ``<out>/invocations.jsonl`` (one JSON line each)."""
+    line = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "elapsed_s": round(elapsed, 2),
+        "cells_computed": result.computed,
+        "cells_reused": result.reused,
+        "models_loaded": result.models_loaded,
+        "model_calls_executed": result.executed,
+        "requests": result.requests,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "invocations.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+
+def _print_plan(spec: Any) -> None:
+    from imprint.study.grid import grid_models
+
+    models = grid_models(spec)
+    say(f"{spec.source}: {len(models)} model(s), {len(spec.benchmarks)} benchmark(s), "
+        f"{len(spec.variants)} attack variant(s), {len(spec.games)} game sweep(s)")  # fmt: skip
+    for model in models:
+        say(f"  model {model.name}: {model.model}")
+    for bench in spec.benchmarks:
+        say(f"  benchmark {bench.name}: {bench.data}")
+    for variant in spec.variants:
+        say(f"  attack {variant.label}")
+    for sweep in spec.games:
+        say(f"  game {sweep.name}: epochs {list(sweep.epochs)}")
+    say(f"study folder {spec.out}, cache {spec.cache}")
+
+
+def _print_summary(result: Any, tables: Any, written: list[Path]) -> None:
+    from imprint.study.table_render import rich_tables
+
+    for table in rich_tables(tables):
+        console.print(table)
+    for path in written:
+        say(f"wrote {path}")
+    executed = {
+        model: {kind: counts.get("executed", 0) for kind, counts in kinds.items()}
+        for model, kinds in result.requests.items()
+    }
+    say(
+        f"cells: {result.computed} computed, {result.reused} read back; models loaded: "
+        f"{len(result.models_loaded)}; model calls executed: {result.executed} {executed or ''}"
+    )
+    for table in tables:
+        for note in table.notes:
+            warn(f"{table.title}: {note}")

@@ -1,0 +1,419 @@
+"""Run an experiment grid: every (model, benchmark, attack variant) cell, through ``imprint run``.
+
+The grid does not score anything itself. For each model it loads the backends once
+(``orchestrator.load_backends``) and hands them to ``orchestrator.execute_run`` for every run of
+that model's cells; all runs share one signal cache, so each (model, text, context) pass is
+computed once across the grid and every later cell that needs it is a cache hit. A run holds
+every attack of one (model, benchmark) that is missing, at most one variant of each attack (a
+sweep of ``min_k.k`` over three values is three runs, two of them answered from the cache).
+Finished cells are stored one by one (:mod:`.cells`); a re-run reads them back and loads no model
+unless a cell is missing. The model-less blind baseline is one cell per benchmark.
+
+Like :mod:`imprint.game.demo`, this module never imports :mod:`imprint.run`: the command line
+hands it an :class:`Orchestrator`.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from imprint.data import Sample, fingerprint_samples
+from imprint.errors import ConfigError, DataError
+from imprint.study.cells import BLIND, CellRecord, CellStore, cell_key
+from imprint.study.spec import AttackVariant, BenchmarkEntry, ModelEntry, StudySpec
+
+__all__ = ["GridResult", "Orchestrator", "grid_models", "run_grid"]
+
+
+@dataclass(frozen=True)
+class Orchestrator:
+    """What the grid needs from :mod:`imprint.run` (the CLI passes its functions)."""
+
+    run_config: Callable[..., Any]  # RunConfig(**fields)
+    load_samples: Callable[[Any], tuple[Any, list[Sample], dict[str, int]]]
+    load_backends: Callable[[Any, Any], dict[str, Any]]
+    execute_run: Callable[..., Any]  # execute_run(config, backends=..., progress=...)
+
+
+@dataclass(frozen=True)
+class _Cell:
+    model: ModelEntry
+    benchmark: BenchmarkEntry
+    variant: AttackVariant
+    key: str
+    data: str  # fingerprint of the benchmark's samples as loaded and transformed
+
+
+@dataclass
+class GridResult:
+    """The grid's cells in grid order (blind cells first), and the work this invocation did:
+    ``computed``/``reused`` cells, models loaded, and request counts summed over its runs (per
+    model name, per request kind: requests, cache_hits, executed)."""
+
+    spec: StudySpec
+    cells: list[CellRecord]
+    computed: int = 0
+    reused: int = 0
+    models_loaded: list[str] = field(default_factory=list)
+    requests: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+    @property
+    def executed(self) -> int:
+        """Model calls executed by this invocation (log-prob passes and every other request)."""
+        return sum(c.get("executed", 0) for kinds in self.requests.values() for c in kinds.values())
+
+
+def grid_models(
+    spec: StudySpec, games: dict[str, dict[int, Path]] | None = None
+) -> list[ModelEntry]:
+    """The spec's models plus one per built game snapshot (``games``: game name -> epochs ->
+    folder), each paired with its game's candidates as the benchmark named after the game."""
+    out = list(spec.models)
+    for sweep in spec.games:
+        for epochs, folder in sorted((games or {}).get(sweep.name, {}).items()):
+            bench = BenchmarkEntry(name=sweep.name, data=f"game:{folder}")
+            label = f"{sweep.name} {epochs} epoch{'s' * (epochs != 1)}"
+            out.append(ModelEntry(label, f"game:{folder}", paired=(bench,)))
+    return out
+
+
+def run_grid(
+    spec: StudySpec,
+    orchestrator: Orchestrator,
+    *,
+    games: dict[str, dict[int, Path]] | None = None,
+    console: Any = None,
+    progress: bool = True,
+) -> GridResult:
+    """Compute every missing cell of ``spec`` (see the module docstring); return all cells."""
+    from imprint.report import ProgressFactory
+
+    started = time.time()
+    models = grid_models(spec, games)
+    if not models:
+        raise ConfigError(f"{spec.source}: the grid has no models (and no built games)")
+    store = CellStore(spec.out / "cells")
+    data = _load_data(spec, models, orchestrator)
+    blind = _blind_cells(spec, models, data)
+    cells = [c for m in models for c in _model_cells(spec, m, data)]
+    found = {key: store.get(key) for key in [*blind, *(c.key for c in cells)]}
+    result = GridResult(spec, [], reused=sum(r is not None for r in found.values()))
+    result.computed = len(found) - result.reused
+    bars = ProgressFactory(console, enabled=progress)
+    try:
+        advance = bars("grid cells", len(found))
+        advance(result.reused)
+        for key, (bench, data_fp) in blind.items():
+            if found[key] is None:
+                samples = data[_data_id(bench)]
+                found[key] = store_blind(spec, key, bench, samples, data_fp, store)
+                advance(1)
+        missing = [c for c in cells if found[c.key] is None]
+        found.update(_compute(spec, orchestrator, missing, store, result, bars, advance))
+    finally:
+        bars.close()
+    result.cells = [r for r in found.values() if r is not None]
+    result.elapsed_s = round(time.time() - started, 2)
+    return result
+
+
+# -- data and keys --------------------------------------------------------------------------------
+
+
+def _data_id(bench: BenchmarkEntry) -> tuple[Any, ...]:
+    """Benchmarks that load the same samples share one entry (the name is only a label)."""
+    return (bench.data, bench.truncate, bench.min_words, bench.n_per_label, bench.text_field,
+            bench.label_field, bench.dedupe)  # fmt: skip
+
+
+def _benchmarks(spec: StudySpec, model: ModelEntry) -> tuple[BenchmarkEntry, ...]:
+    return model.paired or spec.benchmarks
+
+
+def _load_data(
+    spec: StudySpec, models: Sequence[ModelEntry], orchestrator: Orchestrator
+) -> dict[tuple[Any, ...], list[Sample]]:
+    """Every benchmark's samples, loaded and transformed as its runs will: a missing or broken
+    data set fails here, before any model loads, naming the benchmark and the file."""
+    out: dict[tuple[Any, ...], list[Sample]] = {}
+    for model in models:
+        for bench in _benchmarks(spec, model):
+            if _data_id(bench) in out:
+                continue
+            config = _run_config(spec, orchestrator, model, bench, (), Path("unused"))
+            try:
+                _, samples, _ = orchestrator.load_samples(config)
+            except (ConfigError, DataError) as err:
+                raise type(err)(f"{spec.source}: benchmark {bench.name!r}: {err}") from None
+            out[_data_id(bench)] = samples
+    return out
+
+
+def _model_digest(spec: str) -> str:
+    """The model's content digest (weights, config, tokenizer) without loading it; a model
+    that only its provider can name (a hub id offline, an API) is keyed by its spec."""
+    from imprint.backends.models import fingerprint_source, resolve_model
+
+    try:
+        return fingerprint_source(resolve_model(spec))
+    except Exception:  # noqa: BLE001 - any spec resolve_model cannot place is keyed by name
+        return f"spec:{spec}"
+
+
+def _settings_key(spec: StudySpec) -> dict[str, Any]:
+    s = spec.settings
+    return {"seed": s.seed, "n_bootstrap": s.n_bootstrap, "dtype": s.dtype,
+            "max_length": s.max_length, "start_token": s.start_token}  # fmt: skip
+
+
+def _model_cells(
+    spec: StudySpec, model: ModelEntry, data: dict[tuple[Any, ...], list[Sample]]
+) -> list[_Cell]:
+    digest = _model_digest(model.model)
+    refs = [(name, ref, _model_digest(ref)) for name, ref in spec.refs]
+    out = []
+    for bench in _benchmarks(spec, model):
+        data_fp = fingerprint_samples(data[_data_id(bench)])
+        for variant in spec.variants:
+            key = cell_key({
+                "model": [model.model, dict(model.args), digest], "refs": refs,
+                "data": data_fp, "pools": dict(bench.pools), "attack": variant.attack,
+                "params": dict(variant.params), **_settings_key(spec),
+            })  # fmt: skip
+            out.append(_Cell(model, bench, variant, key, data_fp))
+    return out
+
+
+def _blind_cells(
+    spec: StudySpec, models: Sequence[ModelEntry], data: dict[tuple[Any, ...], list[Sample]]
+) -> dict[str, tuple[BenchmarkEntry, str]]:
+    """key -> (benchmark, data fingerprint): one model-less cell per benchmark name and data
+    set (game snapshots share their candidates, so one); none when blind is off."""
+    if not spec.settings.blind:
+        return {}
+    out: dict[str, tuple[BenchmarkEntry, str]] = {}
+    for bench in (b for m in models for b in _benchmarks(spec, m)):
+        fp = fingerprint_samples(data[_data_id(bench)])
+        key = cell_key({"blind": fp, "name": bench.name, **_settings_key(spec)})
+        out.setdefault(key, (bench, fp))
+    return out
+
+
+def store_blind(
+    spec: StudySpec,
+    key: str,
+    bench: BenchmarkEntry,
+    samples: list[Sample],
+    data_fp: str,
+    store: CellStore,
+) -> CellRecord:
+    """Fit the blind suite on ``bench``'s samples once and store its cell: the SoK forest's row
+    and the strongest model-less classifier (Bonferroni intervals when picked from several)."""
+    from imprint.report.evaluate import evaluate_blind
+    from imprint.report.results import BlindMetrics, BlindSuiteMetrics
+
+    labels = np.array([s.label for s in samples])
+    sok, suite = evaluate_blind(
+        [s.text for s in samples],
+        labels,
+        seed=spec.settings.seed,
+        n_bootstrap=spec.settings.n_bootstrap,
+    )
+    columns = {}
+    if isinstance(sok, BlindMetrics):
+        columns["blind (SoK bag-of-words)"] = sok.summary
+    if isinstance(suite, BlindSuiteMetrics):
+        columns[f"blind (strongest: {suite.strongest})"] = suite.selected
+    failed = [f.error for f in (sok, suite) if not isinstance(f, BlindMetrics | BlindSuiteMetrics)]
+    provenance = {"data": data_fp, "errors": failed}
+    record = CellRecord(key, "", bench.name, BLIND, "blind baseline", {}, columns, provenance)
+    store.put(record)
+    return record
+
+
+# -- the runs -------------------------------------------------------------------------------------
+
+
+def _run_config(
+    spec: StudySpec,
+    orchestrator: Orchestrator,
+    model: ModelEntry,
+    bench: BenchmarkEntry,
+    variants: Sequence[AttackVariant],
+    out: Path,
+) -> Any:
+    s = spec.settings
+    fields: dict[str, Any] = dict(
+        model=model.model, data=bench.data, out=out, model_args=dict(model.args),
+        attacks=tuple(v.attack for v in variants), refs=spec.refs,
+        params={v.attack: dict(v.params) for v in variants if v.params},
+        pools=dict(bench.pools), text_field=bench.text_field, label_field=bench.label_field,
+        truncate_words=bench.truncate, min_words=bench.min_words, n_per_label=bench.n_per_label,
+        dedupe=bench.dedupe, seed=s.seed, n_bootstrap=s.n_bootstrap, device=s.device,
+        dtype=s.dtype, max_length=s.max_length, start_token=s.start_token, cache=spec.cache,
+        blind=False, progress=False,
+    )  # fmt: skip
+    if s.token_budget is not None:
+        fields["token_budget"] = s.token_budget
+    return orchestrator.run_config(**fields)
+
+
+def _slots(cells: Sequence[_Cell]) -> list[list[_Cell]]:
+    """Cells of one (model, benchmark) split into runs holding each attack at most once."""
+    slots: list[list[_Cell]] = []
+    for cell in cells:
+        slot = next(
+            (s for s in slots if all(c.variant.attack != cell.variant.attack for c in s)), None
+        )
+        if slot is None:
+            slots.append(slot := [])
+        slot.append(cell)
+    return slots
+
+
+def _compute(
+    spec: StudySpec,
+    orchestrator: Orchestrator,
+    missing: Sequence[_Cell],
+    store: CellStore,
+    result: GridResult,
+    bars: Any,
+    advance: Callable[[int], None],
+) -> dict[str, CellRecord]:
+    """Run the missing cells, one model at a time (loaded once for all of its runs)."""
+    done: dict[str, CellRecord] = {}
+    by_model: dict[str, list[_Cell]] = {}
+    for cell in missing:
+        by_model.setdefault(cell.model.name, []).append(cell)
+    for name, cells in by_model.items():
+        model = cells[0].model
+        backends = _load_model(spec, orchestrator, model)
+        result.models_loaded.append(name)
+        try:
+            by_bench: dict[str, list[_Cell]] = {}
+            for cell in cells:
+                by_bench.setdefault(cell.benchmark.name, []).append(cell)
+            for bench_cells in by_bench.values():
+                for slot in _slots(bench_cells):
+                    for record in _run_slot(
+                        spec, orchestrator, slot, backends, store, result, bars
+                    ):
+                        done[record.key] = record
+                        advance(1)
+        finally:
+            _close(backends)
+    return done
+
+
+def _load_model(spec: StudySpec, orchestrator: Orchestrator, model: ModelEntry) -> dict[str, Any]:
+    from imprint.signals.cache import SignalCache
+
+    bench = _benchmarks(spec, model)[0]
+    config = _run_config(spec, orchestrator, model, bench, (), spec.out / "runs" / "load")
+    cache = SignalCache(spec.cache)  # an API target answers from it while loading
+    try:
+        return orchestrator.load_backends(config, cache)
+    finally:
+        cache.close()
+
+
+def _close(backends: dict[str, Any]) -> None:
+    for backend in backends.values():
+        if callable(getattr(backend, "close", None)):
+            backend.close()
+    backends.clear()
+    gc.collect()  # the next model's weights should not sit beside this one's
+
+
+def _run_slot(
+    spec: StudySpec,
+    orchestrator: Orchestrator,
+    slot: Sequence[_Cell],
+    backends: dict[str, Any],
+    store: CellStore,
+    result: GridResult,
+    bars: Any,
+) -> list[CellRecord]:
+    """One ``imprint run`` (a real run folder under ``<out>/runs``) for the cells of ``slot``;
+    each cell is stored as soon as the run's figures exist."""
+    first = slot[0]
+    run_id = cell_key({"cells": sorted(c.key for c in slot)})
+    out = spec.out / "runs" / run_id
+    variants = [c.variant for c in slot]
+    config = _run_config(spec, orchestrator, first.model, first.benchmark, variants, out)
+    run = orchestrator.execute_run(config, backends=backends, progress=bars)
+    requests = run.manifest.get("requests", {})
+    _add_counts(result.requests.setdefault(first.model.name, {}), requests)
+    owners = _column_owners(variants, spec.refs, list(run.scores))
+    evaluated = fingerprint_samples(run.samples)
+    records = []
+    for cell in slot:
+        columns = {
+            c: m for c, m in run.metrics.attacks.items() if owners.get(c) == cell.variant.attack
+        }
+        provenance = {
+            "run": str(out.relative_to(spec.out)) if out.is_relative_to(spec.out) else str(out),
+            "model_fingerprint": run.manifest.get("models", {})
+            .get("target", {})
+            .get("fingerprint"),
+            "data": cell.data,
+            "evaluated": evaluated,
+            "requests_of_run": requests,
+            "warnings": [w.message for w in run.metrics.warnings],
+        }
+        record = CellRecord(
+            key=cell.key,
+            model=cell.model.name,
+            benchmark=cell.benchmark.name,
+            attack=cell.variant.attack,
+            row=cell.variant.label,
+            params=dict(cell.variant.params),
+            columns=columns,
+            provenance=provenance,
+        )
+        store.put(record)
+        records.append(record)
+    return records
+
+
+def _column_owners(
+    variants: Sequence[AttackVariant], refs: Sequence[tuple[str, str]], columns: list[str]
+) -> dict[str, str]:
+    """Score column -> the attack that wrote it (``ref`` writes ``ref[...]`` and
+    ``ref_ratio[...]``), from the attacks' own ``columns()``."""
+    from imprint.attacks import RunContext, build_attacks
+
+    attacks = build_attacks(
+        [v.attack for v in variants],
+        RunContext(refs=tuple(n for n, _ in refs)),
+        params={v.attack: dict(v.params) for v in variants if v.params},
+    )
+    owners = {c: a.name for a in attacks for c in a.columns()}
+    for column in columns:  # a column no attack declared: its name starts with the attack's
+        owners.setdefault(
+            column, next((v.attack for v in variants if column.startswith(v.attack)), "")
+        )
+    return owners
+
+
+def _add_counts(total: dict[str, dict[str, int]], requests: dict[str, Any]) -> None:
+    """Sum a run's request counts (role -> kind -> counts) into ``total`` (kind -> counts)."""
+    for kinds in requests.values():
+        for kind, counts in kinds.items():
+            into = total.setdefault(kind, {})
+            for name, value in counts.items():
+                into[name] = into.get(name, 0) + int(value)
+
+
+def with_out(spec: StudySpec, out: Path) -> StudySpec:
+    """``spec`` writing to ``out`` (its default cache moves along)."""
+    cache = out / "cache.sqlite" if spec.cache == spec.out / "cache.sqlite" else spec.cache
+    return replace(spec, out=out, cache=cache)

@@ -1,0 +1,196 @@
+"""The grid's cells laid out as the papers' tables, plus the long-format Parquet of every cell.
+
+A table has attacks (score columns, with their swept parameters) as rows and models (or
+benchmarks) as columns; each entry is the AUC with its 95 % bootstrap interval and the TPR at
+the layout's FPR bound (1 % by default; "not measurable" with fewer non-members than 1/FPR).
+The best AUC of each column is marked; the blind baselines are their own rows, never marked
+best. Rendering to text formats is :mod:`.table_render`'s job.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from imprint.metrics import Interval
+from imprint.metrics.bootstrap import fpr_key
+from imprint.report.columns import ColumnMetrics
+from imprint.study.cells import BLIND, CellRecord
+
+__all__ = ["Entry", "Table", "build_tables", "long_rows", "write_outputs"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One table entry: AUC and TPR at the table's FPR (None: not measurable, ``tpr_note``
+    says why), the class counts, and whether it is its column's best AUC."""
+
+    auc: Interval
+    tpr: Interval | None
+    n_members: int
+    n_nonmembers: int
+    best: bool = False
+    tpr_note: str | None = None
+
+    @classmethod
+    def of(cls, metrics: ColumnMetrics, fpr: float) -> Entry:
+        tpr = metrics.tpr(fpr)
+        if tpr is not None and math.isnan(tpr.estimate):
+            tpr = None
+        note = metrics.not_measurable.get(fpr) or (None if tpr else "not computed")
+        return cls(metrics.auc, tpr, metrics.n_members, metrics.n_nonmembers, tpr_note=note)
+
+
+@dataclass(frozen=True)
+class Table:
+    """``entries[(row, column)]``; ``blind_rows`` are the model-less baselines; ``notes``
+    explain what a reader must know (evaluation sets that differ within a column ...)."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[str, ...]
+    entries: dict[tuple[str, str], Entry]
+    blind_rows: tuple[str, ...] = ()
+    fpr: float = 0.01
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _row_label(record: CellRecord, column: str) -> str:
+    """The score column, with the swept parameters when the attack was swept."""
+    suffix = record.row[len(record.attack) :] if record.row.startswith(record.attack) else ""
+    return f"{column}{suffix}"
+
+
+def _mark_best(entries: dict[tuple[str, str], Entry], blind: set[str]) -> None:
+    """Mark, per column, every attack row whose AUC equals the column's best (ties all marked)."""
+    from dataclasses import replace
+
+    columns = {c for _, c in entries}
+    for column in columns:
+        scored = [
+            (r, e.auc.estimate)
+            for (r, c), e in entries.items()
+            if c == column and r not in blind and not math.isnan(e.auc.estimate)
+        ]
+        if not scored:
+            continue
+        top = max(v for _, v in scored)
+        for row, value in scored:
+            if value == top:
+                entries[(row, column)] = replace(entries[(row, column)], best=True)
+
+
+def _notes(records: Sequence[tuple[str, CellRecord]]) -> tuple[str, ...]:
+    """A note per column whose attack rows were evaluated on different samples."""
+    by_column: dict[str, set[str]] = {}
+    for column, record in records:
+        if record.attack != BLIND and record.provenance.get("evaluated"):
+            by_column.setdefault(column, set()).add(record.provenance["evaluated"])
+    return tuple(
+        f"column {c!r}: rows were evaluated on {len(v)} different sample sets (an attack that "
+        "takes its shots from the data removes them from its own run only); give it a pool "
+        "for one evaluation set"
+        for c, v in by_column.items()
+        if len(v) > 1
+    )
+
+
+def _table(title: str, placed: Sequence[tuple[str, CellRecord]], fpr: float) -> Table:
+    """``placed``: (column, record) pairs of one table, in grid order."""
+    entries: dict[tuple[str, str], Entry] = {}
+    rows: list[str] = []
+    blind: list[str] = []
+    columns: list[str] = []
+    for column, record in placed:
+        if column not in columns:
+            columns.append(column)
+        for score_column, metrics in record.columns.items():
+            row = score_column if record.attack == BLIND else _row_label(record, score_column)
+            target = blind if record.attack == BLIND else rows
+            if row not in target:
+                target.append(row)
+            entries[(row, column)] = Entry.of(metrics, fpr)
+    _mark_best(entries, set(blind))
+    return Table(title, tuple(columns), tuple(rows + blind), entries, tuple(blind), fpr,
+                 _notes(placed))  # fmt: skip
+
+
+def build_tables(result: Any) -> list[Table]:
+    """The tables of a :class:`~imprint.study.grid.GridResult`, laid out as its spec says."""
+    spec = result.spec
+    attack_cells = [r for r in result.cells if r.attack != BLIND]
+    blind = {(r.benchmark, r.provenance.get("data")): r for r in result.cells if r.attack == BLIND}
+    by_model = spec.table.columns == "model"
+    groups: dict[str, list[tuple[str, CellRecord]]] = {}
+    seen_blind: set[tuple[str, str, str]] = set()
+    for record in attack_cells:
+        title, column = (
+            (record.benchmark, record.model) if by_model else (record.model, record.benchmark)
+        )
+        groups.setdefault(title, []).append((column, record))
+        base = blind.get((record.benchmark, record.provenance.get("data")))
+        if base is not None and (title, column, base.key) not in seen_blind:
+            seen_blind.add((title, column, base.key))
+            groups[title].append((column, base))
+    return [_table(title, placed, spec.table.fpr) for title, placed in groups.items()]
+
+
+def long_rows(cells: Sequence[CellRecord]) -> list[dict[str, Any]]:
+    """One row per (cell, score column, figure): AUC and TPR at every FPR bound computed,
+    with intervals, class counts and where the cell came from."""
+    out = []
+    for record in cells:
+        for column, metrics in record.columns.items():
+            figures = [("auc", metrics.auc, None)] + [
+                (f"tpr_at_{fpr_key(b)}", v, metrics.not_measurable.get(b))
+                for b, v in sorted(metrics.tpr_at_fpr.items())
+            ]
+            for name, interval, reason in figures:
+                out.append({
+                    "model": record.model, "benchmark": record.benchmark,
+                    "attack": record.attack, "row": record.row, "column": column,
+                    "params": _params_text(record.params), "metric": name,
+                    "estimate": interval.estimate, "low": interval.low, "high": interval.high,
+                    "not_measurable": reason, "n_members": metrics.n_members,
+                    "n_nonmembers": metrics.n_nonmembers, "cell": record.key,
+                    "run": record.provenance.get("run"), "data": record.provenance.get("data"),
+                })  # fmt: skip
+    return out
+
+
+def _params_text(params: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(params, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def write_outputs(result: Any, tables: Sequence[Table], out: Path) -> list[Path]:
+    """Write ``tables/*.csv``, ``tables.md``, ``tables.tex``, ``tables.html`` and
+    ``cells.parquet`` under ``out``; return the paths written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from imprint.study import table_render as render
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tables").mkdir(exist_ok=True)
+    written = []
+    for table in tables:
+        path = out / "tables" / f"{render.slug(table.title)}.csv"
+        path.write_text(render.to_csv(table), encoding="utf-8")
+        written.append(path)
+    title = result.spec.name
+    for name, text in (
+        ("tables.md", render.to_markdown(tables, title=title)),
+        ("tables.tex", render.to_latex(tables, title=title)),
+        ("tables.html", render.to_html(tables, title=title, description=result.spec.description)),
+    ):
+        (out / name).write_text(text, encoding="utf-8")
+        written.append(out / name)
+    rows = long_rows(result.cells)
+    pq.write_table(pa.Table.from_pylist(rows), out / "cells.parquet")
+    written.append(out / "cells.parquet")
+    return written
