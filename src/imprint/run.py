@@ -23,7 +23,7 @@ from imprint.backends.registry import (
     choose_backend,
     provider_for,
 )
-from imprint.data import LoadedData, Sample, apply_transforms, resolve_data
+from imprint.data import LoadedData, Sample, apply_transforms, data_defects, resolve_data
 from imprint.data.pools import load_shot_pool
 from imprint.errors import ConfigError, DataError
 from imprint.requests.client import ModelRequests
@@ -239,11 +239,13 @@ def execute_run(
     """
     from imprint.report import evaluate_scores, write_run
     from imprint.report.outdir import check_out_dir, check_outside
+    from imprint.report.results import RunWarning
 
     started = time.time()
     check_out_dir(config.out, overwrite=config.overwrite)  # a bad --out fails before any work
     check_outside(config.out, config.cache or cache_dir() / "signals.sqlite", "--cache")
     loaded, samples, dropped = load_samples(config)
+    defects = data_defects(config.data, loaded)  # the set as published: manifest and warnings
     check_breakdown(config.breakdown, samples)
     pools = {
         name: load_shot_pool(
@@ -263,6 +265,8 @@ def execute_run(
     )
     scored = _score(config, samples, pools, dropped, console, backends, progress)
     metrics = evaluate_scores(scored.samples, scored.scores, config=config)
+    found = tuple(RunWarning("data_defects", m) for m in defects.warnings(config.data))
+    metrics = dataclasses.replace(metrics, warnings=metrics.warnings + found)
     manifest = {
         "config": config,
         "data": {
@@ -271,6 +275,7 @@ def execute_run(
             "loaded": len(loaded.samples),
             "evaluated": len(scored.samples),
             "dropped": dropped,
+            "defects": defects.to_dict(),
         },
         "models": scored.models,
         "attacks": {a.name: hyperparameters(a) for a in scored.attacks},

@@ -210,10 +210,11 @@ def list_backends() -> None:
         typer.echo(f"{scheme + ':':<8} served by hf (resolves to a model folder)")
 
 
-def list_datasets() -> None:
-    """List the named benchmarks and where each is found, one line each."""
-    from imprint.data import list_benchmarks
+def list_datasets(
+    name: Annotated[str | None, typer.Argument(help="names starting with this")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="every field as JSON")] = False,
+) -> None:
+    """List the named benchmarks: provenance, licence, size, fields, caveats, local copy."""
+    from imprint.cli.datasets import list_datasets as show  # the table lives there
 
-    for info in list_benchmarks():
-        where = str(info.local_path) if info.local_path else "hub only (offline: unavailable)"
-        typer.echo(f"{info.name:<14} {info.description}  [{where}]")
+    show(name, as_json)

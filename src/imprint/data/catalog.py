@@ -168,7 +168,10 @@ def did_you_mean(spec: str, choices: list[str]) -> str:
     """`` Did you mean a, b?`` for the closest names and names of the same family, or ``""``."""
     lowered = {c.lower(): c for c in choices}
     close = [lowered[c] for c in difflib.get_close_matches(spec.lower(), lowered, n=3, cutoff=0.5)]
+    families = {c.partition(":")[0].lower() for c in choices}
     family = spec.partition(":")[0].lower()
+    near = difflib.get_close_matches(family, families, n=1, cutoff=0.6) if family else []
+    family = family if family in families else (near[0] if near else family)
     same = [c for c in choices if c.partition(":")[0].lower() == family and c not in close]
     close += sorted(same, key=natural_key)[: max(0, 5 - len(close))]
     return f" Did you mean {', '.join(close)}?" if close else ""

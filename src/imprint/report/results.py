@@ -60,6 +60,7 @@ WarningKind = Literal[
     "unscored_samples",  # an attack gave some samples no score (NaN); left out of its metrics
     "single_class",  # a score column or breakdown group lacks members or non-members
     "few_nonmembers",  # too few non-members for any TPR@FPR bound to be measurable
+    "data_defects",  # the data as published has duplicates, short texts or split overlap
     "unclassified",  # read from a metrics.json written before warnings had kinds
 ]
 WARNING_KINDS: tuple[str, ...] = get_args(WarningKind)
