@@ -60,6 +60,7 @@ INSTRUCTIONS: dict[str, str] = {
         "Predict the next word of the following text. Reply with exactly one word: the word "
         "that comes next. Do not repeat the text, do not explain.\n\nText: {prompt}"
     ),
+    "answer": "{prompt}",  # the prompt is the whole instruction (DE-COP's question, paraphrasing)
 }
 
 

@@ -7,8 +7,9 @@ temperature sampling), :class:`VLLMTextBackend` (optional ``vllm`` extra) and
 :class:`imprint.backends.http.OpenAICompatibleBackend` (any OpenAI-compatible server).
 
 ``task`` tells chat endpoints what to ask for (``"continue"`` the text, or only its
-``"next_word"``); completion backends ignore it. ``usage()`` counts queries and tokens for the
-run manifest.
+``"next_word"``, or ``"answer"``: the prompt is a whole instruction, sent as it is, e.g. DE-COP's
+multiple-choice question); completion backends ignore it. ``usage()`` counts queries and tokens
+for the run manifest.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from imprint.backends.base import SAMPLING
 from imprint.errors import CapabilityError, ConfigError, MissingDependencyError
 
-Task = Literal["continue", "next_word"]
-TASKS = ("continue", "next_word")
+Task = Literal["continue", "next_word", "answer"]
+TASKS = ("continue", "next_word", "answer")
 
 
 @runtime_checkable

@@ -7,6 +7,7 @@ the persistent :class:`RequestStore`.
 """
 
 from imprint.requests.kinds import (
+    ChoiceRequest,
     EmbedRequest,
     GradNormRequest,
     GreedyRequest,
@@ -22,6 +23,7 @@ from imprint.requests.runner import KindCounts, RequestCounts, RequestRunner
 from imprint.requests.store import RequestStore
 
 __all__ = [
+    "ChoiceRequest",
     "EmbedRequest",
     "GradNormRequest",
     "GreedyRequest",

@@ -22,6 +22,7 @@ import numpy as np
 
 from imprint.errors import ConfigError
 from imprint.requests.kinds import (
+    ChoiceRequest,
     EmbedRequest,
     GradNormRequest,
     GreedyRequest,
@@ -133,9 +134,43 @@ class ModelRequests:
         ]
         sampler = self._text_backend(role)
         out = self.runner.run(
-            role, self.fingerprint(role), reqs, lambda batch: _sample_batch(sampler, batch)
+            role,
+            self.fingerprint(role),
+            reqs,
+            lambda batch: _sample_batch(sampler, batch),
+            remote=sample_on,  # a Ray worker samples with its own replica
         )
         return [list(texts) for texts in out]
+
+    def choices(self, role: str, prompts: Sequence[str], *, max_tokens: int = 8) -> list[str]:
+        """``role``'s greedy answer to each multiple-choice prompt (kind ``multiple_choice``),
+        shape (len(prompts),); parsing the answer is the caller's."""
+        reqs = [ChoiceRequest(prompt=p, max_tokens=max_tokens) for p in prompts]
+        sampler = self._text_backend(role)
+        out = self.runner.run(
+            role, self.fingerprint(role), reqs, lambda batch: _sample_batch(sampler, batch)
+        )
+        return [str(texts[0]) for texts in out]
+
+    def paraphrases(self, role: str, prompts: Sequence[str], *, max_tokens: int) -> list[str]:
+        """``role``'s greedy answer to each paraphrase prompt (kind ``paraphrase``), through its
+        text backend (an instruction sent as it is to chat endpoints), shape (len(prompts),)."""
+        reqs = [ParaphraseRequest(prompt=p, max_tokens=max_tokens) for p in prompts]
+        sampler = self._text_backend(role)
+
+        def execute(batch: list[ParaphraseRequest]) -> list[str]:
+            texts = sampler.sample(
+                [r.prompt for r in batch],
+                1,
+                max_tokens,
+                None,
+                seed=0,
+                temperature=0.0,
+                task="answer",
+            )
+            return [str(t[0]) for t in texts]
+
+        return [str(t) for t in self.runner.run(role, self.fingerprint(role), reqs, execute)]
 
     def _text_backend(self, role: str) -> Any:
         from imprint.backends.text import as_text_backend
@@ -189,7 +224,9 @@ class ModelRequests:
         def execute(batch: list[NextTokenRequest]) -> list[dict[str, Any]]:
             return [token_laws(local, r) for r in batch]
 
-        return self.runner.run(role, self.fingerprint(role), reqs, execute, batch_size=4)
+        return self.runner.run(
+            role, self.fingerprint(role), reqs, execute, batch_size=4, remote=next_tokens_on
+        )
 
     def gradient_norms(
         self, role: str, texts: Sequence[str], *, norm: str = "l2", aggregate: str = "global"
@@ -356,6 +393,22 @@ def _sample_batch(sampler: Any, batch: Sequence[SampleRequest]) -> list[list[str
             )
             out.update(zip(call, texts, strict=True))
     return [out[r] for r in batch]
+
+
+def sample_on(backend: Any, batch: Sequence[SampleRequest]) -> list[list[str]]:
+    """``_sample_batch`` on a worker's own backend replica (the Ray executor's remote form)."""
+    from imprint.backends.text import as_text_backend
+
+    return _sample_batch(as_text_backend(backend), batch)
+
+
+def next_tokens_on(backend: Any, batch: Sequence[Any]) -> list[dict[str, Any]]:
+    """SimMIA's next-token laws on a worker's own backend replica (remote form)."""
+    from imprint.requests.next_token import token_laws
+
+    local = local_transformers(backend)
+    assert local is not None  # the driver checked its own replica of the same model
+    return [token_laws(local, r) for r in batch]
 
 
 def _text_rng(request: NextWordRequest) -> np.random.Generator:

@@ -95,6 +95,17 @@ class GreedyRequest(SampleRequest):
 
 
 @dataclass(frozen=True)
+class ChoiceRequest(GreedyRequest):
+    """A greedy answer to a multiple-choice question (DE-COP): ``prompt`` is the whole question
+    with its lettered options, sent as it is (task ``answer``); the attack parses the letter.
+    Result: a list of one string."""
+
+    kind: ClassVar[str] = "multiple_choice"
+    max_tokens: int = 8
+    task: str = "answer"
+
+
+@dataclass(frozen=True)
 class NextWordRequest(Request):
     """SimMIA's next-word weights at every word position of ``text`` after ``prefix``.
 
