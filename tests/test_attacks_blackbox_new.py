@@ -423,7 +423,7 @@ def test_tiny_model_library_scores_multilingual_and_short_texts(tiny, caplog):
     np.testing.assert_array_equal(again["ngram_coverage"], ngram["ngram_coverage"])
 
 
-def test_tiny_model_long_text_through_a_run(tiny_model_dir, tmp_path):
+def test_tiny_model_long_text_through_a_run(tiny_model_dir, tiny_ref_dir, tmp_path):
     long = " ".join(MULTILINGUAL * 6)  # ~250 units: longer than the tiny model's 128 positions
     rows = [{"text": t, "label": i % 2} for i, t in enumerate([*MULTILINGUAL, long, long[::-1]])]
     data = tmp_path / "texts.jsonl"
@@ -437,7 +437,11 @@ def test_tiny_model_long_text_through_a_run(tiny_model_dir, tmp_path):
             attacks=("ngram_coverage", "de_cop"),
             params={
                 "ngram_coverage": {"n_samples": 2, "max_tokens": 12},
-                "de_cop": {"n_orderings": 2, "paraphrase_max_tokens": 12},
+                "de_cop": {
+                    "n_orderings": 2,
+                    "paraphrase_max_tokens": 12,
+                    "paraphraser": str(tiny_ref_dir),  # another model writes the paraphrases
+                },
             },
             device="cpu",
             n_bootstrap=20,
@@ -449,5 +453,7 @@ def test_tiny_model_long_text_through_a_run(tiny_model_dir, tmp_path):
     assert set(result.scores) == {"ngram_coverage", "ngram_creativity", "de_cop", "de_cop_parsed"}
     for column in ("ngram_coverage", "ngram_creativity", "de_cop"):
         assert np.isfinite(result.scores[column]).all(), column
-    kinds = result.manifest["requests"]["target"]
-    assert kinds["multiple_choice"]["executed"] == 2 * 6 and kinds["paraphrase"]["executed"] == 18
+    kinds = result.manifest["requests"]
+    assert kinds["target"]["multiple_choice"]["executed"] == 2 * 6
+    assert "paraphrase" not in kinds["target"]
+    assert kinds["paraphraser"]["paraphrase"]["executed"] == 3 * 6
