@@ -61,6 +61,9 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
         "overlap score": ["overlap", "score", "--index", str(tmp / ODD), "--data", missing],
         "data filter": ["data", "filter", "--data", missing, "--index", str(tmp / ODD),
                         "--out", str(tmp / "f.jsonl"), "--preset", "ngram_99_" + ODD],
+        "data build-temporal": ["data", "build-temporal", "--dump", missing, "--out",
+                                str(tmp / "t"), "--member-before", "2020-01-01",
+                                "--nonmember-after", "2021-01-01"],
         "perturb": ["perturb", "--data", missing, "--out", str(tmp / "p")],
         "perturb-table": ["perturb-table", str(tmp / ODD)],
         "compare": ["compare", str(tmp / ODD), str(tmp / ODD)],
@@ -79,8 +82,9 @@ NAMED = {
 
 
 COMMANDS = [
-    "blind", "compare", "data filter", "demo", "game build", "game show", "overlap add",
-    "overlap build", "overlap merge", "overlap score", "perturb", "perturb-table", "run",
+    "blind", "compare", "data build-temporal", "data filter", "demo", "game build", "game show",
+    "overlap add", "overlap build", "overlap merge", "overlap score", "perturb", "perturb-table",
+    "run",
 ]  # fmt: skip
 
 

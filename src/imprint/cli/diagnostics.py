@@ -25,6 +25,7 @@ from imprint.cli.common import (
     write_json,
 )
 from imprint.cli.tables import print_blind, print_index, transfer_cell
+from imprint.cli.temporal import build_temporal_command
 
 __all__ = [
     "blind",
@@ -54,6 +55,7 @@ overlap_app = typer.Typer(
     help="n-gram overlap of candidate texts with a training corpus (Bloom filters).",
 )
 data_app = typer.Typer(no_args_is_help=True, help="Data transforms.")
+data_app.command("build-temporal")(build_temporal_command)
 
 
 # -- blind ----------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from imprint.errors import ConfigError, DataError, MissingDependencyError
 __all__ = [
     "DatedDoc",
     "DumpFormat",
+    "check_dump",
     "dump_format",
     "parse_date",
     "read_dump",
@@ -114,6 +115,13 @@ def dump_format(path: Path, given: str = "auto") -> DumpFormat:
         f"cannot tell the format of {path} from its suffix {''.join(path.suffixes)!r}; pass "
         "--format jsonl (one JSON object per line with a date) or --format mediawiki (XML export)"
     )
+
+
+def check_dump(path: Path, format: str = "auto") -> DumpFormat:
+    """The dump's format, after checking it is a readable file (before any work starts)."""
+    if not path.is_file():
+        raise DataError(f"dump {path} does not exist or is not a file; check --dump")
+    return dump_format(path, format)
 
 
 class _Tracked:
