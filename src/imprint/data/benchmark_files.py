@@ -120,7 +120,8 @@ def _find(
         return _download(hub, entry.hub_repo, file), "hub", None
     except Exception as exc:  # the hub raises many kinds; all mean "not fetchable here"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return None, "", f"the hub download failed ({type(exc).__name__}: {first[:300]})"
+        why = f"{type(exc).__name__}: {first[:300]}"
+        return None, "", f"the hub download failed ({why}; HF_HUB_OFFLINE=1 skips the attempt)"
 
 
 def _hub() -> Any:
@@ -193,7 +194,8 @@ def missing_message(entry: BenchmarkEntry, missing: list[DataFile], reasons: lis
     """The offline error: which files, the full path to place each at, where to get it."""
     dirs = data_dirs()
     target = dirs[0]
-    how = "" if os.environ.get(DATA_DIR_ENV) else f", or set {DATA_DIR_ENV} and place it there"
+    them = "them" if len(missing) > 1 else "it"
+    how = "" if os.environ.get(DATA_DIR_ENV) else f", or set {DATA_DIR_ENV} and place {them} there"
     lines = [f"benchmark {entry.name!r} is not available here: no local copy"]
     lines[0] += f"; {'; '.join(reasons)}." if reasons else "."
     if entry.build_hint:
@@ -203,10 +205,9 @@ def missing_message(entry: BenchmarkEntry, missing: list[DataFile], reasons: lis
     for file in missing:
         kind = "folder of .txt files" if entry.reader == "text_dirs" else "file"
         role = {"all": "labelled", "member": "member", "nonmember": "non-member"}[file.role]
-        lines.append(f"  {target / file.local}   [{role} {kind}]")
         url = file_url(entry, file)
-        if url:
-            lines.append(f"    download it on a connected machine from {url}")
+        fetch = f"; download it on a connected machine from {url}" if url else ""
+        lines.append(f"  {target / file.local} ({role} {kind}){fetch}.")
     lines.append(f"Looked in: {', '.join(str(d) for d in dirs)}.")
     if entry.layout_note:
         lines.append(f"Layout: {entry.layout_note}.")
