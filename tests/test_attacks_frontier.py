@@ -19,8 +19,17 @@ from imprint.attacks import RunContext, build_attacks
 from imprint.attacks.acmia import Acmia, acmia_scores, first_occurrences
 from imprint.attacks.ez_mia import EzMia, ez_score
 from imprint.attacks.gap_k import GapK, gap_k_score, standardised_gap
+from imprint.attacks.tag_tab import (
+    TagTab,
+    keyword_logps,
+    keywords,
+    sentences,
+    word_entropy,
+    wordfreq_table,
+)
 from imprint.attacks.wbc import Wbc, wbc_score, window_votes
 from imprint.backends.base import TokenStats
+from imprint.data.words import Word
 from imprint.errors import ConfigError
 from imprint.run import RunConfig, execute_run
 from imprint.signals.needs import Need, SignalSet
@@ -263,6 +272,63 @@ def test_tempered_backend_equals_a_full_softmax_at_that_temperature(tiny_model_d
     assert not np.allclose(plain.logp, got.logp)
 
 
+# -- Tag&Tab --------------------------------------------------------------------------------------
+TAG_TEXT = "Alice met Bob. The cat sat on the mat today, Zyx!"
+
+
+def test_tag_tab_sentences_are_cut_and_filtered():
+    words = lambda pieces: [[w.text for w in p] for p in pieces]  # noqa: E731
+    # sentence 2 has 8 words: cut into pieces of 3 (the last has 2)
+    assert words(sentences(TAG_TEXT, min_words=2, max_words=3)) == [
+        ["Alice", "met", "Bob"],
+        ["The", "cat", "sat"],
+        ["on", "the", "mat"],
+        ["today", "Zyx"],
+    ]
+    assert len(sentences(TAG_TEXT, min_words=3, max_words=3)) == 3  # "today Zyx" is too short
+    # no sentence long enough: the whole text; no word at all: nothing
+    assert words(sentences("Hi. Yo!", min_words=7, max_words=40)) == [["Hi", "Yo"]]
+    assert sentences("?! …", min_words=1, max_words=40) == []
+    # Chinese: every character is a word; 。ends a sentence
+    zh = sentences("北京是首都。上海很大。", min_words=2, max_words=40)
+    assert words(zh) == [["北", "京", "是", "首", "都"], ["上", "海", "很", "大"]]
+
+
+def test_tag_tab_keywords_are_the_lowest_entropy_words():
+    freq = {"alice": 0.001, "met": 0.01, "bob": 0.002}.get
+    # -p log2 p: alice 0.00997, met 0.0664, bob 0.0179 -> the two lowest: alice, bob
+    sentence = sentences(TAG_TEXT, min_words=2, max_words=3)[0]
+    picked = keywords(sentence, 2, lambda w: freq(w, 0.0))
+    assert [w.text for w in picked] == ["Alice", "Bob"]
+    assert word_entropy(0.001) == pytest.approx(-0.001 * math.log2(0.001))
+    assert word_entropy(0.0) == 0.0  # unknown to the table: rarest of all
+    piece = sentences(TAG_TEXT, min_words=2, max_words=3)[3]
+    assert [w.text for w in keywords(piece, 1, lambda w: {"today": 1e-4}.get(w, 0.0))] == ["Zyx"]
+    # the real table: a rare word has lower entropy than "the"
+    p = wordfreq_table("en")
+    assert word_entropy(p("hippopotamus")) < word_entropy(p("the"))
+
+
+def test_tag_tab_maps_keywords_to_their_tokens():
+    # tokens "a", "b", " cd" of "ab cd"; without a start token the first one is not scored
+    offsets = [(0, 1), (1, 2), (2, 5)]
+    words = [Word("ab", 0, 2), Word("cd", 3, 5)]
+    every, first = keyword_logps(words, offsets, stats([-1.0, -2.0]))
+    assert every == [-1.0, -2.0] and first == [-1.0, -2.0]
+    every, first = keyword_logps(words, offsets, stats([-0.5, -1.0, -2.0]))  # start token
+    assert every == [-0.5, -1.0, -2.0] and first == [-0.5, -2.0]
+    # the attack's columns are the means: (-0.5 - 1 - 2) / 3 and (-0.5 - 2) / 2
+    assert np.mean(every) == pytest.approx(-3.5 / 3) and np.mean(first) == -1.25
+
+
+def test_tag_tab_validates():
+    with pytest.raises(ConfigError, match="k and min_sentence_words"):
+        TagTab(k=0)
+    with pytest.raises(ConfigError, match="max_sentence_words"):
+        TagTab(min_sentence_words=10, max_sentence_words=5)
+    assert TagTab().columns() == ("tag_tab", "tag_tab_first")
+
+
 # -- end to end on the tiny models ----------------------------------------------------------------
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -304,7 +370,7 @@ def run_frontier(folder: Path, model: Path, ref: Path, attacks: tuple[str, ...])
 
 def test_reference_attacks_end_to_end(tiny_model_dir, tiny_ref_dir, tmp_path):
     result = run_frontier(
-        tmp_path, tiny_model_dir, tiny_ref_dir, ("ez_mia", "wbc", "gap_k", "acmia")
+        tmp_path, tiny_model_dir, tiny_ref_dir, ("ez_mia", "wbc", "gap_k", "acmia", "tag_tab")
     )
     assert result.manifest["passes"]["base"]["scored"] == len(TEXTS)
     ez, wbc = result.scores["ez_mia[base]"], result.scores["wbc[base]"]
@@ -317,6 +383,8 @@ def test_reference_attacks_end_to_end(tiny_model_dir, tiny_ref_dir, tmp_path):
     assert np.isfinite(gap).all() and (gap <= 0).all()  # one-token and long texts included
     for column in Acmia().columns():
         assert np.isfinite(result.scores[column]).all(), column
+    tag, tag_first = result.scores["tag_tab"], result.scores["tag_tab_first"]
+    assert np.isfinite(tag).all() and np.isfinite(tag_first).all() and (tag < 0).all()
     passes = result.manifest["passes"]
     assert passes["target@t=0.5"]["scored"] == passes["target@t=2"]["scored"] == len(TEXTS)
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
