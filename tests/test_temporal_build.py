@@ -287,3 +287,10 @@ def test_mediawiki_export_builds_with_single_revision_warning(tmp_path: Path) ->
     assert len(b.rows) == 12 and all(r.text.startswith("Жирный wiki") for r in b.rows)
     assert any("one revision in the export" in w for w in built.warnings)
     assert manifest(built)["read"]["pages_with_one_revision"] == 12
+
+
+def test_read_options_are_checked() -> None:
+    with pytest.raises(ConfigError, match="--revision 'newest' is not one of latest, first"):
+        ReadOptions(revision="newest")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="--on-bad 'drop' is not one of error, skip"):
+        ReadOptions(on_bad="drop")  # type: ignore[arg-type]

@@ -226,3 +226,19 @@ def test_mediawiki_reader_streams(tmp_path: Path) -> None:
     assert 0 < sum(seen) < path.stat().st_size / 50
     assert sum(1 for _ in docs) == 299
     assert sum(seen) == path.stat().st_size
+
+
+def test_jsonl_dump_reads_through_gzip_and_bzip2(tmp_path: Path) -> None:
+    import bz2
+    import gzip
+
+    rows = [{"date": "2019-01-01", "text": "пример текста"}, {"date": "2022-01-01", "text": "b"}]
+    plain = write_jsonl(tmp_path / "d.jsonl", rows).read_bytes()
+    (tmp_path / "d.jsonl.gz").write_bytes(gzip.compress(plain))
+    (tmp_path / "d.jsonl.bz2").write_bytes(bz2.compress(plain))
+    for name in ("d.jsonl.gz", "d.jsonl.bz2"):
+        seen: list[int] = []
+        path = tmp_path / name
+        docs = list(read_dump(path, dropped=Counter(), advance=seen.append))
+        assert [d.text for d in docs] == ["пример текста", "b"]
+        assert sum(seen) == path.stat().st_size  # progress counts the compressed file

@@ -19,6 +19,7 @@ truncated texts again, and draw the same number of members and non-members (seed
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import unicodedata
@@ -176,14 +177,15 @@ def make_design(
 # -- collecting: windows and de-duplication over every document read ------------------------------
 
 
-_PUNCT = dict.fromkeys(
-    i for i in range(0x110000) if unicodedata.category(chr(i)).startswith("P")
-)  # built once per process: every punctuation code point maps to None
+@functools.cache
+def _punctuation() -> dict[int, None]:
+    """A ``str.translate`` table deleting every punctuation code point (built on first use)."""
+    return dict.fromkeys(i for i in range(0x110000) if unicodedata.category(chr(i)).startswith("P"))
 
 
 def normalise(text: str) -> str:
     """The near-duplicate key: NFKC, case-folded, punctuation removed, whitespace collapsed."""
-    folded = unicodedata.normalize("NFKC", text).casefold().translate(_PUNCT)
+    folded = unicodedata.normalize("NFKC", text).casefold().translate(_punctuation())
     return " ".join(folded.split())
 
 

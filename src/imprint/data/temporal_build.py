@@ -26,7 +26,7 @@ from imprint.data.temporal import (
     collect,
     draw,
 )
-from imprint.errors import DataError
+from imprint.errors import ConfigError, DataError
 
 __all__ = ["ReadOptions", "TemporalBuild", "build_temporal", "bucket_file", "write_temporal"]
 
@@ -50,6 +50,19 @@ class ReadOptions:
     revision: Revision = "latest"
     markup: Literal["strip", "keep"] = "strip"
     on_bad: OnBad = "error"
+
+    def __post_init__(self) -> None:
+        allowed = {
+            "revision": ("latest", "first"),
+            "markup": ("strip", "keep"),
+            "on_bad": ("error", "skip"),
+        }
+        for name, values in allowed.items():
+            if getattr(self, name) not in values:
+                raise ConfigError(
+                    f"--{name.replace('_', '-')} {getattr(self, name)!r} is not one of "
+                    f"{', '.join(values)}"
+                )
 
 
 @dataclass(frozen=True)
