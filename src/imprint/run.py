@@ -25,6 +25,7 @@ from imprint.backends.registry import (
 )
 from imprint.data import LoadedData, Sample, apply_transforms, data_defects, resolve_data
 from imprint.data.pools import load_shot_pool
+from imprint.documents.run_hook import DocumentOptions, split_for_run
 from imprint.errors import ConfigError, DataError
 from imprint.requests.client import ModelRequests
 from imprint.scoring import WorkReport, compute_scores, model_requests, prepare_attacks
@@ -71,6 +72,8 @@ class RunConfig:
     cache: Path | None = None  # default: <cache_dir>/signals.sqlite
     blind: bool = True
     progress: bool = True
+    # --unit document: documents split into sequences, scored, aggregated (imprint.documents)
+    documents: DocumentOptions | None = None
     # a text-only target: an OpenAI-compatible API at api_base serving ``model`` (black-box
     # attacks only). The key is read from the environment variable api_key_env, never stored.
     api_base: str | None = None
@@ -246,6 +249,7 @@ def execute_run(
     check_outside(config.out, config.cache or cache_dir() / "signals.sqlite", "--cache")
     loaded, samples, dropped = load_samples(config)
     defects = data_defects(config.data, loaded)  # the set as published: manifest and warnings
+    samples, split = split_for_run(config.documents, samples, dropped)
     check_breakdown(config.breakdown, samples)
     pools = {
         name: load_shot_pool(
@@ -283,6 +287,13 @@ def execute_run(
         "requests": scored.work.to_dict(),
         "elapsed_s": round(time.time() - started, 2),
     }
+    if split is not None:  # document-level figures from the same sequence scores
+        from imprint.report.documents import evaluate_documents
+
+        documents = evaluate_documents(
+            split, scored.samples, scored.scores, config=config, manifest=manifest
+        )
+        metrics = dataclasses.replace(metrics, documents=documents)
     write_run(
         config.out,
         scored.samples,

@@ -50,6 +50,18 @@ References = Annotated[
 ]
 Field = Annotated[str | None, typer.Option()]
 Truncate = Annotated[int | None, typer.Option(help="truncate texts to N words")]
+Unit = Annotated[
+    str,
+    typer.Option(
+        help="sequence, or document: each row (or --doc-field group) is a document, split into "
+        "--max-seqs sequences of --seq-words words, scored, then aggregated per document"
+    ),
+]
+DocField = Annotated[
+    str | None, typer.Option(help="with --unit document: rows sharing this field are one document")
+]
+SeqWords = Annotated[int, typer.Option(help="with --unit document: words per sequence")]
+MaxSeqs = Annotated[int, typer.Option(help="with --unit document: sequences per document")]
 MinWords = Annotated[int | None, typer.Option(help="drop texts under N words")]
 NPerLabel = Annotated[int | None, typer.Option(help="sample N members, N non-members")]
 Breakdown = Annotated[str | None, typer.Option(help="meta field to break AUC down by")]
@@ -142,10 +154,23 @@ def _run_config(options: dict[str, Any]) -> dict[str, Any]:
         ),
         "truncate_words": options.pop("truncate"),
         "n_bootstrap": options.pop("bootstrap"),
+        "documents": _document_options(options),
         "blind": not options.pop("no_blind"),
         "api_key_env": options.pop("api_key_env") or None,
     }
     return {**options, **renamed}
+
+
+def _document_options(options: dict[str, Any]) -> Any:
+    """``--unit --doc-field --seq-words --max-seqs`` as DocumentOptions (None: sequences)."""
+    from imprint.documents.run_hook import document_options
+
+    return document_options(
+        options.pop("unit"),
+        doc_field=options.pop("doc_field"),
+        seq_words=options.pop("seq_words"),
+        max_seqs=options.pop("max_seqs"),
+    )
 
 
 @handle_errors
@@ -162,6 +187,10 @@ def run(
     text_field: Field = None,
     label_field: Field = None,
     truncate: Truncate = None,
+    unit: Unit = "sequence",
+    doc_field: DocField = None,
+    seq_words: SeqWords = 200,
+    max_seqs: MaxSeqs = 25,
     min_words: MinWords = None,
     n_per_label: NPerLabel = None,
     breakdown: Breakdown = None,

@@ -155,6 +155,10 @@ def report_blocks(metrics: RunMetrics, manifest: dict[str, Any], plots: list[str
             ("h2", f"AUC by {metrics.breakdown.field}"),
             ("table", breakdown_rows(metrics)),
         ]
+    if metrics.documents is not None:
+        from imprint.report.documents import document_blocks
+
+        blocks += document_blocks(metrics.documents)
     if data["dropped"]:
         rows = [[k, str(v)] for k, v in data["dropped"].items()]
         blocks += [("h2", "Dropped samples"), ("table", (["reason", "count"], rows))]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from imprint.diagnostics.blind import BLIND_WARN_DELTA
 from imprint.errors import ConfigError, DataError
@@ -35,6 +35,9 @@ from imprint.report.blind_results import (
     Spread,
 )
 from imprint.report.columns import ColumnMetrics
+
+if TYPE_CHECKING:  # imported when read, so results stays importable on its own
+    from imprint.report.documents import DocumentMetrics
 
 __all__ = [
     "WARNING_KINDS",
@@ -130,6 +133,7 @@ class RunMetrics:
     blind_suite: BlindSuiteMetrics | BlindFailure | None = None
     breakdown: Breakdown | None = None
     blind_warn_delta: float = BLIND_WARN_DELTA
+    documents: DocumentMetrics | None = None  # --unit document (imprint.report.documents)
 
     def warnings_of(self, kind: WarningKind) -> list[str]:
         """The messages of the warnings of ``kind``."""
@@ -149,6 +153,8 @@ class RunMetrics:
         if self.breakdown is not None:
             out["breakdown"] = self.breakdown.to_dict()
         out["blind_warn_delta"] = self.blind_warn_delta
+        if self.documents is not None:
+            out["documents"] = self.documents.to_dict()
         return out
 
     @classmethod
@@ -169,7 +175,14 @@ class RunMetrics:
             blind_warn_delta=js.num(
                 data.get("blind_warn_delta", BLIND_WARN_DELTA), f"{where}.blind_warn_delta"
             ),
+            documents=_documents(data, where),
         )
+
+
+def _documents(data: dict[str, Any], where: str) -> DocumentMetrics | None:
+    from imprint.report.documents import DocumentMetrics
+
+    return js.optional(data, "documents", DocumentMetrics.from_dict, where)
 
 
 def _warnings(data: dict[str, Any], where: str) -> tuple[RunWarning, ...]:

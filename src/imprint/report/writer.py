@@ -140,6 +140,10 @@ def write_run(
         from rich.markup import escape  # a column such as ref[base] is not a style tag
 
         console.print(rich_table(metrics))
+        if metrics.documents is not None:
+            from imprint.report.documents import document_rich_table
+
+            console.print(document_rich_table(metrics.documents))
         for warning in metrics.warnings:
             console.print(f"[bold yellow]warning:[/] {escape(warning.message)}")
         console.print(f"report: {escape(str(out / 'report.html'))}")  # a path may hold [x]

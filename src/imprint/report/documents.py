@@ -1,0 +1,424 @@
+"""The document-level evaluation of a run (``--unit document``) and its report section.
+
+Computed once, after the sequence-level evaluation, from the same sequence scores:
+
+- per attack column, document scores by two aggregations: the mean of a document's sequence
+  scores and Shi et al.'s thresholded fraction (threshold tuned out of fold, over documents);
+- Meeus et al.'s meta-classifier on frequency-normalised token probabilities (the target's plain
+  log-prob pass, read from the signal cache);
+- for each: AUC and TPR at low FPR with a bootstrap over documents, and the sequence-level AUC
+  of the same attack on the same resampled documents, with the gain between them;
+- the blind bag-of-words baseline fitted on whole documents;
+- dataset inference (Maini et al.): the member documents against the non-member documents, a
+  false-positive check with two disjoint halves of the non-members, and the p-value against the
+  number of documents per set.
+
+:class:`DocumentMetrics` is the ``documents`` entry of ``metrics.json``; :func:`document_blocks`
+renders it for report.md / report.html.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from imprint.data import Sample
+from imprint.documents import (
+    DOC_ID,
+    DocumentSplit,
+    dataset_inference,
+    document_summary,
+    documents_needed,
+    log_frequencies,
+    mean_per_document,
+    meeus_scores,
+    p_value_curve,
+    paired_bootstrap,
+    shi_scores,
+    token_values,
+)
+from imprint.documents.dataset_inference import MIN_DOCS
+from imprint.errors import DataError
+from imprint.metrics import DEFAULT_FPR_BOUNDS, Interval, UndefinedMetricWarning
+from imprint.report import jsonread as js
+from imprint.report.columns import ColumnMetrics
+
+__all__ = ["DocumentMetrics", "DocumentRow", "document_blocks", "evaluate_documents"]
+
+MEEUS = "meeus (token probability / corpus frequency, random forest)"
+BLIND = "blind (bag-of-words on whole documents, no model)"
+#: Dataset-inference features: score columns finite for at least this share of sequences.
+MIN_FINITE_SHARE = 0.9
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    """One document-level score: its attack column (None for Meeus and the blind baseline), the
+    aggregation, figures over documents, and the paired sequence-level AUC and gain."""
+
+    attack: str | None
+    aggregation: str
+    metrics: ColumnMetrics
+    sequence_auc: Interval | None = None
+    gain: Interval | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"attack": self.attack, "aggregation": self.aggregation}
+        out["metrics"] = self.metrics.to_dict()
+        for name in ("sequence_auc", "gain"):
+            value = getattr(self, name)
+            out[name] = None if value is None else value.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> DocumentRow:
+        data = js.obj(data, where)
+        pairs = {
+            k: None if data.get(k) is None else js.interval(data[k], f"{where}.{k}")
+            for k in ("sequence_auc", "gain")
+        }
+        return cls(
+            attack=js.text(data.get("attack"), f"{where}.attack", optional=True),
+            aggregation=js.text(js.get(data, "aggregation", where), f"{where}.aggregation"),
+            metrics=ColumnMetrics.from_dict(js.get(data, "metrics", where), f"{where}.metrics"),
+            **pairs,
+        )
+
+
+@dataclass(frozen=True)
+class DocumentMetrics:
+    """The ``documents`` entry of metrics.json (see the module docstring)."""
+
+    n_documents: int
+    n_members: int
+    n_nonmembers: int
+    n_sequences: int
+    rows: dict[str, DocumentRow]
+    dataset: dict[str, Any] = field(default_factory=dict)  # dataset inference, JSON-ready
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: getattr(self, k) for k in ("n_documents", "n_members", "n_nonmembers")}
+        out["n_sequences"] = self.n_sequences
+        out["rows"] = {name: row.to_dict() for name, row in self.rows.items()}
+        out.update(dataset=self.dataset, notes=list(self.notes))
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> DocumentMetrics:
+        data = js.obj(data, where)
+        counts = {
+            k: js.integer(js.get(data, k, where), f"{where}.{k}")
+            for k in ("n_documents", "n_members", "n_nonmembers", "n_sequences")
+        }
+        rows = js.obj(js.get(data, "rows", where), f"{where}.rows")
+        return cls(
+            rows={n: DocumentRow.from_dict(r, f"{where}.rows[{n!r}]") for n, r in rows.items()},
+            dataset=js.obj(data.get("dataset", {}), f"{where}.dataset"),
+            notes=tuple(js.text(n, f"{where}.notes") for n in data.get("notes", [])),
+            **counts,
+        )
+
+
+# -- evaluation ---------------------------------------------------------------------------------
+
+
+def _doc_layout(
+    split: DocumentSplit, samples: Sequence[Sample]
+) -> tuple[list[Sample], np.ndarray, np.ndarray]:
+    """(documents still scored, per-sample document position, document labels): attack set-up
+    may have taken some sequences as shots, so documents are read from the scored samples."""
+    present = {s.meta[DOC_ID] for s in samples}
+    documents = [d for d in split.documents if d.id in present]
+    where = {d.id: i for i, d in enumerate(documents)}
+    doc_index = np.array([where[s.meta[DOC_ID]] for s in samples], dtype=np.int64)
+    return documents, doc_index, np.array([d.label for d in documents])
+
+
+def _row(
+    attack: str | None,
+    aggregation: str,
+    doc_labels: np.ndarray,
+    doc_scores: np.ndarray,
+    seq: tuple[np.ndarray, np.ndarray] | None,
+    *,
+    n_bootstrap: int,
+    seed: int,
+) -> DocumentRow:
+    from imprint.report.evaluate import mark_unmeasurable
+
+    summary = document_summary(doc_labels, doc_scores, n_resamples=n_bootstrap, seed=seed)
+    n_nan = int((~np.isfinite(doc_scores)).sum())
+    metrics = mark_unmeasurable(ColumnMetrics.from_summary(summary, n_nan=n_nan))
+    if seq is None:
+        return DocumentRow(attack, aggregation, metrics)
+    paired = paired_bootstrap(
+        seq[0], seq[1], doc_labels, doc_scores, n_resamples=n_bootstrap, seed=seed
+    )
+    return DocumentRow(attack, aggregation, metrics, paired.sequence, paired.gain)
+
+
+def evaluate_documents(
+    split: DocumentSplit,
+    samples: Sequence[Sample],
+    scores: dict[str, np.ndarray],
+    *,
+    config: Any,
+    manifest: dict[str, Any],
+) -> DocumentMetrics:
+    """Every document-level figure of a run (``config``: n_bootstrap, seed, blind, cache,
+    documents; ``manifest``: the target's fingerprint)."""
+    documents, doc_index, doc_labels = _doc_layout(split, samples)
+    kw = {"n_bootstrap": config.n_bootstrap, "seed": config.seed}
+    options, notes = config.documents, list[str]()
+    rows: dict[str, DocumentRow] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)  # NaN rows are reported as such
+        if config.blind:
+            rows[BLIND] = _blind_row(documents, doc_labels, notes, **kw)
+        for column, values in scores.items():
+            seq = (values, doc_index)
+            mean = mean_per_document(values, doc_index, len(documents))
+            rows[f"{column}: mean"] = _row(column, "mean", doc_labels, mean, seq, **kw)
+            shi, _ = shi_scores(
+                values, doc_index, doc_labels, n_splits=options.n_splits, seed=config.seed
+            )
+            rows[f"{column}: shi"] = _row(column, "shi", doc_labels, shi, seq, **kw)
+        meeus = _meeus(samples, doc_index, doc_labels, config, manifest, notes)
+        if meeus is not None:
+            rows[MEEUS] = _row(None, "meeus", doc_labels, meeus, None, **kw)
+    dataset = _dataset(scores, doc_index, doc_labels, options.alpha, config.seed, notes)
+    return DocumentMetrics(
+        n_documents=len(documents),
+        n_members=int((doc_labels == 1).sum()),
+        n_nonmembers=int((doc_labels == 0).sum()),
+        n_sequences=len(samples),
+        rows=rows,
+        dataset=dataset,
+        notes=tuple(notes),
+    )
+
+
+def _blind_row(
+    documents: list[Sample],
+    doc_labels: np.ndarray,
+    notes: list[str],
+    *,
+    n_bootstrap: int,
+    seed: int,
+) -> DocumentRow:
+    from imprint.report.blind_results import BlindMetrics
+    from imprint.report.evaluate import evaluate_blind
+
+    texts = [d.text for d in documents]
+    sok, _ = evaluate_blind(texts, doc_labels, seed=seed, n_bootstrap=n_bootstrap)
+    if isinstance(sok, BlindMetrics):
+        return DocumentRow(None, "blind", sok.summary)
+    notes.append(f"document-level blind baseline not computed: {sok.error}")
+    nan = Interval(math.nan, math.nan, math.nan)
+    empty = ColumnMetrics(nan, {b: nan for b in DEFAULT_FPR_BOUNDS}, 0, 0, n_bootstrap, 0.95, seed)
+    return DocumentRow(None, "blind", empty)
+
+
+def _meeus(
+    samples: Sequence[Sample],
+    doc_index: np.ndarray,
+    doc_labels: np.ndarray,
+    config: Any,
+    manifest: dict[str, Any],
+    notes: list[str],
+) -> np.ndarray | None:
+    """Meeus et al.'s out-of-fold document scores, or None (with a note) when the target's plain
+    log-prob pass is not in the cache (no attack used it, or a text-only target)."""
+    from imprint.backends.models import cache_dir
+    from imprint.documents.run_hook import cached_token_stats
+
+    fingerprint = manifest.get("models", {}).get("target", {}).get("fingerprint")
+    path = config.cache or cache_dir() / "signals.sqlite"
+    stats = (
+        cached_token_stats(path, fingerprint, [s.text for s in samples]) if fingerprint else None
+    )
+    if stats is None:
+        notes.append(
+            "Meeus et al. not computed: it reads the target's plain log-prob pass, which no "
+            "attack of this run asked for; add e.g. loss or min_k (they share the pass)"
+        )
+        return None
+    vocab = manifest.get("attacks", {}).get("dc_pdd", {}).get("vocab_size")
+    log_f = log_frequencies([s.token_ids for s in stats], vocab)
+    values = [token_values(s.token_ids, s.logp, log_f) for s in stats]
+    return meeus_scores(
+        values, doc_index, doc_labels, n_splits=config.documents.n_splits, seed=config.seed
+    )
+
+
+def _features(scores: dict[str, np.ndarray]) -> tuple[list[str], np.ndarray]:
+    """Score columns finite for >= MIN_FINITE_SHARE of the sequences, as (names, (n, F))."""
+    names = [c for c, v in scores.items() if np.isfinite(v).mean() >= MIN_FINITE_SHARE]
+    if not names:
+        return [], np.zeros((0, 0))
+    return names, np.column_stack([np.asarray(scores[c], dtype=float) for c in names])
+
+
+def _dataset(
+    scores: dict[str, np.ndarray],
+    doc_index: np.ndarray,
+    doc_labels: np.ndarray,
+    alpha: float,
+    seed: int,
+    notes: list[str],
+) -> dict[str, Any]:
+    """Dataset inference: members vs non-members, the two-halves false-positive check, and the
+    p-value against documents per set; parts the data cannot support are left out with a note."""
+    names, x = _features(scores)
+    if not names:
+        notes.append("dataset inference not run: no score column is finite for 90 % of sequences")
+        return {}
+    member = doc_labels[doc_index] == 1
+    kw: dict[str, Any] = {"alpha": alpha, "seed": seed}
+    out: dict[str, Any] = {"features": names}
+    try:
+        test = dataset_inference(
+            x[member], x[~member], doc_index[member], doc_index[~member], feature_names=names, **kw
+        )
+        out["members_vs_nonmembers"] = test.to_dict()
+        curve = p_value_curve(x[member], x[~member], doc_index[member], doc_index[~member], **kw)
+        out["curve"] = [asdict(p) for p in curve]
+        out["documents_needed"] = documents_needed(curve, alpha)
+    except DataError as err:
+        notes.append(f"dataset inference not run: {err}")
+        return out
+    out["false_positive_check"] = _false_positive(
+        x, doc_index, doc_labels, names, alpha, seed, notes
+    )
+    return out
+
+
+def _false_positive(
+    x: np.ndarray,
+    doc_index: np.ndarray,
+    doc_labels: np.ndarray,
+    names: list[str],
+    alpha: float,
+    seed: int,
+    notes: list[str],
+) -> dict[str, Any] | None:
+    """The test with two disjoint halves of the non-member documents (both unseen)."""
+    unseen = np.flatnonzero(doc_labels == 0)
+    if len(unseen) < 2 * MIN_DOCS:
+        notes.append(
+            f"false-positive check not run: it splits the non-member documents into two sets of "
+            f"at least {MIN_DOCS}; this run has {len(unseen)}"
+        )
+        return None
+    half = np.random.default_rng([seed, 16]).permutation(unseen)[: len(unseen) // 2]
+    a = np.isin(doc_index, half)
+    b = (doc_labels[doc_index] == 0) & ~a
+    test = dataset_inference(
+        x[a], x[b], doc_index[a], doc_index[b], feature_names=names, alpha=alpha, seed=seed
+    )
+    return test.to_dict()
+
+
+# -- report section -------------------------------------------------------------------------------
+
+
+def _fmt(interval: Interval | None) -> str:
+    from imprint.report.render import fmt
+
+    return fmt(interval)
+
+
+def document_rows(metrics: DocumentMetrics) -> tuple[list[str], list[list[str]]]:
+    """The document table: one row per document score, the sequence-level AUC beside it."""
+    from imprint.metrics.bootstrap import fpr_key
+    from imprint.report.render import tpr_cell
+
+    header = [
+        "score",
+        "document AUC [95% CI]",
+        *(f"TPR@{fpr_key(b)[4:]}FPR" for b in DEFAULT_FPR_BOUNDS),
+        "sequence AUC [95% CI]",
+        "gain [95% CI]",
+    ]
+    rows = []
+    for name, row in metrics.rows.items():
+        tprs = [tpr_cell(row.metrics, b) for b in DEFAULT_FPR_BOUNDS]
+        seq = _fmt(row.sequence_auc) if row.sequence_auc else "-"
+        gain = _fmt(row.gain) if row.gain else "-"
+        rows.append([name, _fmt(row.metrics.auc), *tprs, seq, gain])
+    return header, rows
+
+
+def _dataset_lines(dataset: dict[str, Any]) -> list[str]:
+    lines = []
+    for key, what in (
+        ("members_vs_nonmembers", "member documents (suspect) vs non-member documents"),
+        ("false_positive_check", "false-positive check, two disjoint halves of the non-members"),
+    ):
+        test = dataset.get(key)
+        if test:
+            verdict = "flagged as trained on" if test["flagged"] else "not flagged"
+            lines.append(
+                f"Dataset inference, {what} ({test['n_suspect_docs']} vs "
+                f"{test['n_validation_docs']} documents): p = {test['p_value']:.3g}, {verdict} "
+                f"at alpha = {test['alpha']:g} (one-sided Welch t-test on per-document means "
+                f"of a linear combination of {len(dataset['features'])} attack scores)."
+            )
+    needed = dataset.get("documents_needed", "absent")
+    if needed != "absent":
+        lines.append(
+            "Documents needed per set (median p below alpha from this size on): "
+            + (str(needed) if needed is not None else "not reached with these documents")
+            + "."
+        )
+    return lines
+
+
+def document_blocks(metrics: DocumentMetrics) -> list[tuple[str, Any]]:
+    """The report's document section (blocks as in :mod:`imprint.report.render`)."""
+    blocks: list[tuple[str, Any]] = [
+        ("h2", "Documents"),
+        (
+            "p",
+            f"{metrics.n_documents} documents ({metrics.n_members} members, "
+            f"{metrics.n_nonmembers} non-members), {metrics.n_sequences} sequences. Intervals "
+            "resample documents; the sequence AUC beside each row is the same attack on the "
+            "same resampled documents, the gain their difference. 'mean': a document's mean "
+            "sequence score; 'shi': the fraction of its sequences above a threshold tuned on "
+            "other documents (Shi et al.); meeus: a random forest over frequency-normalised "
+            "token probabilities, cross-validated over documents (Meeus et al.).",
+        ),
+        ("table", document_rows(metrics)),
+    ]
+    blocks += [("p", line) for line in _dataset_lines(metrics.dataset)]
+    curve = metrics.dataset.get("curve")
+    if curve:
+        rows = [
+            [str(p["n_docs"]), f"{p['median_p']:.3g}", f"{p['flagged_rate']:.2f}"] for p in curve
+        ]
+        blocks.append(("table", (["documents per set", "median p", "share flagged"], rows)))
+    return blocks + [("p", note) for note in metrics.notes]
+
+
+def document_rich_table(metrics: DocumentMetrics) -> Any:
+    """The terminal's document table."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    header, rows = document_rows(metrics)
+    lines = _dataset_lines(metrics.dataset)
+    table = Table(
+        title=f"documents ({metrics.n_documents}; intervals resample documents)",
+        caption=escape("\n".join(lines)) if lines else None,
+    )
+    for h in header:
+        table.add_column(escape(h))
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    return table

@@ -1,0 +1,140 @@
+"""``imprint run --unit document`` on a tiny random model: documents split, scored through the
+planner and cache, aggregated; the report section; the CLI flags."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from conftest import WIKIMIA
+from typer.testing import CliRunner
+
+from imprint.cli import app
+from imprint.documents.run_hook import DocumentOptions, document_options
+from imprint.errors import ConfigError
+from imprint.metrics import auc
+from imprint.report import read_metrics
+from imprint.run import RunConfig, execute_run
+
+runner = CliRunner()
+
+
+def _documents_file(folder: Path, per_doc: int = 3, n_docs: int = 10) -> Path:
+    """Documents of ``per_doc`` WikiMIA-128 texts of one label (members with members)."""
+    with (WIKIMIA / "WikiMIA_length128.jsonl").open(encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    docs = []
+    for label in (1, 0):
+        texts = [r["input"] for r in rows if r["label"] == label][: per_doc * n_docs]
+        for d in range(n_docs):
+            body = "\n\n".join(texts[d * per_doc : (d + 1) * per_doc])
+            docs.append({"id": f"doc{label}-{d}", "input": body, "label": label})
+    path = folder / "docs.jsonl"
+    path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs))
+    return path
+
+
+@pytest.fixture(scope="module")
+def doc_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    folder = tmp_path_factory.mktemp("docrun")
+    config = RunConfig(
+        model=str(tiny_model_dir),
+        data=str(_documents_file(folder)),
+        out=folder / "run",
+        attacks=("loss", "zlib", "min_k"),
+        documents=DocumentOptions(seq_words=40, max_seqs=6, n_splits=3),
+        n_bootstrap=100,
+        cache=folder / "cache.sqlite",
+        progress=False,
+    )
+    return config, execute_run(config)
+
+
+def test_documents_are_split_scored_and_aggregated(doc_run) -> None:
+    config, result = doc_run
+    docs = result.metrics.documents
+    assert docs is not None
+    assert (docs.n_documents, docs.n_members, docs.n_nonmembers) == (20, 10, 10)
+    # every scored sample is a sequence carrying its document's id, at most 6 per document
+    doc_ids = [s.meta["doc_id"] for s in result.samples]
+    assert len(set(doc_ids)) == 20  # the loader's row ids name the documents
+    assert max(doc_ids.count(d) for d in set(doc_ids)) <= 6
+    assert docs.n_sequences == len(result.samples)
+    for name in ("loss: mean", "loss: shi", "zlib: mean", "min_k: shi"):
+        assert name in docs.rows, name
+    assert any(r.aggregation == "meeus" for r in docs.rows.values())
+    assert any(r.aggregation == "blind" for r in docs.rows.values())
+    # the 'mean' row is the AUC of per-document means of the stored sequence scores
+    table = pq.read_table(config.out / "scores.parquet").to_pandas()
+    table["doc"] = [json.loads(m)["doc_id"] for m in table["meta"]]
+    means = table.groupby("doc").agg(loss=("loss", "mean"), label=("label", "first"))
+    assert docs.rows["loss: mean"].metrics.auc.estimate == pytest.approx(
+        auc(means["label"].to_numpy(), means["loss"].to_numpy())
+    )
+    seq_auc = docs.rows["loss: mean"].sequence_auc
+    assert seq_auc is not None
+    assert seq_auc.estimate == pytest.approx(result.metrics.attacks["loss"].auc.estimate)
+
+
+def test_meeus_reads_the_same_passes(doc_run) -> None:
+    _, result = doc_run
+    passes = result.manifest["passes"]["target"]
+    # one forward pass per distinct sequence, shared by loss, zlib, min_k and the Meeus features
+    assert passes["requests"] == len({s.text for s in result.samples})
+
+
+def test_dataset_inference_and_report_section(doc_run) -> None:
+    config, result = doc_run
+    dataset = result.metrics.documents.dataset
+    assert set(dataset["features"]) == {"loss", "zlib", "zlib_char", "min_k"}
+    test = dataset["members_vs_nonmembers"]
+    assert 0 <= test["p_value"] <= 1 and test["n_suspect_docs"] == 10
+    assert dataset["false_positive_check"]["n_suspect_docs"] == 5
+    assert [p["n_docs"] for p in dataset["curve"]] == [4, 6, 8, 10]
+    report = (config.out / "report.md").read_text(encoding="utf-8")
+    assert "## Documents" in report and "document AUC" in report and "Dataset inference" in report
+    assert "Documents" in (config.out / "report.html").read_text(encoding="utf-8")
+    # metrics.json reads back into the same typed document metrics
+    assert read_metrics(config.out).documents == result.metrics.documents
+
+
+def test_cli_doc_field_groups_rows_non_latin_included(tiny_model_dir: Path, tmp_path: Path) -> None:
+    rows = []
+    words = [
+        "北京天安门广场很大。",
+        "Kraków leży nad Wisłą.",
+        "हिन्दी एक भाषा है।",
+        "plain words here",
+    ]
+    for d in range(8):
+        for part in range(3):
+            text = " ".join(words[(d + part) % 4] for _ in range(4))
+            rows.append({"text": f"{text} {d}-{part}", "label": d % 2, "book": f"b{d}"})
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    out = tmp_path / "run"
+    args = ["run", "--model", str(tiny_model_dir), "--data", str(data), "--out", str(out)]
+    args += ["--attacks", "loss", "--unit", "document", "--doc-field", "book", "--seq-words", "12"]
+    args += ["--bootstrap", "50", "--no-blind", "--cache", str(tmp_path / "c.sqlite")]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    docs = read_metrics(out).documents
+    assert docs is not None and docs.n_documents == 8
+    table = pq.read_table(out / "scores.parquet").to_pydict()
+    assert any("北京" in t for t in table["text"])
+    assert len(table["text"]) > 8  # rows were split into sequences of 12 words
+
+
+def test_document_flags_need_unit_document() -> None:
+    with pytest.raises(ConfigError, match="add --unit document"):
+        document_options("sequence", doc_field="book")
+    with pytest.raises(ConfigError, match="choose one of"):
+        document_options("book")
+    assert document_options("sequence") is None
+    assert document_options("document", seq_words=50) == DocumentOptions(seq_words=50)
+    with pytest.raises(ConfigError, match="seq_words"):
+        DocumentOptions(seq_words=0)
+    assert np.isclose(DocumentOptions().alpha, 0.05)
