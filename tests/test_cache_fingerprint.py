@@ -244,7 +244,16 @@ def corrupt_rows(path: Path, blob: bytes) -> None:
     conn.close()
 
 
-@pytest.mark.parametrize("blob", [b"PK\x03\x04 torn write", b"", b"\x93NUMPY junk"])
+@pytest.mark.parametrize(
+    "blob",
+    [
+        b"PK\x03\x04 torn write",
+        b"",
+        b"\x93NUMPY junk",
+        b"IMTS\x01",  # header cut short
+        b"IMTS\x01\x05\x00\x00\x00" + b"\x00" * 27,  # 5 tokens announced, 27 bytes given
+    ],
+)
 def test_damaged_cache_entries_are_recomputed_with_a_warning(tmp_path, blob):
     path = tmp_path / "signals.sqlite"
     texts = ["Hurricane Ana", "台风 安娜 第二个", "x" * 5000]

@@ -112,6 +112,18 @@ def test_stats_round_trip():
     assert make_key("fp", "x") != make_key("fp", "x", "prefix")
 
 
+def test_entries_of_the_earlier_npz_format_are_still_read():
+    import io
+
+    stats = CountingBackend().score([ScoreRequest("Kraków 北京")])[0]
+    buffer = io.BytesIO()
+    np.savez(buffer, **{f: getattr(stats, f) for f in TokenStats.FIELDS})
+    back = decode_stats(buffer.getvalue())
+    for field in TokenStats.FIELDS:
+        np.testing.assert_array_equal(getattr(back, field), getattr(stats, field))
+    assert len(encode_stats(stats)) == 9 + 4 * len(stats) * len(TokenStats.FIELDS)
+
+
 def test_prefix_that_cannot_fit_fails_before_any_pass():
     backend = CountingBackend()
     long_prefix = " ".join(["shot"] * 70)  # 71 tokens with BOS, context 64

@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import json
 import sqlite3
+import struct
 import threading
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
@@ -60,14 +61,39 @@ def make_key(backend_fingerprint: str, text: str, prefix: str | None = None) -> 
     return (backend_fingerprint, text_hash(prefix) if prefix else "", text_hash(text))
 
 
+# Entries are the TokenStats fields as raw little-endian arrays after a small header: ~50x faster
+# to write than an npz archive (a zip per text), which cost a GPU run ~1 s per 2,000 texts while
+# the device waited. Entries written as npz by earlier versions are still read.
+_MAGIC = b"IMTS\x01"
+_DTYPES = {f: "<i4" if f in ("token_ids", "rank", "argmax") else "<f4" for f in TokenStats.FIELDS}
+_HEADER = struct.Struct("<5sI")  # magic, number of tokens
+
+
 def encode_stats(stats: TokenStats) -> bytes:
-    buffer = io.BytesIO()
-    np.savez(buffer, **{f: getattr(stats, f) for f in TokenStats.FIELDS})
-    return buffer.getvalue()
+    arrays = [np.ascontiguousarray(getattr(stats, f), dtype=_DTYPES[f]) for f in TokenStats.FIELDS]
+    return b"".join([_HEADER.pack(_MAGIC, len(stats)), *(a.tobytes() for a in arrays)])
 
 
 def decode_stats(blob: bytes) -> TokenStats:
     """The stats stored by :func:`encode_stats`; ValueError when ``blob`` is not such an entry."""
+    if not blob.startswith(_MAGIC):
+        return _decode_npz(blob)
+    if len(blob) < _HEADER.size:
+        raise ValueError(f"not an encoded TokenStats: {len(blob)} bytes, shorter than a header")
+    (_, n) = _HEADER.unpack_from(blob)
+    if len(blob) != _HEADER.size + 4 * n * len(TokenStats.FIELDS):
+        raise ValueError(f"not an encoded TokenStats: {len(blob)} bytes for {n} tokens")
+    fields, offset = {}, _HEADER.size
+    for f in TokenStats.FIELDS:
+        fields[f] = np.frombuffer(blob, dtype=_DTYPES[f], count=n, offset=offset).astype(
+            _DTYPES[f][1:]
+        )
+        offset += 4 * n
+    return TokenStats(**fields)
+
+
+def _decode_npz(blob: bytes) -> TokenStats:
+    """An entry written by imprint <= 0.1 (an npz archive per text)."""
     try:
         with np.load(io.BytesIO(blob)) as arrays:
             stats = TokenStats(**{f: arrays[f] for f in TokenStats.FIELDS})
