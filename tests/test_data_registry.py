@@ -277,6 +277,15 @@ def test_local_copy_flat_in_the_data_dir(data_dir: Path) -> None:
     assert len(resolve_data("bookmia")) == 2
 
 
+def test_a_file_name_two_benchmarks_use_is_never_looked_up_flat(data_dir: Path) -> None:
+    """WikiMIA-24's Parquet is named like WikiMIA's: dropped flat in the data dir, it must not
+    be read as wikimia:64 (nor as wikimia24:64: the name says nothing about which it is)."""
+    _parquet(data_dir / "WikiMIA_length64.parquet", {"input": ["a", "b"], "label": [1, 0]})
+    for name in ("wikimia:64", "wikimia24:64"):
+        with pytest.raises(DataError, match="not available here"):
+            resolve_data(name)
+
+
 # --- the offline error ----------------------------------------------------------------------------
 
 

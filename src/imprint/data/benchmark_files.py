@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from imprint.data.catalog import HUB_URL, BenchmarkEntry, DataFile, Role
+from imprint.data.catalog import HUB_URL, BenchmarkEntry, DataFile, Role, shared_file_names
 from imprint.errors import DataError
 
 DATA_DIR_ENV = "IMPRINT_DATA_DIR"
@@ -41,12 +41,14 @@ def data_dirs() -> list[Path]:
 
 def find_local(file: DataFile) -> Path | None:
     """The first local copy of ``file`` among :func:`data_dirs`. A labelled table (role
-    ``all``) may also sit directly in a data dir under its own file name; a member or
-    non-member file may not (MIMIR's two files share a name)."""
+    ``all``) may also sit directly in a data dir under its own file name when no other
+    benchmark uses that name (MIMIR's member and non-member files share one; WikiMIA-24's
+    Parquet is named like WikiMIA's)."""
+    flat = file.role == "all" and PurePosixPath(file.local).name not in shared_file_names()
     for d in data_dirs():
         for rel in file.locals:
             candidates = [d / rel]
-            if file.role == "all":
+            if flat and rel == file.local:
                 candidates.append(d / PurePosixPath(rel).name)
             for path in candidates:
                 if path.is_file() or (path.is_dir() and not path.suffix):

@@ -159,6 +159,16 @@ def iter_benchmarks(family: str | None = None) -> Iterator[BenchmarkEntry]:
     return (e for e in _CATALOG.values() if family is None or e.family == family)
 
 
+def shared_file_names() -> set[str]:
+    """File names (without folder) that more than one benchmark uses: never looked up flat."""
+    owners: dict[str, set[str]] = {}
+    for e in _CATALOG.values():
+        for f in e.files:
+            for rel in f.locals:
+                owners.setdefault(rel.rsplit("/", 1)[-1], set()).add(e.name)
+    return {name for name, entries in owners.items() if len(entries) > 1}
+
+
 def natural_key(name: str) -> list[Any]:
     """Sort ``wikimia:32`` before ``wikimia:128``."""
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]

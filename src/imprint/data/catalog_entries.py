@@ -104,7 +104,6 @@ def _wikimia24() -> None:
                     DataFile(
                         local=f"wikimia24/WikiMIA_length{n}.parquet",
                         hub_glob=f"data/WikiMIA_length{n}-*.parquet",
-                        also=(f"wikimia24/WikiMIA_length{n}.jsonl",),
                     ),
                 ),
                 hub_repo="wjfu99/WikiMIA-24",
@@ -138,7 +137,6 @@ def _wikimia25() -> None:
                 files=(
                     DataFile(
                         local=f"wikimia25/wikimia_{n}.jsonl",
-                        also=(f"wikimia25/WikiMIA_length{n}.jsonl",),
                     ),
                 ),
                 id_prefix=f"wikimia25_{n}",
