@@ -322,19 +322,30 @@ class HFLogprobBackend:
         lo = torch.tensor([row.first - offset for row in rows])
         hi = torch.tensor([len(row.ids) - offset for row in rows])
         pos = torch.arange(width)
-        select = ((pos[None, :] >= lo[:, None]) & (pos[None, :] < hi[:, None])).to(hidden.device)
+        select = (pos[None, :] >= lo[:, None]) & (pos[None, :] < hi[:, None])
         shifted = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
         n = min(width, input_ids.shape[1] - offset)
         shifted[:, :n] = input_ids[:, offset : offset + n]
-        targets = shifted.to(hidden.device)[select]
+        # flat indices computed on the host: a boolean mask on the device would stall it
+        # (nonzero must learn the count); the targets never leave the host
+        flat = select.reshape(-1).nonzero()[:, 0]
+        targets = shifted.reshape(-1)[flat]
+        chosen = hidden.reshape(-1, hidden.shape[-1]).index_select(0, _to(flat, hidden.device))
         stats = reduce_hidden(
-            hidden[select], targets, self._head, vocab_size=self.model.config.vocab_size
+            chosen, _to(targets, hidden.device), self._head, vocab_size=self.model.config.vocab_size
         )
-        arrays = to_host({**stats, "token_ids": targets})  # one or two copies, not per token
+        arrays = {**to_host(stats), "token_ids": targets.numpy()}  # one or two copies a forward
         bounds = np.cumsum([0, *(hi - lo).tolist()])
         return [
             _stats_from(arrays, slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)
         ]
+
+
+def _to(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on ``device``, copied asynchronously from pinned memory on CUDA."""
+    if device.type != "cuda":
+        return tensor
+    return tensor.pin_memory().to(device, non_blocking=True)
 
 
 def _pad(rows: Sequence[_Row], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
