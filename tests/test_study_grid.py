@@ -62,7 +62,10 @@ def grid_files(tmp_path: Path, tiny_model_dir: Path, tiny_ref_dir: Path) -> dict
 def _grid_spec(files: dict[str, Any], name: str, **extra: Any) -> Any:
     content = {
         "models": [{"name": "tiny-1", "model": files["m1"]}],
-        "benchmarks": [{"name": "A", "data": str(files["a"])}, {"name": "B", "data": str(files["b"])}],
+        "benchmarks": [
+            {"name": "A", "data": str(files["a"])},
+            {"name": "B", "data": str(files["b"])},
+        ],
         "attacks": ["loss", "min_k", "min_k_pp"],
         "sweep": {"min_k.k": [0.1, 0.3, 0.5]},
         "out": str(files["tmp"] / "study"),
@@ -93,7 +96,10 @@ def test_each_pass_runs_once_across_cells_and_a_rerun_calls_no_model(grid_files,
 
 def test_adding_a_model_and_an_attack_computes_only_the_new_cells(grid_files, one_torch_thread):
     run_grid(_grid_spec(grid_files, "first"), orchestrator(), progress=False)
-    models = [{"name": "tiny-1", "model": grid_files["m1"]}, {"name": "tiny-2", "model": grid_files["m2"]}]
+    models = [
+        {"name": "tiny-1", "model": grid_files["m1"]},
+        {"name": "tiny-2", "model": grid_files["m2"]},
+    ]
     spec = _grid_spec(
         grid_files, "more", models=models, attacks=["loss", "min_k", "min_k_pp", "zlib"]
     )
@@ -130,7 +136,9 @@ def test_a_grid_killed_half_way_resumes_with_its_finished_cells(grid_files):
     proc.send_signal(signal.SIGKILL)
     _, err = proc.communicate()
     finished = len(list(cells.glob("*.json")))
-    assert 0 < finished < 18, f"the grid must be killed half-way ({finished}): {err.decode()[-800:]}"
+    assert 0 < finished < 18, (
+        f"the grid must be killed half-way ({finished}): {err.decode()[-800:]}"
+    )
     assert not list(cells.glob(".*.tmp")) or all(p.stat().st_size >= 0 for p in cells.glob(".*"))
     resumed = run_grid(load_spec(spec_path), orchestrator(), progress=False)
     assert resumed.reused == finished and resumed.computed == 18 - finished

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from imprint.attacks import RunContext, build_attacks
 from imprint.attacks.params import check_params
 from imprint.errors import ConfigError
 
@@ -234,8 +235,9 @@ def _benchmark(value: Any, at: _At, defaults: Mapping[str, Any]) -> BenchmarkEnt
     return BenchmarkEntry(name, data, **fields, **texts, dedupe=dedupe, pools=pools)  # type: ignore[arg-type]
 
 
-def _variants(raw: dict[str, Any], at: _At) -> tuple[AttackVariant, ...]:
-    """The attacks crossed with their sweeps; every name and value checked by the registry."""
+def _variants(raw: dict[str, Any], at: _At, refs: Sequence[str]) -> tuple[AttackVariant, ...]:
+    """The attacks crossed with their sweeps; every name and value checked as a run would
+    (each variant is built once here: a k outside (0, 1] fails now, not after other cells)."""
     attacks = [_text(a, at / "attacks" / i) for i, a in enumerate(_list(raw["attacks"], at))]
     _unique(attacks, at / "attacks", "attack")
     fixed = _mapping(raw.get("params", {}), at / "params", attacks)
@@ -257,8 +259,10 @@ def _variants(raw: dict[str, Any], at: _At) -> tuple[AttackVariant, ...]:
             params = {**fixed.get(attack, {}), **dict(pairs)}
             try:
                 typed = check_params({attack: params}).get(attack, {})
+                build_attacks([attack], RunContext(refs=tuple(refs)), params={attack: typed})
             except ConfigError as err:
-                raise at.error(str(err)) from None
+                hint = " (add refs: {NAME: MODEL} to the file)" if "--ref" in str(err) else ""
+                raise at.error(f"{err}{hint}") from None
             out.append(AttackVariant(attack, typed, tuple((p, typed[p]) for p, _ in pairs)))
     return tuple(out)
 
@@ -348,6 +352,7 @@ def parse_spec(raw: Any, source: Path, *, out: Path | None = None) -> StudySpec:
     )
     _unique([m.name for m in models], at / "models", "model name")
     _unique([b.name for b in benchmarks] + [g.name for g in games], at / "benchmarks", "benchmark")
+    refs = _refs(raw.get("refs", {}), at / "refs")
     out = out or Path(_text(raw.get("out", f"studies/{source.stem}"), at / "out"))
     cache = Path(_text(raw["cache"], at / "cache")) if "cache" in raw else out / "cache.sqlite"
     return StudySpec(
@@ -357,8 +362,8 @@ def parse_spec(raw: Any, source: Path, *, out: Path | None = None) -> StudySpec:
         cache=cache,
         models=models,
         benchmarks=benchmarks,
-        variants=_variants(raw, at),
-        refs=_refs(raw.get("refs", {}), at / "refs"),
+        variants=_variants(raw, at, [name for name, _ in refs]),
+        refs=refs,
         games=games,
         settings=_settings(raw.get("settings", {}), at / "settings"),
         table=_table(raw.get("table", {}), at / "table"),

@@ -145,7 +145,7 @@ def long_rows(cells: Sequence[CellRecord]) -> list[dict[str, Any]]:
     for record in cells:
         for column, metrics in record.columns.items():
             figures = [("auc", metrics.auc, None)] + [
-                (f"tpr_at_{fpr_key(b)}", v, metrics.not_measurable.get(b))
+                (fpr_key(b), v, metrics.not_measurable.get(b))
                 for b, v in sorted(metrics.tpr_at_fpr.items())
             ]
             for name, interval, reason in figures:

@@ -1,0 +1,184 @@
+"""Grid tables on known numbers: layout, best per column, intervals, the blind row, TPR that is
+not measurable, escaping of user names in Markdown, LaTeX and HTML, the long Parquet."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from imprint.metrics import Interval
+from imprint.report.columns import ColumnMetrics
+from imprint.study.cells import BLIND, CellRecord, CellStore
+from imprint.study.grid import GridResult
+from imprint.study.spec import parse_spec
+from imprint.study.table_render import (
+    escape_latex,
+    escape_markdown,
+    heat_colour,
+    to_csv,
+    to_html,
+    to_latex,
+    to_markdown,
+)
+from imprint.study.tables import build_tables, write_outputs
+
+ODD = "M|o*d_el & 50% <b>"  # a model name with every format's special characters
+NAN = Interval(math.nan, math.nan, math.nan)
+
+
+def metrics(auc: float, low: float, high: float, tpr: float | None, n: int = 120) -> ColumnMetrics:
+    reasons = {} if tpr is not None else {0.01: "needs 100 non-members"}
+    return ColumnMetrics(
+        auc=Interval(auc, low, high),
+        tpr_at_fpr={0.01: Interval(tpr, tpr, tpr) if tpr is not None else NAN},
+        n_members=n, n_nonmembers=n, n_resamples=1000, confidence=0.95, seed=0,
+        not_measurable=reasons,
+    )  # fmt: skip
+
+
+def cell(
+    model: str, bench: str, attack: str, columns: dict[str, ColumnMetrics], **kw
+) -> CellRecord:
+    row = kw.pop("row", attack)
+    prov = {"data": f"fp-{bench}", "evaluated": kw.pop("evaluated", f"ev-{bench}")}
+    return CellRecord(f"{model}-{bench}-{row}", model, bench, attack, row, kw, columns, prov)
+
+
+@pytest.fixture
+def result() -> GridResult:
+    spec = parse_spec(
+        {"models": ["small", ODD], "benchmarks": ["W32"], "attacks": ["loss", "min_k"],
+         "sweep": {"min_k.k": [0.2]}},
+        Path("t.yaml"),
+    )  # fmt: skip
+    cells = [
+        cell("", "W32", BLIND, {"blind (SoK bag-of-words)": metrics(0.93, 0.90, 0.96, 0.2)},
+             row="blind baseline"),
+        cell("small", "W32", "loss", {"loss": metrics(0.61, 0.55, 0.67, 0.03)}),
+        cell("small", "W32", "min_k", {"min_k": metrics(0.64, 0.58, 0.70, None)},
+             row="min_k (k=0.2)"),
+        cell(ODD, "W32", "loss", {"loss": metrics(0.70, 0.64, 0.76, 0.051)}),
+        cell(ODD, "W32", "min_k", {"min_k": metrics(0.70, 0.65, 0.75, 0.04)},
+             row="min_k (k=0.2)"),
+    ]  # fmt: skip
+    return GridResult(spec, cells)
+
+
+def test_layout_best_per_column_and_the_blind_row(result: GridResult):
+    (table,) = build_tables(result)
+    assert table.title == "W32" and table.columns == ("small", ODD)
+    assert table.rows == ("loss", "min_k (k=0.2)", "blind (SoK bag-of-words)")
+    assert table.blind_rows == ("blind (SoK bag-of-words)",)
+    best = {k for k, e in table.entries.items() if e.best}
+    # the blind row (0.93) is never "best"; a tie (0.70, 0.70) marks both rows
+    assert best == {("min_k (k=0.2)", "small"), ("loss", ODD), ("min_k (k=0.2)", ODD)}
+    blind = table.entries[("blind (SoK bag-of-words)", ODD)]
+    assert blind.auc.estimate == 0.93  # model-less: the same figure under every model
+    assert table.entries[("min_k (k=0.2)", "small")].tpr is None
+    assert table.notes == ()
+
+
+def test_markdown_shows_intervals_bold_best_and_escapes_names(result: GridResult):
+    text = to_markdown(build_tables(result), title="T|1")
+    assert "# T\\|1" in text
+    header = next(line for line in text.splitlines() if line.startswith("| attack"))
+    assert r"M\|o\*d\_el & 50% \<b\> AUC [95% CI]" in header
+    assert len(re.findall(r"(?<!\\)\|", header)) == 6  # an escaped | never splits a column
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if "|" in line}
+    assert "**0.640 [0.580, 0.700]** | n/m" in rows["min\\_k (k=0.2)"]
+    assert "0.610 [0.550, 0.670] | 3.0%" in rows["loss"]
+    assert "**0.700 [0.640, 0.760]** | 5.1%" in rows["loss"]
+    assert "| *blind (SoK bag-of-words)* | 0.930 [0.900, 0.960] | 20.0%" in text
+
+
+def test_latex_escapes_and_bolds(result: GridResult):
+    text = to_latex(build_tables(result), title="T")
+    assert r"\multicolumn{2}{c}{M|o*d\_el \& 50\% <b>}" in text
+    assert r"\textbf{0.640}\,{\scriptsize[0.580, 0.700]} & n/m" in text
+    assert r"0.610\,{\scriptsize[0.550, 0.670]} & 3.0\%" in text
+    assert r"\textit{blind (SoK bag-of-words)}" in text
+    assert text.count(r"\begin{tabular}{lrrrr}") == 1
+    body = text.split(r"\midrule", 1)[1]
+    assert "&" in body and not re.search(r"(?<!\\)[%_#]", body.split(r"\caption")[0])
+
+
+def test_html_is_self_contained_escaped_and_coloured(result: GridResult):
+    page = to_html(build_tables(result), title="<T>", description="a & b")
+    assert "<b>" not in page.replace("<body>", "") and "M|o*d_el &amp; 50% &lt;b&gt;" in page
+    assert "&lt;T&gt;" in page and "a &amp; b" in page
+    assert "<script" not in page and "http" not in page and "src=" not in page
+    assert page.count('class="auc best"') == 3
+    assert f"background:{heat_colour(0.93)}" in page
+    assert 'title="needs 100 non-members"' in page
+
+
+def test_heat_colour_is_white_at_chance_and_deepens():
+    assert heat_colour(0.5) == "rgb(255,255,255)"
+    assert heat_colour(1.0) == "rgb(255,100,100)" and heat_colour(0.0) == "rgb(100,100,255)"
+    assert heat_colour(math.nan) == "#eeeeee"
+
+
+def test_csv_has_one_line_per_row_with_numbers(result: GridResult):
+    (table,) = build_tables(result)
+    rows = list(csv.reader(io.StringIO(to_csv(table))))
+    assert rows[0][:4] == ["attack", "kind", "small auc", "small auc_low"]
+    loss = rows[1]
+    assert loss[0] == "loss" and loss[1] == "attack"
+    assert [float(x) for x in loss[2:6]] == [0.61, 0.55, 0.67, 0.03] and loss[6] == "0"
+    assert rows[2][5] == "" and rows[2][6] == "1"  # TPR not measurable: empty; best
+    assert rows[3][1] == "blind"
+
+
+def test_escaping_functions():
+    assert escape_markdown("a|b*c_d\n[e]") == r"a\|b\*c\_d \[e\]"
+    assert escape_latex("50% & $x_1$ ~ {y}\\") == (
+        r"50\% \& \$x\_1\$ \textasciitilde{} \{y\}\textbackslash{}"
+    )
+    assert escape_markdown("東京 モデル") == "東京 モデル"
+
+
+def test_columns_by_benchmark_and_a_note_for_mixed_evaluation_sets():
+    spec = parse_spec(
+        {"models": ["m"], "benchmarks": ["A", "B"], "attacks": ["loss", "recall"],
+         "table": {"columns": "benchmark"}},
+        Path("t.yaml"),
+    )  # fmt: skip
+    cells = [
+        cell("m", "A", "loss", {"loss": metrics(0.6, 0.5, 0.7, 0.1)}),
+        cell("m", "A", "recall", {"recall": metrics(0.8, 0.7, 0.9, 0.1)}, evaluated="other"),
+        cell("m", "B", "loss", {"loss": metrics(0.9, 0.8, 1.0, 0.1)}),
+    ]
+    (table,) = build_tables(GridResult(spec, cells))
+    assert table.title == "m" and table.columns == ("A", "B")
+    assert table.entries[("recall", "A")].best and table.entries[("loss", "B")].best
+    assert ("recall", "B") not in table.entries  # a missing cell is shown as a dash
+    assert "– | –" in to_markdown([table], title="x")
+    assert len(table.notes) == 1 and "column 'A'" in table.notes[0]
+
+
+def test_outputs_and_long_parquet(result: GridResult, tmp_path: Path):
+    written = write_outputs(result, build_tables(result), tmp_path)
+    assert {p.name for p in written} >= {"tables.md", "tables.tex", "tables.html", "cells.parquet"}
+    rows = pq.read_table(tmp_path / "cells.parquet").to_pylist()
+    assert len(rows) == 5 * 2  # 5 cells x (auc, tpr@1%)
+    loss = [r for r in rows if r["model"] == ODD and r["column"] == "loss"]
+    assert {r["metric"]: r["estimate"] for r in loss} == {"auc": 0.70, "tpr@1%": 0.051}
+    nm = next(r for r in rows if r["row"] == "min_k (k=0.2)" and r["model"] == "small"
+              and r["metric"] != "auc")  # fmt: skip
+    assert nm["not_measurable"] == "needs 100 non-members" and math.isnan(nm["estimate"])
+
+
+def test_cells_round_trip_and_a_broken_file_is_recomputed(result: GridResult, tmp_path: Path):
+    store = CellStore(tmp_path)
+    for record in result.cells:
+        store.put(record)
+    assert [store.get(r.key).to_dict() for r in result.cells] == [r.to_dict() for r in result.cells]
+    store.path(result.cells[0].key).write_text('{"format": 1, "key": ', encoding="utf-8")
+    assert store.get(result.cells[0].key) is None
+    assert not list(tmp_path.glob(".*.tmp"))
