@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from imprint.attacks.base import register
+from imprint.attacks.base import RunContext, register
 from imprint.attacks.ez_mia import warn_undefined
 from imprint.attacks.model_calls import ModelCallAttack
 from imprint.backends.base import TokenStats
@@ -157,6 +157,14 @@ class TagTab(ModelCallAttack):
 
     def columns(self) -> tuple[str, ...]:
         return (self.name, f"{self.name}_first")
+
+    @classmethod
+    def unavailable_reason(cls, run: RunContext) -> str | None:
+        try:
+            import wordfreq  # noqa: F401
+        except ImportError:
+            return "wordfreq is not installed (pip install 'llm-imprint[tagtab]')"
+        return None
 
     def check_backend(self, backend: Any) -> None:
         local = local_transformers(backend)
