@@ -89,7 +89,7 @@ def drifting_rows(
     *, n_spread: int = 1200, n_near: int = 400, near_days: float = 30, seed: int = 1
 ) -> list[dict]:
     """Documents whose vocabulary drifts with time: each word is a topic word with probability
-    0.4, from the "new" topic with probability equal to the fraction of 2016-2025 elapsed, else
+    0.6, from the "new" topic with probability equal to the fraction of 2016-2025 elapsed, else
     from the "old" one. ``n_spread`` documents are dated uniformly over the nine years and
     ``n_near`` within ``near_days`` of CUTOFF (2020-07-01), where the mix barely changes."""
     rng = random.Random(seed)
@@ -103,7 +103,7 @@ def drifting_rows(
         t = (date - START).total_seconds() / span
         text = [
             rng.choice(new if rng.random() < t else old)
-            if rng.random() < 0.4
+            if rng.random() < 0.6
             else rng.choice(neutral)
             for _ in range(80)
         ]
