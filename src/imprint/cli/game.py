@@ -57,6 +57,14 @@ GameOut = Annotated[
     Path | None, typer.Option(help="game folder (default: <cache>/games/<config hash>)")
 ]
 Force = Annotated[bool, typer.Option(help="rebuild even if the game exists")]
+GameUnit = Annotated[
+    str,
+    typer.Option(
+        help="sequence (a pool text is a candidate) or document (a pool text is a document of "
+        "--doc-sequences sequences of --words words; membership per document)"
+    ),
+]
+DocSequences = Annotated[int, typer.Option(help="with --unit document: sequences per document")]
 ReferenceModels = Annotated[
     int,
     typer.Option(
@@ -102,6 +110,8 @@ def build(
     max_canary_share: MaxCanaryShare = 0.5,
     heldout: Heldout = 10,
     shift: Shift = False,
+    unit: GameUnit = "sequence",
+    doc_sequences: DocSequences = 10,
     out: GameOut = None,
     force: Force = False,
     device: Device = "auto",
@@ -122,7 +132,8 @@ def build(
 
         say(f"reference models: {build_references(folder, k, device=device, console=console)}")
         refs = f" --references {folder} --attacks lira,rmia"
-    say(f"use: imprint run --model game:{folder} --data game:{folder} --breakdown group{refs}")
+    how = "--unit document --doc-field doc" if unit == "document" else "--breakdown group"
+    say(f"use: imprint run --model game:{folder} --data game:{folder} {how}{refs}")
 
 
 def _game_config(options: dict[str, Any]) -> Any:
@@ -137,8 +148,16 @@ def _game_config(options: dict[str, Any]) -> Any:
         "lora_targets": parse_list(options.pop("lora_targets"), option="--lora-targets"),
         "canary_repetitions": _ints(options.pop("repetitions"), "--repetitions"),
         "canaries_per_repetition": options.pop("canaries"),
+        "doc_sequences": _doc_sequences(options.pop("unit"), options.pop("doc_sequences")),
     }
     return GameConfig(**options, **renamed)
+
+
+def _doc_sequences(unit: str, k: int) -> int:
+    """GameConfig.doc_sequences for ``--unit``: 0 for a game of single texts."""
+    if unit not in ("sequence", "document"):
+        raise typer.BadParameter(f"{unit!r}: use sequence or document", param_hint="--unit")
+    return k if unit == "document" else 0
 
 
 @game_app.command("show")

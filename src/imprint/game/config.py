@@ -99,6 +99,10 @@ class GameConfig:
     heldout: int = 10
     shift: bool = False
     shift_temperature: float = 1.3
+    # a document game (> 0): each pool text is a document of this many sequences of ``words``
+    # words, membership is per document and every sequence of a member is trained on
+    # (imprint.game.documents); 0 is a game of single texts
+    doc_sequences: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "canary_repetitions", tuple(self.canary_repetitions))
@@ -143,6 +147,10 @@ class GameConfig:
         _positive_int(self.heldout, "heldout", minimum=0)
         _positive_float(self.shift_temperature, "shift_temperature")
         self._validate_canaries()
+        if self.doc_sequences:
+            from imprint.game.documents import check_document_game
+
+            check_document_game(self)
 
     def _validate_canaries(self) -> None:
         reps = self.canary_repetitions
@@ -198,6 +206,8 @@ class GameConfig:
         out = asdict(self)
         out["canary_repetitions"] = list(self.canary_repetitions)
         out["lora_targets"] = list(self.lora_targets)
+        if not self.doc_sequences:  # games of single texts keep the hash they always had
+            del out["doc_sequences"]
         return out
 
     @classmethod

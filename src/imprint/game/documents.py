@@ -1,0 +1,109 @@
+"""Document games: membership is per document, and every sequence of a member is trained on.
+
+Each pool document is one text of ``doc_sequences x words`` words sampled from the base model
+(so its sequences share a topic and a style, as a book's chapters do), cut into
+``doc_sequences`` consecutive sequences of ``words`` words. A seeded split makes half the
+documents members; each member sequence is one training sequence. ``data.jsonl`` holds one row
+per sequence with ``meta.doc`` (the document id) and ``meta.seq`` (its position), so::
+
+    imprint run --model game:DIR --data game:DIR --unit document --doc-field doc
+
+scores the sequences and aggregates them per document. ``heldout.jsonl`` holds whole held-out
+documents the same way: never trained, a second unseen set for dataset inference's
+false-positive check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from imprint.data import MEMBER, NON_MEMBER
+from imprint.errors import ConfigError
+from imprint.game.config import GENERATE, BuildPlan, GameConfig
+from imprint.game.texts import NATURAL_PROMPTS, generate_texts
+
+__all__ = ["DOC_FIELD", "check_document_game", "document_records", "split_sequences"]
+
+#: The meta field holding a sequence's document id (``--doc-field doc``).
+DOC_FIELD = "doc"
+
+
+def check_document_game(config: GameConfig) -> None:
+    """Refuse what a document game cannot do, saying what to change."""
+    k = config.doc_sequences
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"doc_sequences must be an integer >= 1 (0: no documents), got {k!r}")
+    if config.pool != GENERATE:
+        raise ConfigError(
+            f"a document game samples its documents from the base model (pool={GENERATE!r}); "
+            f"pool {config.pool!r} is not supported for documents yet. Drop --pool, or build a "
+            "game of single texts (--unit sequence)"
+        )
+    if config.canary_repetitions:
+        raise ConfigError(
+            "a document game has no canaries (membership is per document); pass --repetitions ''"
+        )
+    if config.shift:
+        raise ConfigError("a document game has no shifted non-members; drop --shift")
+
+
+def split_sequences(text: str, words: int, k: int) -> list[str]:
+    """``k`` consecutive sequences of ``words`` words of a generated text (single spaces)."""
+    parts = text.split()
+    if len(parts) != words * k:
+        raise ValueError(f"expected {words * k} words, got {len(parts)}")
+    return [" ".join(parts[j * words : (j + 1) * words]) for j in range(k)]
+
+
+def _rows(doc: str, text: str, role: str, config: GameConfig) -> list[dict[str, Any]]:
+    from imprint.game.records import HELDOUT_ROLE, MEMBER_ROLE
+
+    assert config.words is not None
+    rows = []
+    for j, seq in enumerate(split_sequences(text, config.words, config.doc_sequences)):
+        meta: dict[str, Any] = {"kind": "heldout" if role == HELDOUT_ROLE else "document"}
+        meta.update({DOC_FIELD: doc, "seq": j})
+        if role != HELDOUT_ROLE:
+            member = role == MEMBER_ROLE
+            meta.update(
+                repetitions=1 if member else 0,
+                group="document",
+                split="member" if member else "nonmember",
+            )
+        label = MEMBER if role == MEMBER_ROLE else NON_MEMBER
+        rows.append({"id": f"{doc}-s{j:03d}", "text": seq, "label": label, "meta": meta})
+    return rows
+
+
+def document_records(
+    plan: BuildPlan, model: Any, tokenizer: Any, *, console: Any, progress: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(candidate sequences of member and non-member documents, held-out documents' sequences)."""
+    from imprint.game.records import HELDOUT_ROLE, POOL_TOP_K, _bar, _roles
+
+    config = plan.config
+    assert config.words is not None
+    n_total = config.pool_size + config.heldout
+    rng = np.random.default_rng([config.seed, 1])
+    with _bar(console, progress, "generating documents", n_total) as advance:
+        texts = generate_texts(
+            model,
+            tokenizer,
+            n_total,
+            words=config.words * config.doc_sequences,
+            prompts=NATURAL_PROMPTS,
+            seed=config.seed,
+            temperature=config.pool_temperature,
+            top_k=POOL_TOP_K,
+            advance=advance,
+        )
+    roles = _roles(rng, n_total, config)
+    order = rng.permutation(n_total)  # ids reveal neither prompt nor label
+    records: list[dict[str, Any]] = []
+    heldout: list[dict[str, Any]] = []
+    for k, i in enumerate(order):
+        rows = _rows(f"doc-{k:04d}", texts[i], roles[i], config)
+        (heldout if roles[i] == HELDOUT_ROLE else records).extend(rows)
+    return records, heldout
