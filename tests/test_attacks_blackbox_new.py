@@ -20,6 +20,7 @@ from imprint.attacks.base import RunContext
 from imprint.attacks.de_cop import (
     DECOP,
     ORDERINGS,
+    clean_paraphrase,
     decop_scores,
     display,
     parse_choice,
@@ -216,6 +217,19 @@ def test_question_prompt_and_paraphrase_checks():
     assert "verbatim from the book 'Foxes'?" in prompt and prompt.endswith("\nAnswer:")
     assert [line[:3] for line in prompt.splitlines()[4:8]] == ["A. ", "B. ", "C. ", "D. "]
     assert display("  a\n\tb  c ") == "a b c"
+    assert display("ＡＢ　ﬁ") == "ＡＢ ﬁ"  # characters as written (a model saw them so)
+
+
+def test_generated_paraphrases_lose_their_wrapping():
+    one = "One paragraph only."
+    assert clean_paraphrase("Here is the rewritten passage:\n“Just one.”", one) == "Just one."
+    assert clean_paraphrase("Only one.\n\nPassage: and the model wrote on", one) == "Only one."
+    two = "First paragraph.\n\nSecond paragraph."
+    assert clean_paraphrase("First, rewritten.\n\nSecond, rewritten.", two).endswith(
+        "Second, rewritten."
+    )
+    assert clean_paraphrase("  'Quoted'  ", one) == "Quoted"
+    assert clean_paraphrase("Note:", one) == "Note:"  # nothing after the announcement: kept
     text = "Москва —  столица\nРоссии."
     assert usable_paraphrases(text, ["x", "y", "z"]) == ("x", "y", "z")
     assert usable_paraphrases(text, ["x", "y"]) is None  # fewer than three

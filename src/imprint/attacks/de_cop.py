@@ -80,9 +80,22 @@ MIN_QUOTED = 20  # characters of an option an answer must repeat to name it by i
 
 
 def display(text: str) -> str:
-    """An option as shown: NFKC, every whitespace run one space, stripped (applied to all four
-    options alike, so layout never gives the verbatim one away)."""
-    return " ".join(unicodedata.normalize("NFKC", text).split())
+    """An option as shown: every whitespace run one space, stripped (applied to all four options
+    alike, so layout never gives the verbatim one away; characters are kept as written)."""
+    return " ".join(text.split())
+
+
+def clean_paraphrase(answer: str, text: str) -> str:
+    """A generated paraphrase without the wrapping models add: a first line that only announces
+    it ("Here is the rewritten passage:"), surrounding quotes, and, when the text itself has no
+    blank line, whatever follows the first blank line (a base model writing on)."""
+    answer = answer.strip()
+    first, _, rest = answer.partition("\n")
+    if first.rstrip().endswith(":") and rest.strip():
+        answer = rest.strip()
+    if "\n\n" not in text.strip():
+        answer = answer.split("\n\n", 1)[0]
+    return answer.strip().strip(_QUOTE_CHARS).strip()
 
 
 def question_prompt(options: Sequence[str], source: str | None = None) -> str:
@@ -122,11 +135,15 @@ def parse_choice(answer: str, options: Sequence[str] = ()) -> int | None:
     return _quoted_option(text, options)
 
 
+def _folded(text: str) -> str:
+    return display(unicodedata.normalize("NFKC", text)).casefold()
+
+
 def _quoted_option(text: str, options: Sequence[str]) -> int | None:
-    said = display(text).casefold()
+    said = _folded(text)
     hits = set()
     for i, option in enumerate(options):
-        shown = display(option).casefold()
+        shown = _folded(option)
         head = shown[: max(MIN_QUOTED, 1)]
         if shown and (said.startswith(head) or (len(shown) < MIN_QUOTED and said == shown)):
             hits.add(i)
@@ -340,7 +357,7 @@ class DECOP(ModelCallAttack):
             prompts = [p.format(text=texts[i]) for i in idx for p in PARAPHRASE_PROMPTS]
             answers = requests.paraphrases(role, prompts, max_tokens=budget)
             for j, i in enumerate(idx):
-                found[i] = answers[3 * j : 3 * j + 3]
+                found[i] = [clean_paraphrase(a, texts[i]) for a in answers[3 * j : 3 * j + 3]]
         for i, text in enumerate(texts):
             out.append(usable_paraphrases(text, found[i]))
         return out
