@@ -184,3 +184,35 @@ def test_a_missing_benchmark_fails_before_any_model_loads(grid_files):
     with pytest.raises(Exception, match=r"benchmark .*nope\.jsonl"):
         run_grid(spec, spy, progress=False)
     assert loaded == []
+
+
+def test_a_game_epochs_sweep_puts_each_snapshot_in_a_column(grid_files, one_torch_thread):
+    import random
+
+    rng = random.Random(0)
+    words = ["the", "cat", "dog", "ran", "sat", "on", "mat", "house", "tree", "river", "blue"]
+    pool = grid_files["tmp"] / "pool.txt"
+    pool.write_text("\n".join(" ".join(rng.choice(words) for _ in range(10)) for _ in range(60)))
+    config = {
+        "model": grid_files["m1"], "pool": str(pool), "pool_size": 20, "words": 8,
+        "batch_size": 8, "max_length": 64, "canary_repetitions": [1, 3],
+        "canaries_per_repetition": 2, "canary_generator": "random", "canary_words": 6,
+    }  # fmt: skip
+    spec_path = write_spec(
+        grid_files["tmp"] / "game.yaml",
+        games=[{"name": "tiny game", "epochs": [2, 1], "config": config}],
+        refs={"base": grid_files["m1"]},
+        attacks=["loss", "ref"],
+        settings={"n_bootstrap": 20, "device": "cpu", "blind": True},
+        out=str(grid_files["tmp"] / "game-study"),
+    )
+    res = CliRunner().invoke(app, ["experiment", str(spec_path), "--no-progress"])
+    assert res.exit_code == 0, res.output
+    out = grid_files["tmp"] / "game-study"
+    assert (out / "games" / "tiny-game" / "epochs-1" / "model").is_dir()
+    text = (out / "tables.md").read_text("utf-8")
+    assert "## tiny game" in text
+    header = next(line for line in text.splitlines() if line.startswith("| attack"))
+    assert "tiny game 1 epoch AUC" in header and "tiny game 2 epochs AUC" in header
+    assert "ref\\[base\\]" in text and "ref\\_ratio\\[base\\]" in text
+    assert text.count("*blind (SoK bag-of-words)*") == 1  # one blind row: the snapshots share data

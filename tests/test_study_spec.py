@@ -1,4 +1,5 @@
-"""Experiment files: what a valid file becomes, and the error a wrong one gets (file, place, fix)."""
+"""Experiment files: what a valid file becomes, and the error a wrong one gets (file, place,
+fix)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,14 @@ def parse(**changes: Any) -> Any:
 def test_a_valid_file_becomes_typed_cells(tmp_path: Path):
     path = tmp_path / "grid.yaml"
     content = {
-        "models": ["smollm2-135m", {"name": "Gemma 3", "model": "gemma3-270m", "args": {"dtype": "float32"}}],
-        "benchmarks": ["wikimia:32", {"name": "WikiMIA-64 短", "data": "wikimia:64", "n_per_label": 7}],
+        "models": [
+            "smollm2-135m",
+            {"name": "Gemma 3", "model": "gemma3-270m", "args": {"dtype": "float32"}},
+        ],
+        "benchmarks": [
+            "wikimia:32",
+            {"name": "WikiMIA-64 短", "data": "wikimia:64", "n_per_label": 7},
+        ],
         "data": {"n_per_label": 50, "truncate": 64},
         "attacks": ["loss", "min_k", "recall"],
         "params": {"recall": {"n_shots": "3"}},
@@ -69,18 +76,23 @@ def test_a_valid_file_becomes_typed_cells(tmp_path: Path):
         ({"sweep": {"min_k.k": [1.5]}}, r"min_k k must be in \(0, 1\]"),
         ({"attacks": ["ref"]}, r"needs at least one reference model.*add refs: \{NAME: MODEL\}"),
         ({"models": [{"name": "a"}]}, r"models\[0\]: a model entry needs 'model'"),
-        ({"models": [{"model": "x", "arg": {}}]}, r"models\[0\]: unknown key 'arg' \(did you mean 'args'\?\)"),
+        ({"models": [{"model": "x", "arg": {}}]},
+         r"models\[0\]: unknown key 'arg' \(did you mean 'args'\?\)"),
         ({"models": ["a", {"name": "a", "model": "b"}]}, r"model name 'a' is given twice"),
-        ({"benchmarks": [{"data": "wikimia:32", "n_per_label": 0}]}, r"benchmarks\[0\]\.n_per_label: expected a whole number >= 1"),
+        ({"benchmarks": [{"data": "wikimia:32", "n_per_label": 0}]},
+         r"benchmarks\[0\]\.n_per_label: expected a whole number >= 1"),
         ({"benchmarks": [{"data": "x", "dedupe": "yes"}]}, r"dedupe: expected true or false"),
         ({"benchmarks": []}, r"is empty; list at least one entry"),
         ({"settings": {"n_bootstrap": 0}}, r"settings\.n_bootstrap: expected a whole number >= 1"),
         ({"settings": {"seeds": 1}}, r"settings: unknown key 'seeds' \(did you mean 'seed'\?\)"),
-        ({"table": {"columns": "attack"}}, r"table\.columns: expected one of \('model', 'benchmark'\)"),
+        ({"table": {"columns": "attack"}},
+         r"table\.columns: expected one of \('model', 'benchmark'\)"),
         ({"table": {"fpr": 1}}, r"table\.fpr: expected an FPR bound in \(0, 1\)"),
         ({"refs": {"target": "x"}}, r"refs: 'target' is the model under attack"),
-        ({"games": [{"name": "g", "epochs": [1], "config": {"methd": "full"}}]}, r"games\[0\]\.config: .*methd"),
-        ({"games": [{"name": "g", "epochs": [0]}]}, r"games\[0\]\.epochs\[0\]: expected a whole number >= 1"),
+        ({"games": [{"name": "g", "epochs": [1], "config": {"methd": "full"}}]},
+         r"games\[0\]\.config: .*methd"),
+        ({"games": [{"name": "g", "epochs": [0]}]},
+         r"games\[0\]\.epochs\[0\]: expected a whole number >= 1"),
     ],
 )  # fmt: skip
 def test_errors_name_the_file_the_place_and_the_fix(changes: dict[str, Any], message: str):
