@@ -93,6 +93,13 @@ def test_each_pass_runs_once_across_cells_and_a_rerun_calls_no_model(grid_files,
     assert again.models_loaded == [] and again.requests == {}
     assert [c.to_dict() for c in again.cells] == [c.to_dict() for c in first.cells]
 
+    renamed = _grid_spec(
+        grid_files, "renamed", models=[{"name": "Tiny Ünë", "model": grid_files["m1"]}]
+    )
+    relabelled = run_grid(renamed, orchestrator(), progress=False)
+    assert (relabelled.computed, relabelled.executed) == (0, 0)  # a label is not content
+    assert build_tables(relabelled)[0].columns == ("Tiny Ünë",)
+
 
 def test_adding_a_model_and_an_attack_computes_only_the_new_cells(grid_files, one_torch_thread):
     run_grid(_grid_spec(grid_files, "first"), orchestrator(), progress=False)

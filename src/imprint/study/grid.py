@@ -120,7 +120,14 @@ def run_grid(
         found.update(_compute(spec, orchestrator, missing, store, result, bars, advance))
     finally:
         bars.close()
-    result.cells = [r for r in found.values() if r is not None]
+    # labels come from the file as it is now: renaming a model or benchmark recomputes nothing
+    labels = {key: (bench.name, "", "blind baseline") for key, (bench, _) in blind.items()}
+    labels.update({c.key: (c.benchmark.name, c.model.name, c.variant.label) for c in cells})
+    result.cells = [
+        replace(r, benchmark=labels[k][0], model=labels[k][1], row=labels[k][2])
+        for k, r in found.items()
+        if r is not None
+    ]
     result.elapsed_s = round(time.time() - started, 2)
     return result
 
@@ -411,9 +418,3 @@ def _add_counts(total: dict[str, dict[str, int]], requests: dict[str, Any]) -> N
             into = total.setdefault(kind, {})
             for name, value in counts.items():
                 into[name] = into.get(name, 0) + int(value)
-
-
-def with_out(spec: StudySpec, out: Path) -> StudySpec:
-    """``spec`` writing to ``out`` (its default cache moves along)."""
-    cache = out / "cache.sqlite" if spec.cache == spec.out / "cache.sqlite" else spec.cache
-    return replace(spec, out=out, cache=cache)
