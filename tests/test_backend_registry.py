@@ -6,13 +6,10 @@ from __future__ import annotations
 import csv
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
-import types
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -20,7 +17,7 @@ from typer.testing import CliRunner
 
 import imprint.game  # noqa: F401  (registers game:DIR)
 from imprint.backends import registry
-from imprint.backends.base import LOGPROBS, SAMPLING, ScoreRequest
+from imprint.backends.base import LOGPROBS, SAMPLING, TOKEN_LOGPROBS, ScoreRequest
 from imprint.backends.options import HFOptions, OpenAIOptions, VLLMOptions
 from imprint.backends.registry import LoadContext, choose_backend, get_provider, provider_for
 from imprint.backends.scoped import SDPA_GQA_ENV
@@ -37,38 +34,12 @@ def no_vllm(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)
 
 
-class FakeLLM:
-    """Stands in for ``vllm.LLM``: records its engine arguments, samples words of the prompt."""
-
-    made: list[FakeLLM] = []
-
-    def __init__(self, **kwargs):
-        self.kwargs = kwargs
-        FakeLLM.made.append(self)
-
-    def generate(self, prompts, params, use_tqdm=False):
-        rng = random.Random(params.seed)
-        results = []
-        for prompt in prompts:
-            words = prompt.split() or ["x"]
-            outputs = [
-                SimpleNamespace(
-                    text=" " + " ".join(rng.choice(words) for _ in range(4)), token_ids=[0] * 4
-                )
-                for _ in range(params.n)
-            ]
-            results.append(SimpleNamespace(outputs=outputs))
-        return results
-
-
 @pytest.fixture
 def fake_vllm(monkeypatch):
-    module = types.ModuleType("vllm")
-    module.LLM = FakeLLM  # type: ignore[attr-defined]
-    module.SamplingParams = lambda **kw: SimpleNamespace(**kw)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "vllm", module)
-    FakeLLM.made.clear()
-    return FakeLLM
+    """vllm.LLM replaced by tests/vllm_standin.py (vLLM itself is not installable here)."""
+    from vllm_standin import install
+
+    return install(monkeypatch)
 
 
 def _texts(path: Path, n: int = 6) -> Path:
@@ -132,10 +103,10 @@ def test_vllm_without_vllm_names_the_extra(no_vllm):
         choose_backend("vllm:meta-llama/Llama-3.2-1B")
 
 
-def test_vllm_scheme_with_vllm_present_is_text_only(fake_vllm):
+def test_vllm_scheme_with_vllm_present_samples_and_scores_prompt_tokens(fake_vllm):
     choice = choose_backend("vllm:meta-llama/Llama-3.2-1B")
     assert choice.provider.name == "vllm" and choice.target == "meta-llama/Llama-3.2-1B"
-    assert choice.provider.capabilities == frozenset({SAMPLING})
+    assert choice.provider.capabilities == frozenset({SAMPLING, TOKEN_LOGPROBS})
     assert isinstance(choice.options, VLLMOptions)
 
 
@@ -285,7 +256,7 @@ def test_run_config_types_model_args_and_checks_reference_models(tmp_path, fake_
     config = RunConfig(model="a/b", data="d", out=tmp_path, model_args={"max-length": "128"})
     assert config.model_args == {"max_length": 128} and config.target_access == "gray-box"
     vllm = RunConfig(model="vllm:org/m", data="d", out=tmp_path, dtype="float16")
-    assert vllm.target_access == "black-box"
+    assert vllm.target_access == "token-logprobs"  # prompt log-probs, no vocabulary stats
     assert backend_choices(vllm)["target"].options.dtype == "float16"  # --dtype feeds vLLM too
     with pytest.raises(ConfigError, match=r"reference model small='vllm:org/r'.*no log-prob"):
         RunConfig(model="a/b", data="d", out=tmp_path, refs=(("small", "vllm:org/r"),))
@@ -353,7 +324,8 @@ def test_imprint_run_reaches_vllm_with_typed_engine_options(fake_vllm, tiny_mode
     }
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     entry = manifest["models"]["target"]
-    assert entry["provider"] == "vllm" and entry["capabilities"] == ["sampling"]
+    assert entry["provider"] == "vllm"
+    assert entry["capabilities"] == ["sampling", "token_logprobs"]
     assert entry["options"]["tensor_parallel_size"] == 2 and entry["usage"]["samples"] > 0
     assert manifest["config"]["model_args"] == {
         "tensor_parallel_size": 2,
@@ -479,6 +451,6 @@ def test_imprint_backends_lists_schemes_capabilities_and_options():
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     vllm = next(i for i, line in enumerate(lines) if line.startswith("vllm:"))
-    assert "sampling" in lines[vllm] and "logprobs" not in lines[vllm]
+    assert "sampling,token_logprobs" in lines[vllm] and " logprobs" not in lines[vllm]
     assert "tensor_parallel_size" in lines[vllm + 1] and "enforce_eager" in lines[vllm + 1]
     assert any(line.startswith("game:") and "served by hf" in line for line in lines)

@@ -14,7 +14,7 @@ import imprint.game  # noqa: F401  (registers the game:DIR model and data scheme
 from imprint.attacks import Attack, RunContext, build_attacks
 from imprint.attacks.base import hyperparameters
 from imprint.attacks.params import check_params
-from imprint.backends.base import LOGPROBS
+from imprint.backends.base import LOGPROBS, TOKEN_LOGPROBS
 from imprint.backends.models import cache_dir
 from imprint.backends.registry import (
     BackendChoice,
@@ -123,7 +123,9 @@ class RunConfig:
     def target_access(self) -> str:
         """gray-box when the target's provider gives per-token log-probs, else black-box."""
         provider, _ = provider_for(self.model, api_base=self.api_base)
-        return "gray-box" if LOGPROBS in provider.capabilities else "black-box"
+        if LOGPROBS in provider.capabilities:
+            return "gray-box"
+        return "token-logprobs" if TOKEN_LOGPROBS in provider.capabilities else "black-box"
 
 
 @dataclass

@@ -69,6 +69,9 @@ class Attack:
     summary: ClassVar[str] = ""
     paper: ClassVar[str] = ""
     access: ClassVar[str] = "gray-box"
+    # needs the mean/variance of log p over the vocabulary (or other full-distribution statistics);
+    # False = reads only per-token log p, rank or top-1, so a token-logprob backend (vLLM) serves it
+    vocab_stats: ClassVar[bool] = True
 
     @classmethod
     def unavailable_reason(cls, run: RunContext) -> str | None:
@@ -137,7 +140,7 @@ def build_attacks(
         everything = [
             n
             for n, c in available_attacks().items()
-            if c.access == run.target_access and c.unavailable_reason(run) is None
+            if _served(c, run.target_access) and c.unavailable_reason(run) is None
         ]
         expanded = [m for n in names for m in (everything if n == "all" else [n])]
         names = list(dict.fromkeys(expanded))
@@ -150,6 +153,8 @@ def build_attacks(
                 + ", ".join(n for n, c in available_attacks().items() if c.access == "black-box")
                 + ") or 'all'"
             )
+    if run.target_access == TOKEN_ACCESS:
+        _refuse_vocab_attacks(names)
     for key in params:
         get_attack_class(key)
         if key not in names:
@@ -163,6 +168,35 @@ def build_attacks(
         except TypeError as err:
             raise ConfigError(f"attack {name!r}: {err}") from err
     return attacks
+
+
+TOKEN_ACCESS = "token-logprobs"  # a target that returns only its prompt's per-token log p (vLLM)
+
+
+def _served(cls: type[Attack], target_access: str) -> bool:
+    """Whether ``all`` includes this attack at the target's access level."""
+    if target_access == TOKEN_ACCESS:
+        return cls.access == "gray-box" and not cls.vocab_stats
+    return cls.access == target_access
+
+
+def _refuse_vocab_attacks(names: Sequence[str]) -> None:
+    """Before any work: a token-logprob target cannot serve full-vocabulary statistics."""
+    refused = [
+        n
+        for n in names
+        if get_attack_class(n).access == "white-box"
+        or (get_attack_class(n).access == "gray-box" and get_attack_class(n).vocab_stats)
+    ]
+    if refused:
+        served = [n for n, c in available_attacks().items() if _served(c, TOKEN_ACCESS)]
+        raise ConfigError(
+            f"attack(s) {refused} need full-vocabulary statistics (mean/variance of log p, "
+            "entropy or gradients), which the target's backend (vLLM prompt log-probs) does not "
+            "return; run them on a local model (an alias, a folder, gguf:PATH, game:DIR or a hub "
+            "id: the hf backend), or choose from " + ", ".join(served) + " and the black-box "
+            "attacks"
+        )
 
 
 def mean_logp(values: np.ndarray) -> float:

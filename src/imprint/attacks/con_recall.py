@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -41,6 +42,7 @@ def con_recall_score(
 @register("con_recall")
 @dataclass(frozen=True)
 class ConRecall(Attack):
+    vocab_stats: ClassVar[bool] = False  # per-token log p only: vLLM serves it
     n_shots: int = 10
     gamma: float = 0.5
     sweep: tuple[float, ...] = ()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from imprint.signals.needs import Need, SignalSet
 @register("loss")
 @dataclass(frozen=True)
 class Loss(Attack):
+    vocab_stats: ClassVar[bool] = False  # per-token log p only: vLLM serves it
     summary = "mean token log-likelihood (minus the loss)"
     paper = "Yeom et al. 2018, Privacy Risk in Machine Learning"
 

@@ -7,6 +7,7 @@ relative to the lowercased text's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from imprint.signals.needs import LOWER, Need, SignalSet
 @register("lowercase")
 @dataclass(frozen=True)
 class Lowercase(Attack):
+    vocab_stats: ClassVar[bool] = False  # per-token log p only: vLLM serves it
     summary = "loss of x relative to the loss of lowercased x"
     paper = "Carlini et al. 2021, Extracting Training Data from Large Language Models"
 

@@ -7,6 +7,7 @@ k, all from the same forward pass.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from imprint.signals.needs import Need, SignalSet
 @register("min_k")
 @dataclass(frozen=True)
 class MinK(Attack):
+    vocab_stats: ClassVar[bool] = False  # per-token log p only: vLLM serves it
     k: float = 0.2
     sweep: tuple[float, ...] = ()
 

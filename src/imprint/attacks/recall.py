@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -45,6 +46,7 @@ def check_shots(attack: str, n_shots: int, separator: str) -> None:
 @register("recall")
 @dataclass(frozen=True)
 class Recall(Attack):
+    vocab_stats: ClassVar[bool] = False  # per-token log p only: vLLM serves it
     n_shots: int = 10
     separator: str = "\n\n"
 

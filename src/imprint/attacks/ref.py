@@ -8,7 +8,7 @@ A member is easier for the target than for a model that never saw it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from imprint.signals.needs import Need, SignalSet
 @register("ref")
 @dataclass(frozen=True)
 class Reference(Attack):
+    vocab_stats: ClassVar[bool] = False  # per-token log p only: vLLM serves it
     refs: tuple[str, ...] = ()
 
     summary = "target log-likelihood calibrated by reference models (difference and ratio)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -24,6 +25,7 @@ def zlib_bytes(text: str) -> int:
 @register("zlib")
 @dataclass(frozen=True)
 class Zlib(Attack):
+    vocab_stats: ClassVar[bool] = False  # per-token log p only: vLLM serves it
     summary = "log-likelihood over zlib compressed length (token mean, and per character)"
     paper = "Carlini et al. 2021, Extracting Training Data from Large Language Models"
 

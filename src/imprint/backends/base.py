@@ -15,6 +15,9 @@ import numpy as np
 LOGPROBS = "logprobs"  # per-token statistics of the next-token distribution (gray-box)
 GRADIENTS = "gradients"  # parameter gradients of the loss (white-box)
 SAMPLING = "sampling"  # text generation (black-box)
+# the prompt's own per-token log p, rank and top-1, without full-vocabulary statistics (what
+# serving engines such as vLLM return): serves attacks with ``vocab_stats = False``
+TOKEN_LOGPROBS = "token_logprobs"
 
 
 @dataclass(frozen=True)

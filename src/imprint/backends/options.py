@@ -78,13 +78,14 @@ class HFOptions:
 
 @dataclass(frozen=True)
 class VLLMOptions:
-    """vLLM's engine (text sampling on GPUs, prefix caching on)."""
+    """vLLM's engine (text sampling on GPUs, prefix caching on; prompt log-probs)."""
 
     tensor_parallel_size: int = 1  # GPUs the model is split over
     gpu_memory_utilization: float = 0.9  # share of each GPU's memory vLLM may take
     max_model_len: int | None = None  # context length (default: the model's)
     dtype: str = "auto"
     enforce_eager: bool = False  # skip CUDA-graph capture (faster start, slower decoding)
+    start_token: str = "auto"  # token texts are scored after, as for hf (auto, bos, none, literal)
 
     EXAMPLES: ClassVar[dict[str, str]] = {
         "tensor_parallel_size": "2",
@@ -92,6 +93,7 @@ class VLLMOptions:
         "max_model_len": "4096",
         "dtype": "bfloat16",
         "enforce_eager": "true",
+        "start_token": "bos",
     }
 
     def __post_init__(self) -> None:
@@ -105,6 +107,8 @@ class VLLMOptions:
             raise OptionError("max_model_len", "an integer >= 1 or none", self.max_model_len)
         if self.dtype not in _VLLM_DTYPES:
             raise OptionError("dtype", "one of " + ", ".join(sorted(_VLLM_DTYPES)), self.dtype)
+        if not self.start_token.strip():
+            raise OptionError("start_token", "auto, bos, none or a literal token", self.start_token)
 
     def engine_args(self) -> dict[str, Any]:
         """Keyword arguments for ``vllm.LLM`` (dtype in vLLM's spelling)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from imprint.backends.base import GRADIENTS, LOGPROBS, SAMPLING
+from imprint.backends.base import GRADIENTS, LOGPROBS, SAMPLING, TOKEN_LOGPROBS
 from imprint.backends.options import HFOptions, OpenAIOptions, VLLMOptions
 from imprint.backends.registry import BackendChoice, LoadContext, register
 
@@ -57,25 +57,27 @@ for _name, _summary, _example in (
 @register(
     "vllm",
     options=VLLMOptions,
-    capabilities=frozenset({SAMPLING}),
-    summary="vLLM engine: text sampling only (black-box attacks), prefix caching on",
+    capabilities=frozenset({SAMPLING, TOKEN_LOGPROBS}),
+    summary="vLLM engine: sampling with prefix caching (black-box attacks) and prompt log-probs "
+    "(attacks on per-token log p: loss, zlib, min_k, recall ...; not min_k_pp/surp/dc_pdd)",
     example="vllm:meta-llama/Llama-3.2-1B",
-    settings={"dtype": "dtype", "max_model_len": "max_length"},
+    settings={"dtype": "dtype", "max_model_len": "max_length", "start_token": "start_token"},
     requires=(("vllm", "vllm"),),
 )
 def load_vllm(choice: BackendChoice, context: LoadContext) -> Any:
     """vLLM over a hub id or folder; an alias, ``gguf:PATH`` or ``game:DIR`` is first resolved
     to a folder of safetensors (GGUF de-quantised once, as for hf) that vLLM can load."""
     from imprint.backends.models import fingerprint_source, materialize, resolve_model
-    from imprint.backends.text import VLLMTextBackend
+    from imprint.backends.vllm_logprobs import VLLMBackend
 
     source = resolve_model(choice.target)
     options: VLLMOptions = choice.options
     engine = options.engine_args()
     identity = [fingerprint_source(source), "vllm", engine["dtype"], str(options.max_model_len)]
-    return VLLMTextBackend(
+    return VLLMBackend(
         materialize(source).location,
         name=context.name,
+        start_token=options.start_token,
         engine_args=engine,
         model_fingerprint=hashlib.sha256("|".join(identity).encode()).hexdigest()[:20],
     )

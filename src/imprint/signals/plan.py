@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from imprint.backends.base import LOGPROBS, LogprobBackend, ScoreRequest, TokenStats
+from imprint.backends.base import LOGPROBS, TOKEN_LOGPROBS, LogprobBackend, ScoreRequest, TokenStats
 from imprint.errors import CapabilityError, ConfigError
 from imprint.executors import Executor, LocalExecutor, PlannedBatch
 from imprint.signals.cache import Key, SignalCache, make_key
@@ -45,7 +45,7 @@ def check_capabilities(needs: Iterable[Need], backends: dict[str, LogprobBackend
                 f"an attack needs model {need.model!r} but the run has only "
                 f"{sorted(backends)}; add it (for reference attacks: --ref NAME=SPEC)"
             )
-        if LOGPROBS not in backends[need.model].capabilities:
+        if not {LOGPROBS, TOKEN_LOGPROBS} & set(backends[need.model].capabilities):
             raise CapabilityError(
                 f"model {need.model!r} cannot return log-probabilities; use a gray-box backend"
             )
