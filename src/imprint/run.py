@@ -27,6 +27,7 @@ from imprint.data import LoadedData, Sample, apply_transforms, data_defects, res
 from imprint.data.pools import load_shot_pool
 from imprint.documents.run_hook import DocumentOptions, split_for_run
 from imprint.errors import ConfigError, DataError
+from imprint.executors import BackendFactory, Executor, ExecutorConfig, make_executor
 from imprint.requests.client import ModelRequests
 from imprint.scoring import WorkReport, compute_scores, model_requests, prepare_attacks
 from imprint.signals.cache import SignalCache
@@ -74,6 +75,8 @@ class RunConfig:
     progress: bool = True
     # --unit document: documents split into sequences, scored, aggregated (imprint.documents)
     documents: DocumentOptions | None = None
+    # where model work runs: this process, or Ray actors (--executor ray --address --workers)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     # a text-only target: an OpenAI-compatible API at api_base serving ``model`` (black-box
     # attacks only). The key is read from the environment variable api_key_env, never stored.
     api_base: str | None = None
@@ -229,6 +232,20 @@ def load_backends(config: RunConfig, cache: SignalCache | None = None) -> dict[s
     return backends
 
 
+def run_executor(config: RunConfig) -> Executor:
+    """The run's executor; a Ray worker builds its replica of each model from the same provider
+    choice and options as :func:`load_backends` (never a pickled model)."""
+    factories = {
+        name: BackendFactory(
+            choice,
+            LoadContext(name=name, seed=config.seed, token_budget=config.token_budget),
+            imports=("imprint.game",),  # registers game:DIR in the worker
+        )
+        for name, choice in backend_choices(config).items()
+    }
+    return make_executor(config.executor, factories)
+
+
 def execute_run(
     config: RunConfig,
     *,
@@ -287,6 +304,7 @@ def execute_run(
         "attacks": {a.name: hyperparameters(a) for a in scored.attacks},
         "passes": scored.work.plan.to_dict(),
         "requests": scored.work.to_dict(),
+        "executor": scored.work.executor,
         "elapsed_s": round(time.time() - started, 2),
     }
     if split is not None:  # document-level figures from the same sequence scores
@@ -339,9 +357,12 @@ def _score(
     backends: dict[str, Any] = {}
     work = WorkReport()
     requests: ModelRequests | None = None
+    executor = run_executor(config)
     try:
         backends = given if given is not None else load_backends(config, cache)
-        requests = model_requests(backends, cache, work, config.token_budget, progress)
+        requests = model_requests(
+            backends, cache, work, config.token_budget, progress, executor=executor
+        )
         samples, attacks, prefixes = _set_up_attacks(
             config, backends["target"], samples, pools, dropped, requests
         )
@@ -355,9 +376,12 @@ def _score(
             work=work,
             token_budget=config.token_budget,
             progress=progress,
+            executor=executor,
         )
+        work.executor = {"kind": executor.kind, **executor.stats.to_dict()}
         return _Scored(samples, attacks, scores, _describe_models(config, backends), work)
     finally:
+        executor.close()
         if shared_progress is None:
             progress.close()
         if requests is not None:

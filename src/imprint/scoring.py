@@ -99,6 +99,7 @@ class WorkReport:
 
     plan: PlanReport = field(default_factory=PlanReport)
     requests: RequestCounts = field(default_factory=RequestCounts)
+    executor: dict[str, Any] = field(default_factory=dict)  # where the work ran, per worker
 
     def add_passes(self, report: PlanReport) -> None:
         for name, counts in report.per_model.items():

@@ -49,6 +49,21 @@ References = Annotated[
     ),
 ]
 Field = Annotated[str | None, typer.Option()]
+ExecutorKind = Annotated[
+    str, typer.Option("--executor", help="where model work runs: local (this process) or ray")
+]
+Address = Annotated[
+    str | None,
+    typer.Option(
+        help="Ray cluster: auto (joins `ray start --head` here) or ray://HOST:10001; "
+        "default: a private Ray on this machine"
+    ),
+]
+Workers = Annotated[
+    int | None,
+    typer.Option(help="Ray model replicas; default one per GPU, else one per --worker-cpus cores"),
+]
+WorkerCpus = Annotated[int, typer.Option(help="cores per Ray CPU replica (its torch threads)")]
 Truncate = Annotated[int | None, typer.Option(help="truncate texts to N words")]
 Unit = Annotated[
     str,
@@ -157,8 +172,22 @@ def _run_config(options: dict[str, Any]) -> dict[str, Any]:
         "documents": _document_options(options),
         "blind": not options.pop("no_blind"),
         "api_key_env": options.pop("api_key_env") or None,
+        "executor": _executor_config(options),
     }
     return {**options, **renamed}
+
+
+def _executor_config(options: dict[str, Any]) -> Any:
+    """``--executor --address --workers --worker-cpus`` as an ExecutorConfig (Ray missing for
+    ``--executor ray`` fails here, before any work, with the install command)."""
+    from imprint.executors import ExecutorConfig
+
+    return ExecutorConfig(
+        kind=options.pop("executor_kind"),
+        address=options.pop("address"),
+        workers=options.pop("workers"),
+        worker_cpus=options.pop("worker_cpus"),
+    )
 
 
 def _document_options(options: dict[str, Any]) -> Any:
@@ -211,6 +240,10 @@ def run(
     api_top_k: ApiTopK = None,
     api_timeout: ApiTimeout = 60.0,
     api_max_retries: ApiMaxRetries = 6,
+    executor_kind: ExecutorKind = "local",
+    address: Address = None,
+    workers: Workers = None,
+    worker_cpus: WorkerCpus = 1,
 ) -> None:
     """Run membership inference attacks and write a report folder."""
     run_attacks(console=console, **_run_config(dict(locals())))

@@ -134,7 +134,11 @@ class ModelRequests:
         ]
         sampler = self._text_backend(role)
         out = self.runner.run(
-            role, self.fingerprint(role), reqs, lambda batch: _sample_batch(sampler, batch)
+            role,
+            self.fingerprint(role),
+            reqs,
+            lambda batch: _sample_batch(sampler, batch),
+            remote=sample_on,  # a Ray worker samples with its own replica
         )
         return [list(texts) for texts in out]
 
@@ -220,7 +224,9 @@ class ModelRequests:
         def execute(batch: list[NextTokenRequest]) -> list[dict[str, Any]]:
             return [token_laws(local, r) for r in batch]
 
-        return self.runner.run(role, self.fingerprint(role), reqs, execute, batch_size=4)
+        return self.runner.run(
+            role, self.fingerprint(role), reqs, execute, batch_size=4, remote=next_tokens_on
+        )
 
     def gradient_norms(
         self, role: str, texts: Sequence[str], *, norm: str = "l2", aggregate: str = "global"
@@ -387,6 +393,22 @@ def _sample_batch(sampler: Any, batch: Sequence[SampleRequest]) -> list[list[str
             )
             out.update(zip(call, texts, strict=True))
     return [out[r] for r in batch]
+
+
+def sample_on(backend: Any, batch: Sequence[SampleRequest]) -> list[list[str]]:
+    """``_sample_batch`` on a worker's own backend replica (the Ray executor's remote form)."""
+    from imprint.backends.text import as_text_backend
+
+    return _sample_batch(as_text_backend(backend), batch)
+
+
+def next_tokens_on(backend: Any, batch: Sequence[Any]) -> list[dict[str, Any]]:
+    """SimMIA's next-token laws on a worker's own backend replica (remote form)."""
+    from imprint.requests.next_token import token_laws
+
+    local = local_transformers(backend)
+    assert local is not None  # the driver checked its own replica of the same model
+    return [token_laws(local, r) for r in batch]
 
 
 def _text_rng(request: NextWordRequest) -> np.random.Generator:

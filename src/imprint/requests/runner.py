@@ -3,7 +3,9 @@
 ``RequestRunner.run(role, fingerprint, requests, execute)`` is the one path every model call
 takes (besides the log-prob planner, which shares the counting): requests are deduplicated by
 key, looked up in the store, the misses sorted longest first and handed to ``execute`` a batch at
-a time; each batch's results are stored in one transaction before the next batch starts.
+a time; each batch's results are stored in one transaction as it arrives. Where a batch runs is
+the executor's business (:mod:`imprint.executors`: this process, or Ray actors when the call
+gives a ``remote`` form of ``execute``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 from imprint.errors import ConfigError
+from imprint.executors import Executor, LocalExecutor
 from imprint.requests.kinds import Request
 from imprint.requests.store import RequestStore
 
@@ -55,10 +58,13 @@ class RequestRunner:
         *,
         progress: Progress | None = None,
         counts: RequestCounts | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self.store = store
         self.progress = progress
         self.counts = counts if counts is not None else RequestCounts()
+        # where batches run: this process unless the run hands a Ray executor in
+        self.executor: Executor = executor if executor is not None else LocalExecutor()
 
     def run(
         self,
@@ -68,8 +74,13 @@ class RequestRunner:
         execute: Callable[[list[R]], Sequence[Any]],
         *,
         batch_size: int = 16,
+        remote: Callable[[Any, list[R]], Sequence[Any]] | None = None,
     ) -> list[Any]:
-        """One result per request, in order; ``execute(batch)`` returns one result per request."""
+        """One result per request, in order; ``execute(batch)`` returns one result per request.
+
+        ``remote(backend, batch)``, a picklable function (never a closure over a loaded model),
+        lets a Ray executor run the batch on a worker's own replica of the ``role`` model.
+        """
         if not requests:
             return []
         kinds = {r.kind for r in requests}
@@ -87,9 +98,11 @@ class RequestRunner:
             if self.progress and missing
             else None
         )
-        for start in range(0, len(missing), batch_size):
-            batch = missing[start : start + batch_size]
-            results = list(execute(batch))
+        batches = [missing[i : i + batch_size] for i in range(0, len(missing), batch_size)]
+
+        def store(index: int, results: list[Any]) -> None:
+            # each batch is stored in one transaction as it arrives (any order under Ray)
+            batch = batches[index]
             if len(results) != len(batch):
                 raise RuntimeError(f"{kind}: {len(batch)} requests gave {len(results)} results")
             self.store.put_many(fingerprint, zip(batch, results, strict=True))
@@ -98,4 +111,8 @@ class RequestRunner:
             counts.batches += 1
             if advance:
                 advance(len(batch))
+
+        self.executor.run_batches(
+            role, batches, execute, store, fingerprint=fingerprint, remote=remote
+        )
         return [found[r.key()] for r in requests]

@@ -7,6 +7,7 @@ sort the misses by length, batch them by a token budget, score, commit each batc
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from imprint.backends.base import LOGPROBS, TOKEN_LOGPROBS, LogprobBackend, ScoreRequest, TokenStats
@@ -190,15 +191,25 @@ def _fetch_or_score(
     ]
     advance = progress(f"scoring with {model}", sum(lengths.values())) if progress else None
 
-    def store(index: int, stats: list[TokenStats]) -> None:
-        # each batch is committed as it arrives (in any order under a parallel executor)
-        cache.put_many(zip(keys[index], stats, strict=True))
-        found.update(zip(keys[index], stats, strict=True))
-        counts.scored += len(keys[index])
-        counts.scored_tokens += batches[index].n_tokens
-        counts.batches += 1
+    # Each batch is committed as it arrives (in any order under a parallel executor), by one
+    # writer thread: on a GPU the next forward runs while SQLite writes the last batch (the
+    # write releases the GIL). A write error surfaces here; a kill loses at most the batches
+    # still queued, which the next run scores again.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="imprint-cache") as writer:
+        writes: list[Future[None]] = []
 
-    executor.score_batches(model, backend, batches, store, advance=advance)
+        def store(index: int, stats: list[TokenStats]) -> None:
+            writes.append(writer.submit(cache.put_many, list(zip(keys[index], stats, strict=True))))
+            found.update(zip(keys[index], stats, strict=True))
+            counts.scored += len(keys[index])
+            counts.scored_tokens += batches[index].n_tokens
+            counts.batches += 1
+
+        try:
+            executor.score_batches(model, backend, batches, store, advance=advance)
+        finally:
+            for write in writes:
+                write.result()
     return found
 
 

@@ -1,0 +1,43 @@
+"""Where model work runs: in this process (``local``, the default) or on Ray actors (``ray``).
+
+See :mod:`imprint.executors.base` for the contract; :func:`make_executor` builds one from an
+:class:`ExecutorConfig` and the run's backend factories (Ray is imported only for ``ray``).
+"""
+
+from __future__ import annotations
+
+from imprint.executors.base import (
+    BackendFactory,
+    Executor,
+    ExecutorConfig,
+    ExecutorStats,
+    PlannedBatch,
+    WorkerLostError,
+    check_ray_installed,
+)
+from imprint.executors.local import LocalExecutor
+
+__all__ = [
+    "BackendFactory",
+    "Executor",
+    "ExecutorConfig",
+    "ExecutorStats",
+    "LocalExecutor",
+    "PlannedBatch",
+    "WorkerLostError",
+    "check_ray_installed",
+    "make_executor",
+]
+
+
+def make_executor(
+    config: ExecutorConfig, factories: dict[str, BackendFactory] | None = None
+) -> Executor:
+    """The executor ``config`` asks for; ``factories`` (model role -> how a worker builds its
+    replica) are needed by ``ray`` only: a role without one runs locally."""
+    if config.kind == "local":
+        return LocalExecutor()
+    check_ray_installed()
+    from imprint.executors.ray import RayExecutor
+
+    return RayExecutor(config, factories or {})

@@ -1,0 +1,320 @@
+"""The Ray executor: planned batches run on Ray actors, one model replica each.
+
+The driver plans (dedupes, looks up its cache, batches) exactly as for the local executor; the
+batches of one model role are dealt into shards (interleaved, so each shard mixes long and short
+texts) and the shards queued on a pool of actors, each of which builds its own replica of the
+backend from the run's provider choice (a loaded model is never pickled) and checks that its
+content fingerprint equals the driver's. An actor streams back one result per batch (a Ray
+streaming generator); the driver stores each in its one cache as it arrives (``ray.wait``), so
+the cache never leaves the driver. When an actor dies (lost machine, OOM kill, ``ray.kill``), the
+batches of its shards that have not arrived are queued again for the other actors and a
+replacement actor is started: nothing stored is run again, nothing is stored twice.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from imprint.executors.base import (
+    BackendFactory,
+    ExecutorConfig,
+    ExecutorStats,
+    OnBatch,
+    OnResults,
+    PlannedBatch,
+    WorkerLostError,
+)
+from imprint.executors.local import LocalExecutor
+
+DEPTH = 2  # shards queued per actor: the next is ready when one ends
+
+
+class Replica:
+    """A Ray actor's state: one backend replica built from a :class:`BackendFactory`."""
+
+    def __init__(self, factory: BackendFactory, threads: int, exit_after: int | None) -> None:
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        try:
+            import torch
+
+            torch.set_num_threads(threads)  # as many torch threads as cores reserved
+        except ImportError:  # a backend without torch (an API client)
+            pass
+        self.threads = threads
+        self.backend = factory.build()
+        self.exit_after = exit_after
+        self.executed = 0
+
+    def info(self) -> dict[str, Any]:
+        """Where this replica runs and the fingerprint of the model it built."""
+        import socket
+
+        fingerprint = str(getattr(self.backend, "fingerprint", ""))
+        return {"fingerprint": fingerprint, "pid": os.getpid(), "host": socket.gethostname()}
+
+    def score(self, shard: list[tuple[int, PlannedBatch]]) -> Iterator[tuple[int, Any]]:
+        """Score a shard batch by batch, yielding ``(index, stats)`` as each ends."""
+        for index, batch in shard:
+            self._count(len(batch.requests))
+            yield index, self.backend.score(list(batch.requests))
+
+    def run(
+        self, remote: Callable[[Any, list[Any]], Sequence[Any]], shard: list[tuple[int, list[Any]]]
+    ) -> Iterator[tuple[int, list[Any]]]:
+        """Run a shard of typed requests with ``remote(backend, batch)``."""
+        for index, batch in shard:
+            self._count(len(batch))
+            yield index, list(remote(self.backend, batch))
+
+    def _count(self, n: int) -> None:
+        if self.exit_after is not None and self.executed + n > self.exit_after:
+            os._exit(1)  # the test hook: die abruptly, mid-shard, as a lost machine does
+        self.executed += n
+
+
+@dataclass
+class _Pool:
+    """The actors serving one model role; ``lost`` and ``started`` count replacements."""
+
+    role: str
+    factory: BackendFactory
+    fingerprint: str
+    actors: dict[str, Any] = field(default_factory=dict)
+    started: int = 0
+
+
+class RayExecutor:
+    """Runs one model role at a time on a pool of Ray actors (see the module docstring)."""
+
+    kind = "ray"
+
+    def __init__(self, config: ExecutorConfig, factories: dict[str, BackendFactory]) -> None:
+        self.config = config
+        self.factories = dict(factories)
+        self.stats = ExecutorStats()
+        self._pool: _Pool | None = None
+        self._started_ray = False
+        self._local = LocalExecutor()  # for work no worker can build a model for
+
+    # -- the work ------------------------------------------------------------------------------
+    def score_batches(
+        self,
+        role: str,
+        backend: Any,
+        batches: Sequence[PlannedBatch],
+        on_batch: OnBatch,
+        *,
+        advance: Callable[[int], None] | None = None,
+    ) -> None:
+        if not batches:
+            return
+        if role not in self.factories:
+            self._local.score_batches(role, backend, batches, on_batch, advance=advance)
+            return
+        pool = self._pool_for(role, str(backend.fingerprint))
+
+        def submit(actor: Any, shard: list[int]) -> Any:
+            items = [(i, batches[i]) for i in shard]
+            return actor.score.options(num_returns="streaming").remote(items)
+
+        def arrived(index: int, stats: Any) -> None:
+            on_batch(index, list(stats))
+            if advance is not None:
+                advance(batches[index].n_tokens)
+
+        sizes = [len(b.requests) for b in batches]
+        self._schedule(pool, sizes, submit, arrived)
+
+    def run_batches(
+        self,
+        role: str,
+        batches: Sequence[Sequence[Any]],
+        execute: Callable[[list[Any]], Sequence[Any]],
+        on_results: OnResults,
+        *,
+        fingerprint: str = "",
+        remote: Callable[[Any, list[Any]], Sequence[Any]] | None = None,
+    ) -> None:
+        if not batches:
+            return
+        if remote is None or role not in self.factories:
+            self._local.run_batches(role, batches, execute, on_results)
+            return
+        pool = self._pool_for(role, fingerprint)
+
+        def submit(actor: Any, shard: list[int]) -> Any:
+            items = [(i, list(batches[i])) for i in shard]
+            return actor.run.options(num_returns="streaming").remote(remote, items)
+
+        self._schedule(pool, [len(b) for b in batches], submit, on_results)
+
+    # -- scheduling ----------------------------------------------------------------------------
+    def _schedule(
+        self,
+        pool: _Pool,
+        sizes: list[int],
+        submit: Callable[[Any, list[int]], Any],
+        arrived: Callable[[int, Any], None],
+    ) -> None:
+        """Deal batches into shards, keep every actor busy, store results as they arrive and
+        queue again what a lost actor did not deliver."""
+        import ray
+
+        queue = deque(_shards(len(sizes), len(pool.actors) * self.config.shards_per_worker))
+        self.stats.shards += len(queue)
+        done: set[int] = set()
+        inflight: dict[Any, tuple[str, list[int]]] = {}
+        while queue or inflight:
+            self._fill(pool, queue, inflight, done, submit)
+            if not inflight:
+                raise self._all_lost(pool, len(done), len(sizes))
+            ready, _ = ray.wait(list(inflight), num_returns=1)
+            gen: Any = ready[0]
+            worker, shard = inflight[gen]
+            try:
+                index, payload = ray.get(next(gen))
+            except StopIteration:
+                del inflight[gen]
+                continue
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+                del inflight[gen]
+                self._lost(pool, worker, [i for i in shard if i not in done], queue)
+                continue
+            except ray.exceptions.RayTaskError as err:
+                self._close_pool()
+                raise err.as_instanceof_cause() from None
+            if index in done:  # never stored twice (cannot happen: a shard is re-run only
+                continue  # for what its lost actor did not deliver)
+            arrived(index, payload)
+            done.add(index)
+            self.stats.add(worker, sizes[index])
+
+    def _fill(
+        self,
+        pool: _Pool,
+        queue: deque[list[int]],
+        inflight: dict[Any, tuple[str, list[int]]],
+        done: set[int],
+        submit: Callable[[Any, list[int]], Any],
+    ) -> None:
+        """Give each live actor shards until it has ``DEPTH`` queued."""
+        load = {worker: 0 for worker in pool.actors}
+        for worker, _ in inflight.values():
+            if worker in load:
+                load[worker] += 1
+        for worker, actor in pool.actors.items():
+            while load[worker] < DEPTH and queue:
+                shard = [i for i in queue.popleft() if i not in done]
+                if shard:
+                    inflight[submit(actor, shard)] = (worker, shard)
+                    load[worker] += 1
+
+    def _lost(self, pool: _Pool, worker: str, left: list[int], queue: deque[list[int]]) -> None:
+        """An actor died: queue what it owed first, replace it once (replacements are capped
+        at the pool's size)."""
+        if left:
+            queue.appendleft(left)
+            self.stats.retried_shards += 1
+        if worker in pool.actors:
+            del pool.actors[worker]
+            self.stats.lost_workers += 1
+            if pool.started < 2 * self._workers():
+                self._start_actors(pool, 1)
+
+    def _all_lost(self, pool: _Pool, done: int, total: int) -> WorkerLostError:
+        return WorkerLostError(
+            f"every Ray worker for model {pool.role!r} was lost ({pool.started} started, "
+            f"{self.stats.lost_workers} lost); {done} of {total} batches were stored in the "
+            "cache. Check the cluster (ray status, the workers' logs: out of memory?); "
+            "running the same command again resumes from the cache"
+        )
+
+    # -- pools ---------------------------------------------------------------------------------
+    def actors(self) -> dict[str, Any]:
+        """The live actors of the current pool by worker id (e.g. to kill one in a test)."""
+        return dict(self._pool.actors) if self._pool is not None else {}
+
+    def _pool_for(self, role: str, fingerprint: str) -> _Pool:
+        """The actors for ``role`` (one role at a time: another role's pool is closed first)."""
+        if self._pool is not None and self._pool.role == role:
+            return self._pool
+        self._close_pool()
+        started = time.perf_counter()
+        self._ensure_ray()
+        pool = _Pool(role, self.factories[role], fingerprint)
+        self._start_actors(pool, self._workers())
+        self._pool = pool
+        self.stats.start_s += time.perf_counter() - started
+        return pool
+
+    def _start_actors(self, pool: _Pool, n: int) -> None:
+        """Start ``n`` actors and wait for their models; a fingerprint unlike the driver's, or a
+        model a worker cannot build, is an error that names the worker's host."""
+        import ray
+
+        from imprint.executors.ray_setup import actor_options, check_replica
+
+        options = actor_options(self.config, self._gpus())
+        cls = ray.remote(Replica)
+        new: dict[str, Any] = {}
+        for _ in range(n):
+            exit_after = self.config.exit_after if pool.started == 0 else None
+            worker = f"{pool.role}-{pool.started}"
+            new[worker] = cls.options(**options).remote(  # type: ignore[attr-defined]
+                pool.factory, self.config.worker_cpus, exit_after
+            )
+            pool.started += 1
+        infos = {w: a.info.remote() for w, a in new.items()}
+        for worker, ref in infos.items():
+            check_replica(pool.role, worker, ref, pool.fingerprint)
+        pool.actors.update(new)
+        self.stats.started_workers += n
+
+    def _workers(self) -> int:
+        from imprint.executors.ray_setup import default_workers
+
+        return self.config.workers or default_workers(self.config, self._gpus())
+
+    def _gpus(self) -> int:
+        import ray
+
+        return int(ray.cluster_resources().get("GPU", 0))
+
+    def _ensure_ray(self) -> None:
+        import ray
+
+        from imprint.executors.ray_setup import check_resources, connect
+
+        if not ray.is_initialized():
+            connect(self.config)
+            self._started_ray = True
+        check_resources(self.config, self._workers(), self._gpus())
+
+    def _close_pool(self) -> None:
+        if self._pool is None:
+            return
+        import ray
+
+        for actor in self._pool.actors.values():
+            ray.kill(actor)
+        self._pool = None
+
+    def close(self) -> None:
+        """Stop the actors, and Ray itself when this executor started it."""
+        self._close_pool()
+        if self._started_ray:
+            import ray
+
+            ray.shutdown()
+            self._started_ray = False
+
+
+def _shards(n_batches: int, n_shards: int) -> list[list[int]]:
+    """Batch indices dealt round-robin into at most ``n_shards`` non-empty shards."""
+    k = max(1, min(n_batches, n_shards))
+    return [list(range(s, n_batches, k)) for s in range(k)]

@@ -1,0 +1,190 @@
+"""The Ray executor: planned work on Ray actors (2 local workers), results stored on the driver.
+
+A worker lost mid-shard (the test hook exits after N requests; ``ray.kill`` on a busy actor)
+costs only what it had not delivered: the run completes, its scores equal a local run's, and
+every request is executed (and stored) exactly once.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import wikimia_subset
+
+from imprint.backends.registry import LoadContext, choose_backend
+from imprint.errors import ConfigError, MissingDependencyError
+from imprint.executors import BackendFactory, ExecutorConfig, make_executor
+from imprint.requests import RequestRunner, RequestStore
+from imprint.requests.client import ModelRequests, local_transformers
+from imprint.run import RunConfig, execute_run
+from imprint.signals.cache import SignalCache
+from imprint.signals.needs import Need
+from imprint.signals.plan import run_plan
+
+ray = pytest.importorskip("ray", reason="Ray is the [ray] extra (in [dev]): pip install ray")
+
+ATTACKS = ("loss", "zlib", "min_k", "min_k_pp")
+# non-Latin, long and odd texts besides WikiMIA's; 128-token context: long ones are windowed
+TEXTS = [
+    "Hurricane Ana was the second tropical cyclone to threaten Hawaii in 2014.",
+    "東京都は日本の首都であり、人口は約千四百万人である。" * 3,
+    "Москва — столица России, город федерального значения.",
+    "x",
+    "🙂 " * 40,
+    " ".join(f"word{i}" for i in range(300)),
+] + [f"Numbers like {i}, {i * 10} and {i * 100} appear in many documents." for i in range(30)]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _factory(model_dir: Path) -> tuple[BackendFactory, object]:
+    choice = choose_backend(str(model_dir), settings={"device": "cpu"})
+    context = LoadContext(token_budget=64)
+    return BackendFactory(choice, context), choice.load(context)
+
+
+def _config(tiny_model_dir: Path, tmp_path: Path, name: str, **executor: object) -> RunConfig:
+    return RunConfig(
+        model=str(tiny_model_dir),
+        data=str(wikimia_subset(tmp_path, 12)),
+        out=tmp_path / name,
+        attacks=ATTACKS,
+        device="cpu",
+        token_budget=96,  # many small batches, so shards hold several
+        cache=tmp_path / f"{name}.sqlite",
+        progress=False,
+        n_bootstrap=20,
+        blind=False,
+        executor=ExecutorConfig(**executor),  # type: ignore[arg-type]
+    )
+
+
+def test_run_with_an_actor_lost_mid_shard_equals_local(local_ray, tiny_model_dir, tmp_path):
+    local = execute_run(_config(tiny_model_dir, tmp_path, "local"))
+    remote = execute_run(
+        _config(tiny_model_dir, tmp_path, "ray", kind="ray", workers=2, exit_after=5)
+    )
+    assert local.scores.keys() == remote.scores.keys() >= set(ATTACKS)
+    for column, values in local.scores.items():
+        np.testing.assert_allclose(remote.scores[column], values, rtol=0, atol=1e-5)
+    passes = remote.manifest["requests"]["target"]["logprobs"]
+    stats = remote.manifest["executor"]
+    assert stats["kind"] == "ray" and stats["lost_workers"] == 1 and stats["retried_shards"] >= 1
+    assert stats["started_workers"] == 3  # two, then one replacement
+    assert stats["executed"]["target-0"] == 5  # the lost worker's deliveries were kept
+    # every request executed exactly once, and stored once
+    assert sum(stats["executed"].values()) == passes["executed"] == passes["requests"]
+    assert len(SignalCache(tmp_path / "ray.sqlite")) == passes["requests"]
+
+
+def test_ray_kill_mid_shard_loses_nothing(local_ray, tiny_model_dir):
+    factory, backend = _factory(tiny_model_dir)
+    executor = make_executor(ExecutorConfig(kind="ray", workers=2), {"target": factory})
+    killed: list[str] = []
+
+    def progress(label: str, total: int):
+        def advance(n: int) -> None:
+            actors = executor.actors()  # type: ignore[attr-defined]
+            if not killed and len(actors) == 2:  # at the first result, kill a busy actor
+                worker, actor = sorted(actors.items())[0]
+                ray.kill(actor)
+                killed.append(worker)
+
+        return advance
+
+    cache = SignalCache(None)
+    try:
+        signals, report = run_plan(
+            TEXTS, [Need()], {"target": backend}, cache, token_budget=64, progress=progress,
+            executor=executor,
+        )  # fmt: skip
+    finally:
+        executor.close()
+    expected, _ = run_plan(TEXTS, [Need()], {"target": backend}, SignalCache(None), token_budget=64)
+    for got, want in zip(signals.get(), expected.get(), strict=True):
+        np.testing.assert_array_equal(got.token_ids, want.token_ids)
+        np.testing.assert_allclose(got.logp, want.logp, atol=1e-5)
+        np.testing.assert_allclose(got.mean_logp, want.mean_logp, atol=1e-5)
+    stats = executor.stats
+    assert killed and stats.lost_workers == 1 and stats.retried_shards >= 1
+    assert sum(stats.executed.values()) == report.per_model["target"].scored == len(TEXTS)
+    assert len(cache) == len(TEXTS)
+
+
+def test_request_runner_samples_on_workers_as_locally(local_ray, tiny_model_dir):
+    """Typed requests with a remote form (sampled continuations) run on the workers' replicas
+    and give the draws of a local run (seeded per prompt)."""
+    factory, backend = _factory(tiny_model_dir)
+    executor = make_executor(ExecutorConfig(kind="ray", workers=2), {"target": factory})
+    prompts = ["The quick brown", "東京都は", "In 2023 the", "🙂", "Membership"] * 3
+    try:
+        client = ModelRequests(
+            {"target": backend},
+            RequestRunner(RequestStore(None), executor=executor),
+            local_models=local_transformers,
+        )
+        remote = client.sample("target", prompts, 2, 5, seed=3)
+    finally:
+        executor.close()
+    local = ModelRequests(
+        {"target": backend}, RequestRunner(RequestStore(None)), local_models=local_transformers
+    ).sample("target", prompts, 2, 5, seed=3)
+    assert remote == local
+    unique = len(set(prompts))
+    assert sum(executor.stats.executed.values()) == unique
+    assert all(w.startswith("target-") for w in executor.stats.executed)
+
+
+def test_worker_with_other_model_files_is_refused(local_ray, tiny_model_dir, tiny_ref_dir):
+    other, _ = _factory(tiny_ref_dir)  # a worker whose files differ from the driver's
+    _, backend = _factory(tiny_model_dir)
+    executor = make_executor(ExecutorConfig(kind="ray", workers=1), {"target": other})
+    try:
+        with pytest.raises(ConfigError, match=r"target-0 .* fingerprint .* differ"):
+            run_plan(TEXTS[:4], [Need()], {"target": backend}, SignalCache(None), executor=executor)
+    finally:
+        executor.close()
+
+
+def test_more_workers_than_cores_is_refused(local_ray, tiny_model_dir):
+    factory, backend = _factory(tiny_model_dir)
+    executor = make_executor(ExecutorConfig(kind="ray", workers=3), {"target": factory})
+    with pytest.raises(ConfigError, match="needs 3 CPUs but the Ray cluster has 2"):
+        run_plan(TEXTS[:2], [Need()], {"target": backend}, SignalCache(None), executor=executor)
+    executor.close()
+
+
+def test_executor_options_are_checked_before_any_work():
+    with pytest.raises(ConfigError, match="add --executor ray"):
+        ExecutorConfig(workers=2)
+    with pytest.raises(ConfigError, match="unknown"):
+        ExecutorConfig(kind="dask")
+    with pytest.raises(ConfigError, match="workers must be an integer >= 1"):
+        ExecutorConfig(kind="ray", workers=0)
+
+
+def test_without_ray_the_cli_names_the_install_command(tmp_path, monkeypatch, tiny_model_dir):
+    from typer.testing import CliRunner
+
+    from imprint.cli import app
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+    with pytest.raises(MissingDependencyError, match=r"pip install 'llm-imprint\[ray\]'"):
+        ExecutorConfig(kind="ray")
+    out = tmp_path / "run"
+    result = CliRunner().invoke(
+        app,
+        ["run", "--model", str(tiny_model_dir), "--data", "wikimia:32", "--out", str(out),
+         "--executor", "ray", "--cache", str(tmp_path / "c.sqlite")],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "pip install 'llm-imprint[ray]'" in " ".join(result.output.split())
+    assert not out.exists() and not (tmp_path / "c.sqlite").exists()  # no work was done
