@@ -150,3 +150,19 @@ def test_the_examples_the_issue_asks_for_exist():
     wikimia = load_spec(EXAMPLES / "wikimia-offline.yaml")
     assert [b.data for b in wikimia.benchmarks] == ["wikimia:32", "wikimia:64"]
     assert [m.model for m in wikimia.models] == ["smollm2-135m", "gemma3-270m"]
+
+
+def test_the_cli_reports_a_bad_file_in_one_line_and_plans_a_good_one(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from imprint.cli import app
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**BASE, "attacks": ["los"]}), encoding="utf-8")
+    res = CliRunner().invoke(app, ["experiment", str(bad)])
+    assert res.exit_code == 2
+    assert "error:" in res.output and "unknown attack 'los'" in res.output
+    assert not (tmp_path / "studies").exists()
+    res = CliRunner().invoke(app, ["experiment", str(EXAMPLES / "mink-k-sweep.yaml"), "--plan"])
+    assert res.exit_code == 0, res.output
+    assert "attack min_k (k=0.05)" in res.output and "12 attack variant(s)" in res.output

@@ -71,6 +71,41 @@ class GridResult:
         return sum(c.get("executed", 0) for kinds in self.requests.values() for c in kinds.values())
 
 
+class GridProgress:
+    """One rich display for the whole grid: its cells bar and every run's scoring bars (handed
+    to ``execute_run`` as its progress factory, so they share the one live display)."""
+
+    def __init__(self, console: Any = None, *, enabled: bool = True) -> None:
+        self._bars: Any = None
+        if enabled:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._bars = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[unit]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                console=console,
+            )  # fmt: skip
+            self._bars.start()
+
+    def __call__(self, label: str, total: int, *, unit: str = "tokens") -> Callable[[int], None]:
+        if self._bars is None:
+            return lambda n: None
+        task = self._bars.add_task(label, total=total, unit=unit)
+        return lambda n: self._bars.advance(task, n)
+
+    def close(self) -> None:
+        if self._bars is not None:
+            self._bars.stop()
+            self._bars = None
+
+
 def grid_models(
     spec: StudySpec, games: dict[str, dict[int, Path]] | None = None
 ) -> list[ModelEntry]:
@@ -94,8 +129,6 @@ def run_grid(
     progress: bool = True,
 ) -> GridResult:
     """Compute every missing cell of ``spec`` (see the module docstring); return all cells."""
-    from imprint.report import ProgressFactory
-
     started = time.time()
     models = grid_models(spec, games)
     if not models:
@@ -107,9 +140,9 @@ def run_grid(
     found = {key: store.get(key) for key in [*blind, *(c.key for c in cells)]}
     result = GridResult(spec, [], reused=sum(r is not None for r in found.values()))
     result.computed = len(found) - result.reused
-    bars = ProgressFactory(console, enabled=progress)
+    bars = GridProgress(console, enabled=progress)
     try:
-        advance = bars("grid cells", len(found))
+        advance = bars("grid", len(found), unit="cells")
         advance(result.reused)
         for key, (bench, data_fp) in blind.items():
             if found[key] is None:
