@@ -99,7 +99,7 @@ def test_markdown_shows_intervals_bold_best_and_escapes_names(result: GridResult
 
 def test_latex_escapes_and_bolds(result: GridResult):
     text = to_latex(build_tables(result), title="T")
-    assert r"\multicolumn{2}{c}{M|o*d\_el \& 50\% <b>}" in text
+    assert r"\multicolumn{2}{c}{M\textbar{}o*d\_el \& 50\% \textless{}b\textgreater{}}" in text
     assert r"\textbf{0.640}\,{\scriptsize[0.580, 0.700]} & n/m" in text
     assert r"0.610\,{\scriptsize[0.550, 0.670]} & 3.0\%" in text
     assert r"\textit{blind (SoK bag-of-words)}" in text

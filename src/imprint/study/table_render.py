@@ -35,6 +35,7 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
 _LATEX = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
     "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    "|": r"\textbar{}", "<": r"\textless{}", ">": r"\textgreater{}",
 }  # fmt: skip
 
 
