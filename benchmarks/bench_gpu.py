@@ -52,6 +52,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default="cuda")
     p.add_argument("--json", type=Path, default=None, help="also write the results here")
     p.add_argument("--allow-cpu", action="store_true", help="smoke-test the script on CPU")
+    p.add_argument(
+        "--profile", action="store_true", help="also profile one battery pass (cProfile, top 30)"
+    )
     return p.parse_args(argv)
 
 
@@ -199,6 +202,22 @@ def compiled_vs_eager(backend: Any, texts: list[str]) -> dict[str, float]:
     return diffs
 
 
+def profile_battery(backend: Any, texts: list[str]) -> None:
+    """Where a battery pass spends its time on the host (waits for the device included)."""
+    import cProfile
+    import pstats
+
+    from imprint.attacks import get_attack_class
+    from imprint.signals.cache import SignalCache
+    from imprint.signals.plan import run_plan
+
+    needs = [n for name in ATTACKS for n in get_attack_class(name)().needs()]
+    cache = SignalCache(Path(tempfile.mkdtemp(prefix="bench-gpu-prof-")) / "c.sqlite")
+    profiler = cProfile.Profile()
+    profiler.runcall(run_plan, texts, needs, {"target": backend}, cache, token_budget=None)
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+
+
 def device_name(device: Any) -> str:
     import torch
 
@@ -250,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{results['bare_body_over_bare']:.3f}x",
         flush=True,
     )
+    if args.profile:
+        profile_battery(backend, texts)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
