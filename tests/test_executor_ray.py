@@ -188,3 +188,34 @@ def test_without_ray_the_cli_names_the_install_command(tmp_path, monkeypatch, ti
     assert result.exit_code == 2, result.output
     assert "pip install 'llm-imprint[ray]'" in " ".join(result.output.split())
     assert not out.exists() and not (tmp_path / "c.sqlite").exists()  # no work was done
+
+
+def test_overlap_index_built_on_ray_equals_local_bit_for_bit(local_ray, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from imprint.cli import app
+    from imprint.diagnostics.overlap import build_index
+
+    rows = [json.dumps({"text": t}) for t in TEXTS * 3]
+    rows[5:5] = ["not json", "{}", json.dumps({"text": ""}), json.dumps([1])]  # skipped, counted
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    plain = tmp_path / "corpus.txt"
+    plain.write_text("\n\n".join(TEXTS) + "\n", encoding="utf-8")
+    local = build_index([corpus, plain], [2, 4], tmp_path / "local", measure_fp=False)
+    result = CliRunner().invoke(
+        app,
+        ["overlap", "build", "--corpus", str(corpus), str(plain), "--out", str(tmp_path / "ray"),
+         "--n", "2", "--n", "4", "--no-measure", "--executor", "ray", "--workers", "2"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    remote = json.loads((tmp_path / "ray" / "manifest.json").read_text())
+    assert remote["built_on"] == {"executor": "ray", "shards_per_file": 2}
+    assert remote["corpus"] == local["corpus"]  # documents and skipped lines counted once
+    for n in ("2", "4"):
+        assert remote["filters"][n]["n_inserted"] == local["filters"][n]["n_inserted"] > 0
+        assert remote["filters"][n]["capacity"] == local["filters"][n]["capacity"]
+        file = local["filters"][n]["file"]
+        assert (tmp_path / "ray" / file).read_bytes() == (tmp_path / "local" / file).read_bytes()

@@ -144,12 +144,24 @@ def overlap_build(
     measure: Annotated[bool, typer.Option(help="measure the false-positive rate")] = True,
     max_memory_gb: Annotated[float | None, typer.Option(help="refuse larger filters")] = None,
     overwrite: Annotated[bool, typer.Option(help="replace an existing index")] = False,
+    executor: Annotated[str, typer.Option(help="local, or ray: corpus shards on Ray")] = "local",
+    address: Annotated[str | None, typer.Option(help="Ray cluster (auto, ray://H:P)")] = None,
+    workers: Annotated[int | None, typer.Option(help="Ray: shards per file")] = None,
 ) -> None:
     """Build Bloom filters of the corpus's word n-grams (JSONL/text, gzip/zstd, streamed)."""
-    from imprint.diagnostics.overlap import build_index
+    from functools import partial
 
+    from imprint.diagnostics.overlap import build_index
+    from imprint.executors import ExecutorConfig
+
+    where = ExecutorConfig(kind=executor, address=address, workers=workers)  # Ray checked now
+    build: Any = build_index
+    if where.kind == "ray":
+        from imprint.diagnostics.overlap_ray import build_index_ray
+
+        build = partial(build_index_ray, executor=where)
     with progress_bars() as progress:
-        manifest = build_index(
+        manifest = build(
             [*corpus, *(more or [])],
             n,
             out,
