@@ -79,12 +79,13 @@ class Replica:
 
 @dataclass
 class _Pool:
-    """The actors serving one model role; ``lost`` and ``started`` count replacements."""
+    """The actors serving one model role (``starting``: replacements loading their model)."""
 
     role: str
     factory: BackendFactory
     fingerprint: str
     actors: dict[str, Any] = field(default_factory=dict)
+    starting: dict[Any, tuple[str, Any]] = field(default_factory=dict)  # info ref -> actor
     started: int = 0
 
 
@@ -162,8 +163,11 @@ class RayExecutor:
         arrived: Callable[[int, Any], None],
     ) -> None:
         """Deal batches into shards, keep every actor busy, store results as they arrive and
-        queue again what a lost actor did not deliver."""
+        queue again what a lost actor did not deliver (a replacement joins once its model is
+        loaded and checked; the others work on meanwhile)."""
         import ray
+
+        from imprint.executors.ray_setup import check_replica
 
         queue = deque(_shards(len(sizes), len(pool.actors) * self.config.shards_per_worker))
         self.stats.shards += len(queue)
@@ -171,9 +175,14 @@ class RayExecutor:
         inflight: dict[Any, tuple[str, list[int]]] = {}
         while queue or inflight:
             self._fill(pool, queue, inflight, done, submit)
-            if not inflight:
+            if not inflight and not pool.starting:
                 raise self._all_lost(pool, len(done), len(sizes))
-            ready, _ = ray.wait(list(inflight), num_returns=1)
+            ready, _ = ray.wait([*inflight, *pool.starting], num_returns=1)
+            if ready[0] in pool.starting:
+                worker, actor = pool.starting.pop(ready[0])
+                check_replica(pool.role, worker, ready[0], pool.fingerprint)
+                pool.actors[worker] = actor
+                continue
             gen: Any = ready[0]
             worker, shard = inflight[gen]
             try:
@@ -188,11 +197,10 @@ class RayExecutor:
             except ray.exceptions.RayTaskError as err:
                 self._close_pool()
                 raise err.as_instanceof_cause() from None
-            if index in done:  # never stored twice (cannot happen: a shard is re-run only
-                continue  # for what its lost actor did not deliver)
-            arrived(index, payload)
-            done.add(index)
-            self.stats.add(worker, sizes[index])
+            if index not in done:  # never stored twice (a shard is re-run only for the
+                arrived(index, payload)  # batches its lost actor did not deliver)
+                done.add(index)
+                self.stats.add(worker, sizes[index])
 
     def _fill(
         self,
@@ -224,7 +232,8 @@ class RayExecutor:
             del pool.actors[worker]
             self.stats.lost_workers += 1
             if pool.started < 2 * self._workers():
-                self._start_actors(pool, 1)
+                for new, actor in self._launch(pool, 1).items():
+                    pool.starting[actor.info.remote()] = (new, actor)
 
     def _all_lost(self, pool: _Pool, done: int, total: int) -> WorkerLostError:
         return WorkerLostError(
@@ -255,9 +264,19 @@ class RayExecutor:
     def _start_actors(self, pool: _Pool, n: int) -> None:
         """Start ``n`` actors and wait for their models; a fingerprint unlike the driver's, or a
         model a worker cannot build, is an error that names the worker's host."""
+        from imprint.executors.ray_setup import check_replica
+
+        new = self._launch(pool, n)
+        infos = {w: a.info.remote() for w, a in new.items()}
+        for worker, ref in infos.items():
+            check_replica(pool.role, worker, ref, pool.fingerprint)
+        pool.actors.update(new)
+
+    def _launch(self, pool: _Pool, n: int) -> dict[str, Any]:
+        """Create ``n`` actors (each builds its replica in the background)."""
         import ray
 
-        from imprint.executors.ray_setup import actor_options, check_replica
+        from imprint.executors.ray_setup import actor_options
 
         options = actor_options(self.config, self._gpus())
         cls = ray.remote(Replica)
@@ -269,11 +288,8 @@ class RayExecutor:
                 pool.factory, self.config.worker_cpus, exit_after
             )
             pool.started += 1
-        infos = {w: a.info.remote() for w, a in new.items()}
-        for worker, ref in infos.items():
-            check_replica(pool.role, worker, ref, pool.fingerprint)
-        pool.actors.update(new)
         self.stats.started_workers += n
+        return new
 
     def _workers(self) -> int:
         from imprint.executors.ray_setup import default_workers
@@ -300,7 +316,7 @@ class RayExecutor:
             return
         import ray
 
-        for actor in self._pool.actors.values():
+        for actor in [*self._pool.actors.values(), *(a for _, a in self._pool.starting.values())]:
             ray.kill(actor)
         self._pool = None
 
