@@ -117,6 +117,10 @@ def test_ez_mia_and_wbc_need_a_reference_and_validate():
     names = {a.name for a in build_attacks(["all"], run)}
     assert {"ez_mia", "wbc"} <= names
     assert not {"ez_mia", "wbc"} & {a.name for a in build_attacks(["all"], RunContext())}
+    # log p and the argmax are all they read: a vLLM (prompt log-probs) target serves them
+    token_run = RunContext(refs=("base",), target_access="token-logprobs")
+    served = {a.name for a in build_attacks(["all"], token_run)}
+    assert {"ez_mia", "wbc"} <= served and not {"gap_k", "acmia", "tag_tab"} & served
     typed = build_attacks(["wbc"], run, params={"wbc": {"windows": "2,8"}})[0]
     assert typed.windows == (2, 8)  # type: ignore[attr-defined]
 

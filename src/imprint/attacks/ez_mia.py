@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -86,6 +86,7 @@ def ez_score(
 @register("ez_mia")
 @dataclass(frozen=True)
 class EzMia(Attack):
+    vocab_stats: ClassVar[bool] = False  # log p and the argmax only: vLLM serves it
     refs: tuple[str, ...] = ()
     min_error_tokens: int = 2
 

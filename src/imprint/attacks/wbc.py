@@ -20,7 +20,7 @@ that tokenizes a text differently is an error.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -52,6 +52,7 @@ def wbc_score(target_logp: np.ndarray, ref_logp: np.ndarray, windows: tuple[int,
 @register("wbc")
 @dataclass(frozen=True)
 class Wbc(Attack):
+    vocab_stats: ClassVar[bool] = False  # log p and the argmax only: vLLM serves it
     refs: tuple[str, ...] = ()
     windows: tuple[int, ...] = WINDOWS
 
