@@ -184,7 +184,8 @@ def _fetch_or_score(
         return found
     counted = backend.count_tokens([r.text for _, r in missing])
     lengths = dict(zip([k for k, _ in missing], counted, strict=True))
-    budget = token_budget or getattr(backend, "token_budget", None) or DEFAULT_TOKEN_BUDGET
+    own = getattr(backend, "batch_tokens", None) or getattr(backend, "token_budget", None)
+    budget = token_budget or own or DEFAULT_TOKEN_BUDGET
     keys = _plan_batches(missing, lengths, budget, getattr(backend, "max_length", None))
     batches = [
         PlannedBatch(tuple(requests[k] for k in ks), sum(lengths[k] for k in ks)) for ks in keys
