@@ -89,8 +89,10 @@ def check_replica(role: str, worker: str, ref: Any, fingerprint: str) -> dict[st
     if fingerprint and info["fingerprint"] != fingerprint:
         raise ConfigError(
             f"Ray worker {worker} on {info['host']} built model {role!r} with fingerprint "
-            f"{info['fingerprint']}, the driver has {fingerprint}: the model files (or imprint "
-            "versions) differ on that machine; install the same ones everywhere"
+            f"{info['fingerprint']}, the driver has {fingerprint}: the model files or imprint "
+            "versions differ on that machine (install the same ones everywhere), or the two "
+            "load it differently (a GPU worker picks bfloat16 where a CPU driver picks float32: "
+            "pass the dtype explicitly, e.g. --dtype bfloat16, or run the driver on a GPU machine)"
         )
     return info
 
