@@ -1,17 +1,18 @@
 """The attack frontier on one privacy game of the demo's kind with K reference models.
 
-Builds (or reuses) a game like ``imprint demo``'s (SmolLM2-135M, generated pool, random-token
-canaries repeated 1/3/8 times, 2 epochs of full fine-tuning at lr 2e-5) with ``--pool-size``
-texts (default 200: 124 candidate non-members, enough for TPR at 1 % FPR, not for 0.1 %) and
-``--heldout`` held-out texts (RMIA's population z and ReCaLL's shots), trains K reference models
-like the target on random halves of the candidates (timed), and runs loss, ref[base], min_k_pp,
-recall, lira (online, offline), rmia (online, offline), and ez_mia and wbc when registered,
-through the run pipeline. RMIA is run twice: z = the held-out texts, and z = the candidates.
-Prints a table of AUC and TPR at 1 % and 0.1 % FPR with 95 % bootstrap intervals and writes it
-to ``OUT/frontier.json``. Sized for a shared 2-core CPU (demo-sized pool; see the report for
-the measured times). Reruns reuse the game, the reference models and the signal cache.
+Builds (or reuses) exactly ``imprint demo``'s game (SmolLM2-135M, 100 generated texts of 24
+words + 10 held-out, random-token canaries 8 per repetition count 1/3/8, 2 epochs of full
+fine-tuning at lr 2e-5; the same config hash, so a demo run's game is reused), trains K reference
+models like the target on random halves of the 148 candidates (timed), and runs loss, ref[base],
+min_k_pp, recall, lira (online, offline), rmia (online, offline), and ez_mia and wbc when
+registered, through the run pipeline. RMIA runs twice: z = the 10 held-out texts, and z = the
+candidates. Prints AUC and TPR at 1 % and 0.1 % FPR with 95 % bootstrap intervals and writes
+them to ``OUT/frontier.json``. Sized for the shared 2-core CPU: the demo's pool gives 74
+candidate non-members, too few to resolve 1 % FPR (100 needed) or 0.1 % (1,000): those columns
+are then the TPR at zero false positives, and the table says so. ``--pool-size 200`` resolves
+1 % at about twice the training cost. Reruns reuse the game, the reference models and the cache.
 
-Run: python benchmarks/bench_frontier.py [--k 8] [--pool-size 200] [--heldout 100]
+Run: python benchmarks/bench_frontier.py [--k 8] [--pool-size 100] [--heldout 10]
 """
 
 from __future__ import annotations
@@ -87,8 +88,8 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--k", type=int, default=8)
-    parser.add_argument("--pool-size", type=int, default=200)
-    parser.add_argument("--heldout", type=int, default=100)
+    parser.add_argument("--pool-size", type=int, default=100)
+    parser.add_argument("--heldout", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--out", type=Path, default=Path("bench-frontier"))
