@@ -471,3 +471,29 @@ def test_tiny_model_long_text_through_a_run(tiny_model_dir, tiny_ref_dir, tmp_pa
     assert kinds["target"]["multiple_choice"]["executed"] == 2 * 6
     assert "paraphrase" not in kinds["target"]
     assert kinds["paraphraser"]["paraphrase"]["executed"] == 3 * 6
+
+
+def test_local_instructions_go_through_the_chat_template(tiny_model_dir, tmp_path):
+    """A local instruct model gets DE-COP's question and the paraphrase prompts (task "answer")
+    in its chat template, as a chat endpoint would; continuations stay raw text after one BOS."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from imprint.backends.text import HFTextBackend
+
+    chat_dir = shutil.copytree(tiny_model_dir, tmp_path / "chat")
+    tokenizer = AutoTokenizer.from_pretrained(chat_dir)
+    tokenizer.chat_template = "{% for m in messages %}USER: {{ m['content'] }}\nBOT:{% endfor %}"
+    tokenizer.save_pretrained(chat_dir)
+    backend = HFTextBackend(str(chat_dir), device="cpu")
+    decode = backend.hf.tokenizer.decode
+    assert decode(backend._prompt_ids("Pick one.", "answer")) == "USER: Pick one.\nBOT:"
+    plain = backend._prompt_ids("Pick one.", "continue")
+    assert plain == [backend.hf.bos_id, *backend.hf.encode("Pick one.")]
+    plain_tiny = HFTextBackend(str(tiny_model_dir), device="cpu")  # no template: raw text
+    assert plain_tiny._prompt_ids("Pick one.", "answer") == plain
+    out = backend.sample(
+        ["Pick one.", "Another question, longer."], 1, 3, temperature=0.0, task="answer"
+    )
+    assert [len(o) for o in out] == [1, 1]

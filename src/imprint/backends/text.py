@@ -135,14 +135,27 @@ class HFTextBackend:
         for b, start in enumerate(range(0, len(prompts), per_batch)):
             batch = list(prompts[start : start + per_batch])
             batch_seed = None if seed is None else seed + b
-            out.extend(self._generate(batch, n, max_tokens, stop, batch_seed, temperature, top_k))
+            rows = [self._prompt_ids(p, task) for p in batch]
+            out.extend(self._generate(rows, n, max_tokens, stop, batch_seed, temperature, top_k))
         self._usage["prompts"] += len(prompts)
         self._usage["samples"] += len(prompts) * n
         return out
 
+    def _prompt_ids(self, prompt: str, task: Task) -> list[int]:
+        """The prompt's token ids: one BOS and the text; an instruction (task ``answer``) goes
+        through the tokenizer's chat template when it has one, as a chat endpoint would."""
+        tokenizer = self.hf.tokenizer
+        if task == "answer" and getattr(tokenizer, "chat_template", None):
+            messages = [{"role": "user", "content": prompt}]
+            encoded = tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, return_dict=True
+            )
+            return [int(i) for i in encoded["input_ids"]]
+        return [self.hf.bos_id, *self.hf.encode(prompt)]
+
     def _generate(
         self,
-        prompts: list[str],
+        rows: list[list[int]],
         n: int,
         max_tokens: int,
         stop: Sequence[str] | None,
@@ -152,7 +165,6 @@ class HFTextBackend:
     ) -> list[list[str]]:
         import torch
 
-        rows = [[self.hf.bos_id, *self.hf.encode(p)] for p in prompts]
         width = max(len(r) for r in rows)
         ids = torch.full((len(rows), width), self.hf.pad_id, dtype=torch.long)
         mask = torch.zeros_like(ids)
@@ -178,7 +190,7 @@ class HFTextBackend:
         self._usage["generate_calls"] += 1
         new = generated[:, width:].cpu().tolist()
         texts = [cut_at_stop(self._decode(row), stop) for row in new]
-        return [texts[i * n : (i + 1) * n] for i in range(len(prompts))]
+        return [texts[i * n : (i + 1) * n] for i in range(len(rows))]
 
     def _decode(self, ids: list[int]) -> str:
         eos = self.hf.tokenizer.eos_token_id
