@@ -61,8 +61,11 @@ def build_temporal_command(
     from imprint.data.dumps import check_dump, parse_date
     from imprint.data.temporal import DrawOptions, make_design
     from imprint.data.temporal_build import ReadOptions, bucket_file, build_temporal
+    from imprint.errors import ConfigError
 
     sizes = parse_list(buckets, option="--buckets", convert=int, example="32,64,128,256")
+    if blind and bootstrap < 1:  # checked before the dump is read, not after the forest is fit
+        raise ConfigError(f"--bootstrap must be >= 1 (1000 is customary), got {bootstrap}")
     check_out_folder(out, writes=(*OUT_FILES, *map(bucket_file, sizes)), overwrite=overwrite)
 
     def date(value: str | None, option: str) -> Any:

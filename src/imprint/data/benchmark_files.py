@@ -21,6 +21,7 @@ from imprint.errors import DataError
 
 DATA_DIR_ENV = "IMPRINT_DATA_DIR"
 _TRUE = {"1", "true", "yes", "on"}
+_FAILED = "the hub download failed"
 
 
 def data_dirs() -> list[Path]:
@@ -79,6 +80,8 @@ def locate(entry: BenchmarkEntry, *, download: bool = True) -> Located:
             missing.append(file)
             if reason and reason not in reasons:
                 reasons.append(reason)
+            # one failed download says the hub is unreachable: do not wait on it per file
+            download = download and not (reason or "").startswith(_FAILED)
             continue
         paths[file.role], origins[file.role] = found, origin
     if missing:
@@ -123,7 +126,7 @@ def _find(
     except Exception as exc:  # the hub raises many kinds; all mean "not fetchable here"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         why = f"{type(exc).__name__}: {first[:300]}"
-        return None, "", f"the hub download failed ({why}; HF_HUB_OFFLINE=1 skips the attempt)"
+        return None, "", f"{_FAILED} ({why}; HF_HUB_OFFLINE=1 skips the attempt)"
 
 
 def _hub() -> Any:

@@ -171,9 +171,15 @@ def short_counts(
     below = max(1, round(ratio * bucket_words))
     out = {name: 0 for name in _LABEL.values()}
     for s in samples:
-        if len(split_units(s.text)) < below:
+        if not _has_units(s.text, below):
             out[_LABEL[s.label]] += 1
     return out
+
+
+def _has_units(text: str, n: int) -> bool:
+    """Whether ``text`` has at least ``n`` units; ``n`` whitespace words settle it without
+    splitting all of a long text (each holds one unit or more)."""
+    return len(text.split(maxsplit=n - 1)) >= n or len(split_units(text)) >= n
 
 
 def split_overlap(

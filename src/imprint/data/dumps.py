@@ -26,6 +26,7 @@ import bz2
 import contextlib
 import gzip
 import json
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -95,7 +96,13 @@ def parse_date(value: Any, *, where: str) -> datetime:
         ) from None
     if parsed.tzinfo is None:
         return parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # year 1 or 9999 with an offset leaves datetime's range in UTC
+        raise DataError(
+            f"{where}: the date {value!r} falls outside years 1-9999 once moved to UTC; "
+            "check the value (or give it without an offset)"
+        ) from None
 
 
 def dump_format(path: Path, given: str = "auto") -> DumpFormat:
@@ -138,15 +145,30 @@ class _Tracked:
             self.stream = gzip.GzipFile(fileobj=self.raw)
         elif suffix == ".bz2":
             self.stream = bz2.BZ2File(self.raw)
-        self.advance, self.done = advance, 0
+        self.advance, self.done, self.path = advance, 0, path
 
     def readline(self) -> bytes:
-        line = self.stream.readline(_CHUNK)
+        try:
+            line = self.stream.readline(_CHUNK)
+        except (EOFError, OSError, zlib.error) as exc:  # truncated or not really .gz/.bz2
+            raise DataError(
+                f"dump {self.path}: cannot decompress it ({type(exc).__name__}: {exc}); the "
+                "file is truncated or not in the format its suffix says: download it again, "
+                "or check it with gzip -t / bzip2 -t"
+            ) from None
         if self.advance is not None:
             now = self.raw.tell()
             self.advance(now - self.done)
             self.done = now
         return line
+
+    def readlines_whole(self) -> Iterator[bytes]:
+        """Whole lines, however long (a JSONL document is read in full, one at a time)."""
+        while chunk := self.readline():
+            parts = [chunk]
+            while not parts[-1].endswith(b"\n") and (more := self.readline()):
+                parts.append(more)
+            yield b"".join(parts)
 
     def close(self) -> None:
         self.stream.close()
@@ -172,9 +194,7 @@ def read_jsonl_dump(
     """Documents of a JSONL dump, one JSON object per line (blank lines skipped)."""
     stream = _Tracked(path, advance)
     try:
-        lineno = 0
-        while line := stream.readline():
-            lineno += 1
+        for lineno, line in enumerate(stream.readlines_whole(), start=1):
             where = f"{path} line {lineno}"
             record = _json_record(line, where, on_bad, dropped)
             if record is None:
@@ -187,8 +207,6 @@ def read_jsonl_dump(
 
 
 def _json_record(line: bytes, where: str, on_bad: OnBad, dropped: Counter[str]) -> dict | None:
-    if not line.endswith(b"\n") and len(line) == _CHUNK:
-        raise DataError(f"{where} is longer than {_CHUNK} bytes; one document per line")
     try:
         text = line.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -102,8 +102,15 @@ class TemporalDesign:
                 f"{_day(self.member_before)} and --nonmember-after {_day(self.nonmember_after)} "
                 "(both default to the cutoff under --design rdd)"
             )
-        width = timedelta(days=self.bandwidth_days)
-        low, high = self.cutoff - width, self.cutoff + width
+        try:
+            width = timedelta(days=self.bandwidth_days)
+            low, high = self.cutoff - width, self.cutoff + width
+        except OverflowError:  # inf, or a window reaching past year 1 or 9999
+            raise ConfigError(
+                f"--bandwidth {self.bandwidth_days!r} days around --cutoff {_day(self.cutoff)} "
+                "reaches outside years 1-9999; give a smaller --bandwidth (a plain design "
+                "keeps every date on each side)"
+            ) from None
         if not self.member_before > low or not self.nonmember_after <= high:
             raise ConfigError(
                 f"the RDD window [{_day(low)}, {_day(high)}] leaves no room before "

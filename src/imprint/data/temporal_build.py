@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ __all__ = ["ReadOptions", "TemporalBuild", "build_temporal", "bucket_file", "wri
 
 DRAWN_FILE = "drawn.jsonl"
 MANIFEST_FILE = "manifest.json"
+_BUCKET_NAME = re.compile(r"wikimia_[0-9]+\.jsonl")
 
 
 def bucket_file(words: int) -> str:
@@ -292,12 +294,30 @@ def _write_lines(path: Path, rows: list[dict[str, Any]]) -> None:
     os.replace(tmp, path)  # a reader never sees half a file
 
 
+def _clear_earlier(build: TemporalBuild, out: Path) -> None:
+    """Remove what an earlier build in ``out`` wrote that this one will not replace (bucket
+    files of buckets skipped now, or listed by the earlier manifest), so no stale bucket
+    outlives the manifest that describes it; the earlier manifest goes first, so a build
+    killed while writing leaves a folder without a manifest, not one whose manifest lies."""
+    names = {bucket_file(w) for w in build.options.buckets}
+    earlier = out / MANIFEST_FILE
+    try:
+        listed = json.loads(earlier.read_text("utf-8"))["buckets"].values()
+        names |= {e["file"] for e in listed if _BUCKET_NAME.fullmatch(str(e.get("file")))}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass  # no earlier manifest, or not one of ours: only this build's names are cleared
+    earlier.unlink(missing_ok=True)
+    for name in names - {bucket_file(b.words) for b in build.buckets}:
+        (out / name).unlink(missing_ok=True)
+
+
 def write_temporal(
     build: TemporalBuild, out: Path, *, blind: dict[str, dict[int, dict[str, Any]]] | None = None
 ) -> Path:
     """Write the bucket files, ``drawn.jsonl`` and ``manifest.json`` into ``out`` (made if
     missing); returns the manifest's path."""
     out.mkdir(parents=True, exist_ok=True)
+    _clear_earlier(build, out)
     drawn: dict[tuple[str, str], dict[str, Any]] = {}
     for bucket in build.buckets:
         rows = [{"input": r.text, "label": r.label} for r in bucket.rows]
