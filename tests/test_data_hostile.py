@@ -278,3 +278,29 @@ def test_dates_compare_in_utc_across_the_cutoff(tmp_path: Path) -> None:
     cut = datetime(2020, 7, 1, tzinfo=UTC)
     assert len(drawn) == 40
     assert all((datetime.fromisoformat(d["date"]) < cut) == (d["label"] == 1) for d in drawn)
+
+
+def test_imprint_run_drops_and_counts_bad_rows_with_on_bad_drop(tmp_path, tiny_model_dir):
+    """A benchmark file with one bad row: the default stops naming the option; --on-bad drop
+    runs and counts the drop in the manifest."""
+    import json as _json
+
+    from typer.testing import CliRunner
+
+    from imprint.cli import app
+
+    rows = [{"text": f"Kraków text number {i} 北京", "label": i % 2} for i in range(8)]
+    rows.append({"text": "bad label row", "label": "maybe"})
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(_json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    base = ["run", "--model", str(tiny_model_dir), "--data", str(data), "--attacks", "loss"]
+    base += ["--no-blind", "--bootstrap", "20", "--cache", str(tmp_path / "c.sqlite")]
+    stopped = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "a")])
+    assert stopped.exit_code == 2 and "--on-bad drop" in stopped.output
+    ran = CliRunner().invoke(app, [*base, "--on-bad", "drop", "--out", str(tmp_path / "b")])
+    assert ran.exit_code == 0, ran.output
+    manifest = _json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert manifest["data"]["dropped"] == {"non-binary label": 1}
+    assert manifest["data"]["evaluated"] == 8
+    wrong = CliRunner().invoke(app, [*base, "--on-bad", "skip", "--out", str(tmp_path / "c")])
+    assert wrong.exit_code == 2 and "raise or drop" in wrong.output

@@ -72,6 +72,7 @@ class RunConfig:
     token_budget: int | None = None  # None = auto: 4,096 on CPU, from free memory on CUDA
     cache: Path | None = None  # default: <cache_dir>/signals.sqlite
     blind: bool = True
+    on_bad: str = "raise"  # a bad data row: "raise" (file and line named) or "drop" (counted)
     progress: bool = True
     # --unit document: documents split into sequences, scored, aggregated (imprint.documents)
     documents: DocumentOptions | None = None
@@ -91,6 +92,8 @@ class RunConfig:
     def __post_init__(self) -> None:
         # typed now (text from --param included), so a bad value fails before data or models load
         object.__setattr__(self, "params", check_params(self.params))
+        if self.on_bad not in ("raise", "drop"):
+            raise ConfigError(f"--on-bad must be raise or drop, not {self.on_bad!r}")
         names = [n for n, _ in model_refs(self)]
         if "target" in names or len(set(names)) != len(names):
             raise ConfigError(
@@ -142,7 +145,12 @@ class RunResult:
 
 def load_samples(config: RunConfig) -> tuple[LoadedData, list[Sample], dict[str, int]]:
     """Load the data spec and apply the configured transforms; drops are counted."""
-    loaded = resolve_data(config.data, text_field=config.text_field, label_field=config.label_field)
+    loaded = resolve_data(
+        config.data,
+        text_field=config.text_field,
+        label_field=config.label_field,
+        on_bad=config.on_bad,
+    )
     samples, dropped = apply_transforms(
         loaded.samples,
         truncate=config.truncate_words,

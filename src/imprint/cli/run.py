@@ -101,6 +101,13 @@ StartToken = Annotated[
 ]
 Cache = Annotated[Path | None, typer.Option(help="signal cache (SQLite) path")]
 NoBlind = Annotated[bool, typer.Option("--no-blind", help="skip the blind baseline")]
+OnBad = Annotated[
+    str,
+    typer.Option(
+        help="a bad data row: raise (stop, naming file and line) or drop (drop it and count it "
+        "in the manifest and report)"
+    ),
+]
 Overwrite = Annotated[
     bool,
     typer.Option(
@@ -232,6 +239,7 @@ def run(
     start_token: StartToken = "auto",
     cache: Cache = None,
     no_blind: NoBlind = False,
+    on_bad: OnBad = "raise",
     overwrite: Overwrite = False,
     api_base: ApiBase = None,
     api_mode: ApiMode = "completions",

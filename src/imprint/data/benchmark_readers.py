@@ -154,7 +154,8 @@ def _checked(
         reason, detail = row
         if on_bad == "raise":
             raise DataError(
-                f"{path}: {pos}: {detail}. (Pass on_bad='drop' to drop and count bad rows.)"
+                f"{path}: {pos}: {detail}. (--on-bad drop, or on_bad='drop' in Python, drops "
+                "and counts bad rows.)"
             )
         dropped[reason] = dropped.get(reason, 0) + 1
 

@@ -234,7 +234,8 @@ def _collect(
             if on_bad == "raise":
                 raise DataError(
                     f"{where}: {bad.detail}. "
-                    "(Pass on_bad='drop' to drop and count bad rows instead.)"
+                    "(--on-bad drop, or on_bad='drop' in Python, drops and counts bad rows "
+                    "instead.)"
                 ) from None
             dropped[bad.reason] = dropped.get(bad.reason, 0) + 1
             continue
