@@ -25,8 +25,9 @@ from imprint.study.table_render import (
     to_html,
     to_latex,
     to_markdown,
+    write_outputs,
 )
-from imprint.study.tables import build_tables, write_outputs
+from imprint.study.tables import build_tables
 
 ODD = "M|o*d_el & 50% <b>"  # a model name with every format's special characters
 NAN = Interval(math.nan, math.nan, math.nan)

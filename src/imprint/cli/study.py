@@ -51,7 +51,8 @@ def experiment(
     started = time.time()
     games = _build_games(spec, progress=not no_progress)
     from imprint.study.grid import run_grid
-    from imprint.study.tables import build_tables, write_outputs
+    from imprint.study.table_render import write_outputs
+    from imprint.study.tables import build_tables
 
     result = run_grid(spec, orchestrator(), games=games, console=console, progress=not no_progress)
     tables = build_tables(result)

@@ -15,9 +15,10 @@ import io
 import math
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from imprint.study.tables import Entry, Table
+from imprint.study.tables import Entry, Table, long_rows
 
 __all__ = [
     "escape_latex",
@@ -277,3 +278,30 @@ def rich_tables(tables: Sequence[Table]) -> list[Any]:
             shown.add_row(*cells)
         out.append(shown)
     return out
+
+
+def write_outputs(result: Any, tables: Sequence[Table], out: Path) -> list[Path]:
+    """Write ``tables/*.csv``, ``tables.md``, ``tables.tex``, ``tables.html`` and
+    ``cells.parquet`` under ``out``; return the paths written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tables").mkdir(exist_ok=True)
+    written = []
+    for table in tables:
+        path = out / "tables" / f"{slug(table.title)}.csv"
+        path.write_text(to_csv(table), encoding="utf-8")
+        written.append(path)
+    title = result.spec.name
+    for name, text in (
+        ("tables.md", to_markdown(tables, title=title)),
+        ("tables.tex", to_latex(tables, title=title)),
+        ("tables.html", to_html(tables, title=title, description=result.spec.description)),
+    ):
+        (out / name).write_text(text, encoding="utf-8")
+        written.append(out / name)
+    rows = long_rows(result.cells)
+    pq.write_table(pa.Table.from_pylist(rows), out / "cells.parquet")
+    written.append(out / "cells.parquet")
+    return written

@@ -4,7 +4,7 @@ A table has attacks (score columns, with their swept parameters) as rows and mod
 benchmarks) as columns; each entry is the AUC with its 95 % bootstrap interval and the TPR at
 the layout's FPR bound (1 % by default; "not measurable" with fewer non-members than 1/FPR).
 The best AUC of each column is marked; the blind baselines are their own rows, never marked
-best. Rendering to text formats is :mod:`.table_render`'s job.
+best. Rendering to text formats and writing the files is :mod:`.table_render`'s job.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from imprint.metrics import Interval
@@ -20,7 +19,7 @@ from imprint.metrics.bootstrap import fpr_key
 from imprint.report.columns import ColumnMetrics
 from imprint.study.cells import BLIND, CellRecord
 
-__all__ = ["Entry", "Table", "build_tables", "long_rows", "write_outputs"]
+__all__ = ["Entry", "Table", "build_tables", "long_rows"]
 
 
 @dataclass(frozen=True)
@@ -165,32 +164,3 @@ def _params_text(params: dict[str, Any]) -> str:
     import json
 
     return json.dumps(params, sort_keys=True, default=str, ensure_ascii=False)
-
-
-def write_outputs(result: Any, tables: Sequence[Table], out: Path) -> list[Path]:
-    """Write ``tables/*.csv``, ``tables.md``, ``tables.tex``, ``tables.html`` and
-    ``cells.parquet`` under ``out``; return the paths written."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from imprint.study import table_render as render
-
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "tables").mkdir(exist_ok=True)
-    written = []
-    for table in tables:
-        path = out / "tables" / f"{render.slug(table.title)}.csv"
-        path.write_text(render.to_csv(table), encoding="utf-8")
-        written.append(path)
-    title = result.spec.name
-    for name, text in (
-        ("tables.md", render.to_markdown(tables, title=title)),
-        ("tables.tex", render.to_latex(tables, title=title)),
-        ("tables.html", render.to_html(tables, title=title, description=result.spec.description)),
-    ):
-        (out / name).write_text(text, encoding="utf-8")
-        written.append(out / name)
-    rows = long_rows(result.cells)
-    pq.write_table(pa.Table.from_pylist(rows), out / "cells.parquet")
-    written.append(out / "cells.parquet")
-    return written
