@@ -7,6 +7,7 @@ every request is executed (and stored) exactly once.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -219,3 +220,47 @@ def test_overlap_index_built_on_ray_equals_local_bit_for_bit(local_ray, tmp_path
         assert remote["filters"][n]["capacity"] == local["filters"][n]["capacity"]
         file = local["filters"][n]["file"]
         assert (tmp_path / "ray" / file).read_bytes() == (tmp_path / "local" / file).read_bytes()
+
+
+def test_a_grid_on_ray_loads_each_model_once_and_equals_a_local_grid(
+    local_ray, tiny_model_dir, tmp_path
+):
+    """`imprint experiment --executor ray`: one set of workers per model serves all its runs
+    (no restart per cell), and every cell's figures equal the local grid's."""
+    import yaml
+
+    from imprint.cli.study import orchestrator
+    from imprint.study.grid import run_grid
+    from imprint.study.spec import load_spec
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    data_a, data_b = wikimia_subset(tmp_path / "a", 10), wikimia_subset(tmp_path / "b", 8)
+    figures = {}
+    for kind in ("local", "ray"):
+        content = {
+            "models": [{"name": "tiny", "model": str(tiny_model_dir)}],
+            "benchmarks": [{"name": "A", "data": str(data_a)}, {"name": "B", "data": str(data_b)}],
+            "attacks": ["loss", "min_k_pp"],
+            "settings": {"n_bootstrap": 20, "device": "cpu", "blind": False, "token_budget": 96},
+            "out": str(tmp_path / f"study-{kind}"),
+        }
+        (tmp_path / f"{kind}.yaml").write_text(yaml.safe_dump(content), encoding="utf-8")
+        spec = load_spec(tmp_path / f"{kind}.yaml")
+        executor = ExecutorConfig(kind=kind, workers=2) if kind == "ray" else None
+        result = run_grid(spec, orchestrator(executor), progress=False)
+        assert result.computed == 4 and result.models_loaded == ["tiny"]
+        figures[kind] = {
+            (c.key, col): m.auc.estimate for c in result.cells for col, m in c.columns.items()
+        }
+        if kind == "ray":
+            blocks = [
+                json.loads(m.read_text())["executor"]
+                for m in sorted((tmp_path / "study-ray" / "runs").glob("*/manifest.json"))
+            ]
+            assert len(blocks) == 2 and {b["kind"] for b in blocks} == {"ray"}
+            # the second run's workers are the first run's: started once for the model
+            assert {b["started_workers"] for b in blocks} == {2}
+    assert figures["ray"].keys() == figures["local"].keys() and len(figures["ray"]) >= 4
+    for key, auc in figures["local"].items():
+        assert figures["ray"][key] == pytest.approx(auc, abs=1e-9)

@@ -260,12 +260,14 @@ def execute_run(
     console: Any = None,
     backends: dict[str, Any] | None = None,
     progress: Any = None,
+    executor: Executor | None = None,
 ) -> RunResult:
     """Run the whole pipeline and write the run folder (see :mod:`imprint.report`).
 
-    ``backends`` (role -> loaded backend, as :func:`load_backends` makes them) and ``progress``
-    (a :class:`~imprint.report.ProgressFactory`) are a caller's own, used and left open: an
-    experiment grid loads each model once and runs many cells on it under one progress display.
+    ``backends`` (role -> loaded backend, as :func:`load_backends` makes them), ``progress``
+    (a :class:`~imprint.report.ProgressFactory`) and ``executor`` (as :func:`run_executor`
+    makes it) are a caller's own, used and left open: an experiment grid loads each model once
+    and runs many cells on it, on one set of Ray workers, under one progress display.
     """
     from imprint.report import evaluate_scores, write_run
     from imprint.report.outdir import check_out_dir, check_outside
@@ -294,7 +296,7 @@ def execute_run(
         ),
         params=config.params,
     )
-    scored = _score(config, samples, pools, dropped, console, backends, progress)
+    scored = _score(config, samples, pools, dropped, console, backends, progress, executor)
     metrics = evaluate_scores(scored.samples, scored.scores, config=config)
     found = tuple(RunWarning("data_defects", m) for m in defects.warnings(config.data))
     metrics = dataclasses.replace(metrics, warnings=metrics.warnings + found)
@@ -351,9 +353,11 @@ def _score(
     console: Any,
     given: dict[str, Any] | None = None,
     shared_progress: Any = None,
+    shared_executor: Executor | None = None,
 ) -> _Scored:
     """Load the models, set the attacks up and score; every model and store is closed after
-    (``given`` backends and ``shared_progress`` belong to the caller and stay open)."""
+    (``given`` backends, ``shared_progress`` and ``shared_executor`` belong to the caller and
+    stay open)."""
     from imprint.report import ProgressFactory
 
     cache = SignalCache(config.cache or cache_dir() / "signals.sqlite")
@@ -365,7 +369,7 @@ def _score(
     backends: dict[str, Any] = {}
     work = WorkReport()
     requests: ModelRequests | None = None
-    executor = run_executor(config)
+    executor = shared_executor if shared_executor is not None else run_executor(config)
     try:
         backends = given if given is not None else load_backends(config, cache)
         requests = model_requests(
@@ -389,7 +393,8 @@ def _score(
         work.executor = {"kind": executor.kind, **executor.stats.to_dict()}
         return _Scored(samples, attacks, scores, _describe_models(config, backends), work)
     finally:
-        executor.close()
+        if shared_executor is None:
+            executor.close()
         if shared_progress is None:
             progress.close()
         if requests is not None:

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from imprint.cli.common import console, handle_errors, say, warn
+from imprint.cli.run import Address, ExecutorKind, WorkerCpus, Workers
 
 __all__ = ["experiment", "orchestrator"]
 
@@ -28,22 +29,35 @@ Plan = Annotated[
 ]
 
 
-def orchestrator() -> Any:
-    """The grid's handle on :mod:`imprint.run`."""
-    from imprint.run import RunConfig, execute_run, load_backends, load_samples
+def orchestrator(executor: Any = None) -> Any:
+    """The grid's handle on :mod:`imprint.run`; ``executor`` (an ExecutorConfig) runs every
+    cell's model work there, one set of workers per model."""
+    from imprint.run import RunConfig, execute_run, load_backends, load_samples, run_executor
     from imprint.study.grid import Orchestrator
 
-    return Orchestrator(RunConfig, load_samples, load_backends, execute_run)
+    return Orchestrator(RunConfig, load_samples, load_backends, execute_run, run_executor, executor)
 
 
 @handle_errors
 def experiment(
-    file: File, out: Out = None, no_progress: NoProgress = False, plan: Plan = False
+    file: File,
+    out: Out = None,
+    no_progress: NoProgress = False,
+    plan: Plan = False,
+    executor_kind: ExecutorKind = "local",
+    address: Address = None,
+    workers: Workers = None,
+    worker_cpus: WorkerCpus = 1,
 ) -> None:
     """Run an experiment grid (reusing every finished cell and cached model pass) and write its
     tables: CSV, Markdown, LaTeX, an HTML heat-map and cells.parquet."""
+    from imprint.executors import ExecutorConfig
     from imprint.study.spec import load_spec
 
+    # checked before the file is read: without Ray, --executor ray names its install command
+    executor = ExecutorConfig(
+        kind=executor_kind, address=address, workers=workers, worker_cpus=worker_cpus
+    )
     spec = load_spec(file, out=out)
     if plan:
         _print_plan(spec)
@@ -54,7 +68,9 @@ def experiment(
     from imprint.study.table_render import write_outputs
     from imprint.study.tables import build_tables
 
-    result = run_grid(spec, orchestrator(), games=games, console=console, progress=not no_progress)
+    result = run_grid(
+        spec, orchestrator(executor), games=games, console=console, progress=not no_progress
+    )
     tables = build_tables(result)
     written = write_outputs(result, tables, spec.out)
     _record(spec.out, result, time.time() - started)

@@ -39,7 +39,9 @@ class Orchestrator:
     run_config: Callable[..., Any]  # RunConfig(**fields)
     load_samples: Callable[[Any], tuple[Any, list[Sample], dict[str, int]]]
     load_backends: Callable[[Any, Any], dict[str, Any]]
-    execute_run: Callable[..., Any]  # execute_run(config, backends=..., progress=...)
+    execute_run: Callable[..., Any]  # execute_run(config, backends=..., progress=..., executor=)
+    run_executor: Callable[[Any], Any] | None = None  # run_executor(config): Ray workers
+    executor: Any = None  # an ExecutorConfig for every cell's run (None: local)
 
 
 @dataclass(frozen=True)
@@ -303,6 +305,8 @@ def _run_config(
     )  # fmt: skip
     if s.token_budget is not None:
         fields["token_budget"] = s.token_budget
+    if orchestrator.executor is not None:
+        fields["executor"] = orchestrator.executor
     return orchestrator.run_config(**fields)
 
 
@@ -337,6 +341,7 @@ def _compute(
         model = cells[0].model
         backends = _load_model(spec, orchestrator, model)
         result.models_loaded.append(name)
+        executor = _model_executor(spec, orchestrator, model)
         try:
             by_bench: dict[str, list[_Cell]] = {}
             for cell in cells:
@@ -344,11 +349,13 @@ def _compute(
             for bench_cells in by_bench.values():
                 for slot in _slots(bench_cells):
                     for record in _run_slot(
-                        spec, orchestrator, slot, backends, store, result, bars
+                        spec, orchestrator, slot, (backends, executor), store, result, bars
                     ):
                         done[record.key] = record
                         advance(1)
         finally:
+            if executor is not None:
+                executor.close()
             _close(backends)
     return done
 
@@ -365,6 +372,17 @@ def _load_model(spec: StudySpec, orchestrator: Orchestrator, model: ModelEntry) 
         cache.close()
 
 
+def _model_executor(spec: StudySpec, orchestrator: Orchestrator, model: ModelEntry) -> Any:
+    """One executor for all of a model's runs (Ray workers load the model once per grid, not
+    once per cell); None for the local default, which each run makes for itself."""
+    if orchestrator.executor is None or orchestrator.executor.kind == "local":
+        return None
+    assert orchestrator.run_executor is not None  # the CLI passes both or neither
+    bench = _benchmarks(spec, model)[0]
+    config = _run_config(spec, orchestrator, model, bench, (), spec.out / "runs" / "load")
+    return orchestrator.run_executor(config)
+
+
 def _close(backends: dict[str, Any]) -> None:
     for backend in backends.values():
         if callable(getattr(backend, "close", None)):
@@ -377,7 +395,7 @@ def _run_slot(
     spec: StudySpec,
     orchestrator: Orchestrator,
     slot: Sequence[_Cell],
-    backends: dict[str, Any],
+    loaded: tuple[dict[str, Any], Any],
     store: CellStore,
     result: GridResult,
     bars: Any,
@@ -389,7 +407,8 @@ def _run_slot(
     out = spec.out / "runs" / run_id
     variants = [c.variant for c in slot]
     config = _run_config(spec, orchestrator, first.model, first.benchmark, variants, out)
-    run = orchestrator.execute_run(config, backends=backends, progress=bars)
+    backends, executor = loaded
+    run = orchestrator.execute_run(config, backends=backends, progress=bars, executor=executor)
     requests = run.manifest.get("requests", {})
     _add_counts(result.requests.setdefault(first.model.name, {}), requests)
     owners = _column_owners(variants, spec.refs, list(run.scores))
