@@ -127,3 +127,26 @@ def test_imprint_run_on_vllm_scores_token_attacks(
         runs[name] = pq.read_table(out / "scores.parquet").to_pydict()
     for column in ("loss", "zlib", "min_k"):
         np.testing.assert_allclose(runs["vllm"][column], runs["hf"][column], atol=1e-4)
+
+
+def _live_vllm() -> bool:
+    import importlib.util
+
+    import torch
+
+    return importlib.util.find_spec("vllm") is not None and torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not _live_vllm(), reason="needs vLLM and a CUDA device (neither here)")
+def test_live_vllm_prompt_logprobs_equal_the_hf_backend(tiny_model_dir: Path) -> None:
+    """On a machine with vLLM: the real engine's prompt log-probs against the hf backend's."""
+    from imprint.backends.vllm_logprobs import VLLMBackend
+
+    vllm = VLLMBackend(
+        str(tiny_model_dir), engine_args={"dtype": "float32", "gpu_memory_utilization": 0.2}
+    )
+    hf = HFLogprobBackend(str(tiny_model_dir), device="cuda", dtype="float32")
+    requests = [ScoreRequest("Kraków 北京 Москва"), ScoreRequest("the cat", prefix="Hurricane")]
+    for a, b in zip(vllm.score(requests), hf.score(requests), strict=True):
+        np.testing.assert_array_equal(a.token_ids, b.token_ids)
+        np.testing.assert_allclose(a.logp, b.logp, atol=1e-3)
