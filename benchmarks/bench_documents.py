@@ -2,9 +2,10 @@
 
     .venv/bin/python benchmarks/bench_documents.py --out /tmp/bench-docs
 
-1. Builds (or reuses) a document game: 32 generated documents of 10 sequences x 48 words, 16
-   members (every sequence fine-tuned on, 2 epochs, lr 2e-5), 16 non-members, plus 16 held-out
-   documents never trained (a second unseen set).
+1. Builds (or reuses) a document game: 32 WikiMIA-256 articles (the pool's labels ignored) cut
+   into 10 sequences x 25 words, 16 members (every sequence fine-tuned on, 2 epochs, lr 2e-5),
+   16 non-members, plus 16 held-out documents never trained (a second unseen set). Sampling
+   480-word documents from the model instead took over 70 minutes on this shared CPU.
 2. ``imprint run --unit document --doc-field doc`` on the game: sequence-level and
    document-level AUC of each attack with intervals resampled over documents.
 3. The same run on the two unseen sets (non-members labelled 1, held-out labelled 0): dataset
@@ -34,9 +35,11 @@ from imprint.game.config import GameConfig
 from imprint.run import RunConfig, execute_run
 
 ATTACKS = ("loss", "zlib", "min_k", "min_k_pp", "ref")
+WIKIMIA_256 = Path(__file__).resolve().parents[2] / "shared/data/wikimia/WikiMIA_length256.jsonl"
 GAME = {
+    "pool": str(WIKIMIA_256),
     "pool_size": 32,
-    "words": 48,
+    "words": 25,
     "doc_sequences": 10,
     "heldout": 16,
     "canary_repetitions": (),
@@ -68,7 +71,7 @@ def _run(model: str, data: str, out: Path, cache: Path, seed: int) -> Any:
             out=out,
             attacks=ATTACKS,
             refs=(("base", "smollm2-135m"),),
-            documents=DocumentOptions(doc_field="doc", seq_words=48, max_seqs=10),
+            documents=DocumentOptions(doc_field="doc", max_seqs=10),  # rows stay whole
             cache=cache,
             seed=seed,
             overwrite=True,

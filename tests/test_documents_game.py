@@ -86,8 +86,6 @@ def test_single_text_games_keep_their_hash_and_bad_document_games_are_refused(
     assert "doc_sequences" not in GameConfig().to_dict()  # old games' hashes are unchanged
     with pytest.raises(ConfigError, match="--repetitions ''"):
         _config(tiny_model_dir, canary_repetitions=(1,))
-    with pytest.raises(ConfigError, match="not supported for documents"):
-        _config(tiny_model_dir, pool="pool.txt")
     with pytest.raises(ConfigError, match="doc_sequences"):
         _config(tiny_model_dir, doc_sequences=-1)
     assert split_sequences("a b c d", 2, 2) == ["a b", "c d"]
@@ -115,3 +113,25 @@ def test_cli_game_build_unit_document_refuses_canaries(
     assert result.exit_code == 2 and "--repetitions ''" in result.output
     result = runner.invoke(app, ["game", "build", "--unit", "book"])
     assert result.exit_code != 0
+
+
+def test_document_game_from_a_pool_file(tiny_model_dir: Path, tmp_path: Path) -> None:
+    pool = tmp_path / "pool.txt"
+    words = ["Kraków", "北京", "हिन्दी", "river", "stone", "north"]
+    lines = [" ".join(f"{words[(d + j) % 6]}{d}" for j in range(20)) for d in range(14)]
+    lines += ["too short to be a document"] * 2  # 6 words < 3 x 6: left out, counted
+    pool.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    config = _config(tiny_model_dir, pool=str(pool), pool_size=8, heldout=4)
+    folder = build_game(config, out=tmp_path / "g", progress=False)
+    manifest = read_manifest(folder)
+    assert manifest is not None
+    # the second short line is a duplicate (counted as such), the first is too short
+    assert manifest["pool"]["dropped"] == {"duplicate text": 1, "fewer than 3 x 6 words": 1}
+    rows = _rows(folder / "data.jsonl")
+    assert len(rows) == 8 * 3 and manifest["training_sequences"] == 4 * 3
+    by_doc: dict[str, list[str]] = {}
+    for r in sorted(rows, key=lambda r: r["meta"]["seq"]):
+        by_doc.setdefault(r["meta"]["doc"], []).append(r["text"])
+    # each document is the first 18 words of one pool line, cut into 3 x 6 words, in order
+    firsts = {" ".join(line.split()[:18]) for line in lines}
+    assert all(" ".join(seqs) in firsts for seqs in by_doc.values())

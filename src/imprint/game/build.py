@@ -61,7 +61,12 @@ def _plan(config: GameConfig) -> BuildPlan:
     if config.pool == GENERATE:
         pool_fp = GENERATE
     else:
-        texts, loaded, dropped = load_pool(config.pool, words=config.words)
+        if config.doc_sequences:  # a pool of documents, each cut into sequences
+            from imprint.game.documents import load_document_pool
+
+            texts, loaded, dropped = load_document_pool(config)
+        else:
+            texts, loaded, dropped = load_pool(config.pool, words=config.words)
         if len(texts) < config.pool_size + config.heldout:
             note = f" after removing {dropped}" if dropped else ""
             raise_pool_small(config, len(texts), note)

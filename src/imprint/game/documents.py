@@ -1,7 +1,8 @@
 """Document games: membership is per document, and every sequence of a member is trained on.
 
-Each pool document is one text of ``doc_sequences x words`` words sampled from the base model
-(so its sequences share a topic and a style, as a book's chapters do), cut into
+Each pool document is one text of ``doc_sequences x words`` words, sampled from the base model
+(so its sequences share a topic and a style, as a book's chapters do) or read from a pool file
+(its first ``doc_sequences x words`` words; shorter texts are left out and counted), cut into
 ``doc_sequences`` consecutive sequences of ``words`` words. A seeded split makes half the
 documents members; each member sequence is one training sequence. ``data.jsonl`` holds one row
 per sequence with ``meta.doc`` (the document id) and ``meta.seq`` (its position), so::
@@ -19,12 +20,18 @@ from typing import Any
 
 import numpy as np
 
-from imprint.data import MEMBER, NON_MEMBER
+from imprint.data import MEMBER, NON_MEMBER, LoadedData, Sample
 from imprint.errors import ConfigError
-from imprint.game.config import GENERATE, BuildPlan, GameConfig
-from imprint.game.texts import NATURAL_PROMPTS, generate_texts
+from imprint.game.config import BuildPlan, GameConfig
+from imprint.game.texts import NATURAL_PROMPTS, generate_texts, load_pool
 
-__all__ = ["DOC_FIELD", "check_document_game", "document_records", "split_sequences"]
+__all__ = [
+    "DOC_FIELD",
+    "check_document_game",
+    "document_records",
+    "load_document_pool",
+    "split_sequences",
+]
 
 #: The meta field holding a sequence's document id (``--doc-field doc``).
 DOC_FIELD = "doc"
@@ -35,18 +42,27 @@ def check_document_game(config: GameConfig) -> None:
     k = config.doc_sequences
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ConfigError(f"doc_sequences must be an integer >= 1 (0: no documents), got {k!r}")
-    if config.pool != GENERATE:
-        raise ConfigError(
-            f"a document game samples its documents from the base model (pool={GENERATE!r}); "
-            f"pool {config.pool!r} is not supported for documents yet. Drop --pool, or build a "
-            "game of single texts (--unit sequence)"
-        )
+    if config.words is None:
+        raise ConfigError("a document game needs words (words per sequence), not None")
     if config.canary_repetitions:
         raise ConfigError(
             "a document game has no canaries (membership is per document); pass --repetitions ''"
         )
     if config.shift:
         raise ConfigError("a document game has no shifted non-members; drop --shift")
+
+
+def load_document_pool(config: GameConfig) -> tuple[list[Sample], LoadedData | None, dict]:
+    """A pool file's documents: each cut to its first ``doc_sequences x words`` words; texts
+    with fewer words are left out and counted in ``dropped`` (never silently)."""
+    assert config.words is not None
+    need = config.words * config.doc_sequences
+    texts, loaded, dropped = load_pool(config.pool, words=need)
+    kept = [s for s in texts if len(s.text.split()) == need]
+    if len(kept) < len(texts):
+        reason = f"fewer than {config.doc_sequences} x {config.words} words"
+        dropped = {**dropped, reason: len(texts) - len(kept)}
+    return kept, loaded, dropped
 
 
 def split_sequences(text: str, words: int, k: int) -> list[str]:
@@ -87,18 +103,22 @@ def document_records(
     assert config.words is not None
     n_total = config.pool_size + config.heldout
     rng = np.random.default_rng([config.seed, 1])
-    with _bar(console, progress, "generating documents", n_total) as advance:
-        texts = generate_texts(
-            model,
-            tokenizer,
-            n_total,
-            words=config.words * config.doc_sequences,
-            prompts=NATURAL_PROMPTS,
-            seed=config.seed,
-            temperature=config.pool_temperature,
-            top_k=POOL_TOP_K,
-            advance=advance,
-        )
+    if plan.pool is not None:  # documents from a file, chosen at random
+        chosen = sorted(rng.choice(len(plan.pool), size=n_total, replace=False))
+        texts = [plan.pool[i].text for i in chosen]
+    else:
+        with _bar(console, progress, "generating documents", n_total) as advance:
+            texts = generate_texts(
+                model,
+                tokenizer,
+                n_total,
+                words=config.words * config.doc_sequences,
+                prompts=NATURAL_PROMPTS,
+                seed=config.seed,
+                temperature=config.pool_temperature,
+                top_k=POOL_TOP_K,
+                advance=advance,
+            )
     roles = _roles(rng, n_total, config)
     order = rng.permutation(n_total)  # ids reveal neither prompt nor label
     records: list[dict[str, Any]] = []
