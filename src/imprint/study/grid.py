@@ -151,23 +151,33 @@ def run_grid(
                 samples = data[_data_id(bench)]
                 found[key] = store_blind(spec, key, bench, samples, data_fp, store)
                 advance(1)
-        missing = [c for c in cells if found[c.key] is None]
+        missing = _unique_keys([c for c in cells if found[c.key] is None])
         found.update(_compute(spec, orchestrator, missing, store, result, bars, advance))
     finally:
         bars.close()
-    # labels come from the file as it is now: renaming a model or benchmark recomputes nothing
-    labels = {key: (bench.name, "", "blind baseline") for key, (bench, _) in blind.items()}
-    labels.update({c.key: (c.benchmark.name, c.model.name, c.variant.label) for c in cells})
+    # labels come from the file as it is now: renaming a model or benchmark recomputes nothing.
+    # One record per grid place, not per key: two names for one model (or one data set) share
+    # their cells' keys, and each name keeps its column.
+    places = [(key, bench.name, "", "blind baseline") for key, (bench, _) in blind.items()]
+    places += [(c.key, c.benchmark.name, c.model.name, c.variant.label) for c in cells]
     result.cells = [
-        replace(r, benchmark=labels[k][0], model=labels[k][1], row=labels[k][2])
-        for k, r in found.items()
-        if r is not None
+        replace(record, benchmark=b, model=m, row=r)
+        for k, b, m, r in dict.fromkeys(places)
+        if (record := found[k]) is not None
     ]
     result.elapsed_s = round(time.time() - started, 2)
     return result
 
 
 # -- data and keys --------------------------------------------------------------------------------
+
+
+def _unique_keys(cells: Sequence[_Cell]) -> list[_Cell]:
+    """The first cell of each key: cells that share a key (one model under two names) run once."""
+    first: dict[str, _Cell] = {}
+    for cell in cells:
+        first.setdefault(cell.key, cell)
+    return list(first.values())
 
 
 def _data_id(bench: BenchmarkEntry) -> tuple[Any, ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,8 +190,31 @@ def _int(value: Any, at: _At, *, minimum: int = 1, optional: bool = False) -> in
 
 
 def _kind(value: Any) -> str:
-    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    shown = reprlib.repr(value)  # bounded: a nested YAML alias bomb must not be printed whole
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
     return f"{shown} ({type(value).__name__})"
+
+
+#: values a file may expand to (YAML aliases included); real grids have a few hundred
+MAX_NODES = 100_000
+
+
+def _check_size(raw: Any, source: Path) -> None:
+    """Refuse a file whose aliases expand to more than :data:`MAX_NODES` values (a 'billion
+    laughs' file would otherwise take every later step minutes and gigabytes)."""
+    stack, seen = [raw], 0
+    while stack:
+        value = stack.pop()
+        seen += 1
+        if seen > MAX_NODES:
+            raise ConfigError(
+                f"{source}: expands to more than {MAX_NODES:,} values (YAML anchors/aliases "
+                "repeated inside each other?); write the grid out without nested aliases"
+            )
+        if isinstance(value, Mapping):
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
 
 
 def _unique(names: Sequence[str], at: _At, what: str) -> None:
@@ -264,6 +288,10 @@ def _variants(raw: dict[str, Any], at: _At, refs: Sequence[str]) -> tuple[Attack
                 hint = " (add refs: {NAME: MODEL} to the file)" if "--ref" in str(err) else ""
                 raise at.error(f"{err}{hint}") from None
             out.append(AttackVariant(attack, typed, tuple((p, typed[p]) for p, _ in pairs)))
+    labels = [v.label for v in out]
+    if len(set(labels)) != len(labels):  # same row twice: [0.1, 0.1], [1, 1.0], 0.1 vs 0.1000001
+        twice = next(label for label in labels if labels.count(label) > 1)
+        raise (at / "sweep").error(f"{twice!r} comes out twice; list each value once")
     return tuple(out)
 
 
@@ -287,6 +315,12 @@ def _games(value: Any, at: _At) -> tuple[GameSweep, ...]:
             raise (at / i / "config").error(f"{err} (see `imprint game build --help`)") from None
         out.append(GameSweep(_text(raw["name"], at / i / "name"), config, tuple(sorted(epochs))))
     _unique([g.name for g in out], at, "game")
+    from imprint.study.table_render import slug
+
+    folders = [slug(g.name) for g in out]  # each game is built in <out>/games/<slug>
+    if len(set(folders)) != len(folders):
+        twice = [g.name for g, f in zip(out, folders, strict=True) if folders.count(f) > 1]
+        raise at.error(f"games {twice} would share one folder; name them apart in letters/digits")
     return tuple(out)
 
 
@@ -354,6 +388,8 @@ def parse_spec(raw: Any, source: Path, *, out: Path | None = None) -> StudySpec:
     _unique([b.name for b in benchmarks] + [g.name for g in games], at / "benchmarks", "benchmark")
     refs = _refs(raw.get("refs", {}), at / "refs")
     out = out or Path(_text(raw.get("out", f"studies/{source.stem}"), at / "out"))
+    if out.exists() and not out.is_dir():
+        raise at.error(f"study folder {out} is a file; set 'out' (or --out) to a folder")
     cache = Path(_text(raw["cache"], at / "cache")) if "cache" in raw else out / "cache.sqlite"
     return StudySpec(
         name=_text(raw.get("name", source.stem), at / "name"),
@@ -396,4 +432,5 @@ def load_spec(path: str | Path, *, out: Path | None = None) -> StudySpec:
         raise ConfigError(
             f"{source} is empty; see examples/wikimia-offline.yaml for a complete file"
         )
+    _check_size(raw, source)
     return parse_spec(raw, source, out=out)

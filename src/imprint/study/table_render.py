@@ -42,8 +42,10 @@ _LATEX = {
 
 def slug(name: str) -> str:
     """A file name for ``name``: letters and digits (any script) kept, the rest ``-``."""
-    text = re.sub(r"[^\w.]+", "-", name, flags=re.UNICODE).strip("-.")
-    return text[:80] or "table"
+    text = re.sub(r"[^\w.]+", "-", name, flags=re.UNICODE).strip("-.")[:80]
+    while len(text.encode("utf-8")) > 200:  # file names hold 255 bytes: 80 4-byte letters do not
+        text = text[:-1]
+    return text or "table"
 
 
 def escape_markdown(text: str) -> str:
@@ -288,9 +290,13 @@ def write_outputs(result: Any, tables: Sequence[Table], out: Path) -> list[Path]
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "tables").mkdir(exist_ok=True)
-    written = []
+    written: list[Path] = []
     for table in tables:
-        path = out / "tables" / f"{slug(table.title)}.csv"
+        name, n = slug(table.title), 1
+        while out / "tables" / f"{name}.csv" in written:  # 'a/b' and 'a-b' make one slug
+            n += 1
+            name = f"{slug(table.title)}-{n}"
+        path = out / "tables" / f"{name}.csv"
         path.write_text(to_csv(table), encoding="utf-8")
         written.append(path)
     title = result.spec.name
