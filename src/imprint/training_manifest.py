@@ -105,11 +105,33 @@ def _read(path: Path) -> Any:
         except yaml.YAMLError as err:
             raise ConfigError(f"training manifest {path}: not valid YAML ({err})") from err
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_no_duplicates)
     except ValueError as err:
         raise ConfigError(
             f"training manifest {path}: not valid JSON ({err}); name a YAML file *.yaml"
         ) from err
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are unique (json keeps the last of a repeated key silently:
+    a model listed twice in the plain form would lose its first list of ids)."""
+    keys = [k for k, _ in pairs]
+    twice = [k for k in keys if keys.count(k) > 1]
+    if twice:
+        raise ValueError(f"key {twice[0]!r} appears twice; merge its entries into one")
+    return dict(pairs)
+
+
+#: keys of a model entry and of the full form: a typo ('nonmember') must not be ignored, or
+#: every sample outside 'members' would silently count as OUT
+ENTRY_KEYS = ("name", "spec", "members", "nonmembers")
+TOP_KEYS = ("imprint_training_manifest", "population", "models")
+
+
+def _known(entry: dict[str, Any], known: tuple[str, ...], where: str) -> None:
+    unknown = [str(k) for k in entry if k not in known]
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; the keys are {', '.join(known)}")
 
 
 def _ids(value: Any, where: str) -> frozenset[str]:
@@ -129,6 +151,7 @@ def _spec(spec: Any, base: Path, where: str) -> str:
 
 def _models(data: Any, base: Path, where: str) -> list[ReferenceModel]:
     if isinstance(data, dict) and "models" in data:
+        _known(data, TOP_KEYS, where)
         entries = data["models"]
         if not isinstance(entries, list) or not entries:
             raise ConfigError(f"{where}: 'models' must be a non-empty list of models")
@@ -137,6 +160,7 @@ def _models(data: Any, base: Path, where: str) -> list[ReferenceModel]:
             at = f"{where}, models[{i}]"
             if not isinstance(entry, dict) or "members" not in entry:
                 raise ConfigError(f"{at}: each model needs 'spec' and 'members' (sample ids)")
+            _known(entry, ENTRY_KEYS, at)
             nonmembers = entry.get("nonmembers")
             out.append(
                 ReferenceModel(

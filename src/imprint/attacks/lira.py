@@ -24,13 +24,16 @@ means (the Gaussian fit), not the medians of the authors' code. Higher = member.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from scipy.stats import norm
 
-from imprint.attacks.base import register
+from imprint.attacks.base import Preparation, RunContext, register
 from imprint.attacks.reference_models import ReferenceModelAttack
+from imprint.data.sample import Sample
 from imprint.errors import ConfigError
 from imprint.signals.needs import SignalSet
 from imprint.training_manifest import IN, OUT
@@ -136,6 +139,7 @@ def lira_offline(target: np.ndarray, fit: GaussianFit) -> np.ndarray:
 @dataclass(frozen=True)
 class LiRA(ReferenceModelAttack):
     variance: str = "auto"
+    online_needs_out: ClassVar[bool] = True  # mu_out(x), or mu_in(x) - shift: both need OUT
 
     summary = (
         "likelihood ratio of the target's signal under IN/OUT reference Gaussians (online) or "
@@ -147,6 +151,16 @@ class LiRA(ReferenceModelAttack):
         super().__post_init__()
         if self.variance not in VARIANCES:
             raise ConfigError(f"lira.variance must be one of {VARIANCES}, got {self.variance!r}")
+
+    def prepare(self, samples: Sequence[Sample], run: RunContext) -> Preparation:
+        prepared = super().prepare(samples, run)
+        if len(self.models) < 2:  # fail now, not in score() after every model has run
+            raise ConfigError(
+                f"lira needs at least 2 reference models for a variance, got {len(self.models)} "
+                f"({list(self.models)}); build more (imprint game build --reference-models K, "
+                "K >= 2) or add models to the training manifest; rmia works with one"
+            )
+        return prepared
 
     def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
         target, refs, member = self.values(signals)

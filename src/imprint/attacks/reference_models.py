@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -74,6 +74,8 @@ class ReferenceModelAttack(Attack):
     k: float = 0.2
     modes: tuple[str, ...] = ("online", "offline")
     membership: dict[str, tuple[int, ...]] | None = prepared_field()
+    #: online mode also needs OUT values (LiRA's OUT Gaussian; RMIA online averages all models)
+    online_needs_out: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "modes", tuple(self.modes))
@@ -129,6 +131,15 @@ class ReferenceModelAttack(Attack):
                 f"{len(samples)} samples (by id), so there is no IN distribution. Check that the "
                 f"manifest's ids are the run's sample ids (here e.g. {example}), or use --param "
                 f"{self.name}.modes=offline"
+            )
+        if ("offline" in self.modes or self.online_needs_out) and not (matrix == OUT).any():
+            mode = "offline" if "offline" in self.modes else "online"
+            raise ConfigError(
+                f"attack {self.name!r}, {mode} mode: every reference model trained on every one "
+                f"of the {len(samples)} samples (by id), so there is no OUT distribution and every "
+                "score would be NaN. Use reference models that each left some samples out (a "
+                "game's --reference-models K trains each on half)"
+                + ("" if self.online_needs_out else f", or --param {self.name}.modes=online")
             )
         return replace(self, membership=membership_by_text(samples, matrix))
 
