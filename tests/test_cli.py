@@ -70,6 +70,7 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
         "game build": ["game", "build", "--pool", missing, "--method", "magic" + ODD],
         "game show": ["game", "show", str(tmp / ODD)],
         "demo": ["demo", "--epochs", "", "--out", str(tmp / ODD)],
+        "experiment": ["experiment", missing],
     }  # fmt: skip
 
 
@@ -82,7 +83,8 @@ NAMED = {
 
 
 COMMANDS = [
-    "blind", "compare", "data build-temporal", "data filter", "demo", "game build", "game show",
+    "blind", "compare", "data build-temporal", "data filter", "demo", "experiment", "game build",
+    "game show",
     "overlap add", "overlap build", "overlap merge", "overlap score", "perturb", "perturb-table",
     "run",
 ]  # fmt: skip
@@ -212,7 +214,7 @@ def test_every_game_build_option_reaches_the_game_config():
     from imprint.cli.game import _game_config, game_app
 
     options = _defaults("build", game_app)
-    for name in ("out", "force", "device"):
+    for name in ("out", "force", "device", "reference_models"):  # the command uses these itself
         options.pop(name)
     options.update(words=0, pool="pool.txt", lora_targets="q_proj, v_proj", repetitions="")
     config = _game_config(options)

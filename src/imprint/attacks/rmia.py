@@ -29,7 +29,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
 from imprint.attacks.base import Preparation, RunContext, prepared_field, register
 from imprint.attacks.reference_models import ReferenceModelAttack
@@ -47,6 +46,8 @@ def log_marginal(ref: np.ndarray, member: np.ndarray, *, offline: bool, a: float
     """log Pr(x) per example from reference log-likelihoods ``ref`` (K, n); ``member`` (K, n) is
     1 IN / 0 OUT / -1 unknown. Online: log of the mean of exp(ref) over all finite entries;
     offline: over the OUT entries, then log(((1 + a) Pr_OUT + (1 - a)) / 2). NaN where none."""
+    from scipy.special import logsumexp  # here: the CLI imports every attack module
+
     ref = np.asarray(ref, dtype=np.float64)
     use = np.isfinite(ref) & ((np.asarray(member) == OUT) if offline else True)
     count = use.sum(axis=0)

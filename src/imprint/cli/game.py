@@ -124,6 +124,8 @@ def build(
 
     out, force, device = options.pop("out"), options.pop("force"), options.pop("device")
     k = options.pop("reference_models")
+    if not 0 <= k <= 256:  # checked before the game trains, not after
+        raise typer.BadParameter(f"{k}: use 0 (none) to 256", param_hint="--reference-models")
     folder = build_game(_game_config(options), out=out, force=force, device=device, console=console)
     say(f"game: {folder}")
     refs = ""
