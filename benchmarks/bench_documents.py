@@ -118,6 +118,9 @@ def main() -> None:
     features = members.metrics.documents.dataset["features"]
     p_members = _seeds(args.out / "run-members", features)
     p_unseen = _seeds(args.out / "run-unseen", features)
+    free = [f for f in features if not f.startswith("ref")]  # no reference model
+    p_members_free = _seeds(args.out / "run-members", free)
+    p_unseen_free = _seeds(args.out / "run-unseen", free)
     summary = {
         "game": str(game),
         "game_config": GAME,
@@ -133,6 +136,13 @@ def main() -> None:
             "n": len(p_members),
             "p_members": p_members,
             "p_unseen": p_unseen,
+        },
+        "seeds_reference_free": {
+            "features": free,
+            "members_flagged": int(sum(p < 0.05 for p in p_members_free)),
+            "unseen_not_flagged": int(sum(p >= 0.05 for p in p_unseen_free)),
+            "p_members": p_members_free,
+            "p_unseen": p_unseen_free,
         },
     }
     (args.out / "bench_documents.json").write_text(json.dumps(summary, indent=2, default=str))
@@ -157,11 +167,13 @@ def _print(summary: dict[str, Any]) -> None:
     fp = summary["unseen_run"]["dataset"].get("members_vs_nonmembers", {})
     print("unseen A vs unseen B:", fp.get("p_value"))
     print("documents needed:", ds.get("documents_needed"))
-    seeds = summary["seeds"]
-    print(
-        f"seeds: members flagged {seeds['members_flagged']}/{seeds['n']}, unseen not flagged "
-        f"{seeds['unseen_not_flagged']}/{seeds['n']}"
-    )
+    for key in ("seeds", "seeds_reference_free"):
+        seeds = summary[key]
+        print(
+            f"{key}: members flagged {seeds['members_flagged']}/20 (max p "
+            f"{max(seeds['p_members']):.3g}), unseen not flagged {seeds['unseen_not_flagged']}/20 "
+            f"(min p {min(seeds['p_unseen']):.3g})"
+        )
 
 
 if __name__ == "__main__":
