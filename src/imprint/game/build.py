@@ -29,6 +29,7 @@ from imprint.backends.models import cache_dir, fingerprint_source, load_causal_l
 from imprint.data import MEMBER, NON_MEMBER, Sample
 from imprint.errors import ConfigError, DataError
 from imprint.game.config import GENERATE, BuildPlan, GameConfig, config_hash
+from imprint.game.documents import document_records, load_document_pool
 from imprint.game.records import make_records
 from imprint.game.texts import load_pool, pool_fingerprint
 from imprint.game.train import check_trainable, encode_sequences, prepare_model, save_model, train
@@ -62,8 +63,6 @@ def _plan(config: GameConfig) -> BuildPlan:
         pool_fp = GENERATE
     else:
         if config.doc_sequences:  # a pool of documents, each cut into sequences
-            from imprint.game.documents import load_document_pool
-
             texts, loaded, dropped = load_document_pool(config)
         else:
             texts, loaded, dropped = load_pool(config.pool, words=config.words)
@@ -222,7 +221,9 @@ def _build(
     timings["load_s"] = round(time.time() - started, 2)
     bos = _check_base_model(model, tokenizer, config)
     t0 = time.time()
-    records, heldout = make_records(plan, model, tokenizer, console=console, progress=progress)
+    # a document game's rows are its documents' sequences
+    build_records = document_records if config.doc_sequences else make_records
+    records, heldout = build_records(plan, model, tokenizer, console=console, progress=progress)
     timings["texts_s"] = round(time.time() - t0, 2)
     encoded = encode_sequences(
         tokenizer,

@@ -148,8 +148,6 @@ class GameConfig:
         _positive_float(self.shift_temperature, "shift_temperature")
         self._validate_canaries()
         if self.doc_sequences:
-            from imprint.game.documents import check_document_game
-
             check_document_game(self)
 
     def _validate_canaries(self) -> None:
@@ -214,6 +212,21 @@ class GameConfig:
     def from_dict(cls, data: dict[str, Any]) -> GameConfig:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
+
+
+def check_document_game(config: GameConfig) -> None:
+    """Refuse what a document game cannot do, saying what to change."""
+    k = config.doc_sequences
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"doc_sequences must be an integer >= 1 (0: no documents), got {k!r}")
+    if config.words is None:
+        raise ConfigError("a document game needs words (words per sequence), not None")
+    if config.canary_repetitions:
+        raise ConfigError(
+            "a document game has no canaries (membership is per document); pass --repetitions ''"
+        )
+    if config.shift:
+        raise ConfigError("a document game has no shifted non-members; drop --shift")
 
 
 def config_hash(config: GameConfig, *, model_fingerprint: str, pool_fingerprint: str) -> str:

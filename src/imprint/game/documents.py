@@ -21,13 +21,12 @@ from typing import Any
 import numpy as np
 
 from imprint.data import MEMBER, NON_MEMBER, LoadedData, Sample
-from imprint.errors import ConfigError
 from imprint.game.config import BuildPlan, GameConfig
+from imprint.game.records import HELDOUT_ROLE, MEMBER_ROLE, POOL_TOP_K, _bar, _roles
 from imprint.game.texts import NATURAL_PROMPTS, generate_texts, load_pool
 
 __all__ = [
     "DOC_FIELD",
-    "check_document_game",
     "document_records",
     "load_document_pool",
     "split_sequences",
@@ -35,21 +34,6 @@ __all__ = [
 
 #: The meta field holding a sequence's document id (``--doc-field doc``).
 DOC_FIELD = "doc"
-
-
-def check_document_game(config: GameConfig) -> None:
-    """Refuse what a document game cannot do, saying what to change."""
-    k = config.doc_sequences
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ConfigError(f"doc_sequences must be an integer >= 1 (0: no documents), got {k!r}")
-    if config.words is None:
-        raise ConfigError("a document game needs words (words per sequence), not None")
-    if config.canary_repetitions:
-        raise ConfigError(
-            "a document game has no canaries (membership is per document); pass --repetitions ''"
-        )
-    if config.shift:
-        raise ConfigError("a document game has no shifted non-members; drop --shift")
 
 
 def load_document_pool(config: GameConfig) -> tuple[list[Sample], LoadedData | None, dict]:
@@ -74,8 +58,6 @@ def split_sequences(text: str, words: int, k: int) -> list[str]:
 
 
 def _rows(doc: str, text: str, role: str, config: GameConfig) -> list[dict[str, Any]]:
-    from imprint.game.records import HELDOUT_ROLE, MEMBER_ROLE
-
     assert config.words is not None
     rows = []
     for j, seq in enumerate(split_sequences(text, config.words, config.doc_sequences)):
@@ -97,8 +79,6 @@ def document_records(
     plan: BuildPlan, model: Any, tokenizer: Any, *, console: Any, progress: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(candidate sequences of member and non-member documents, held-out documents' sequences)."""
-    from imprint.game.records import HELDOUT_ROLE, POOL_TOP_K, _bar, _roles
-
     config = plan.config
     assert config.words is not None
     n_total = config.pool_size + config.heldout

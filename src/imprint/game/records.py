@@ -180,11 +180,8 @@ def _record(key: str, text: str, member: bool, kind: str, r: int) -> dict[str, A
 def make_records(
     plan: BuildPlan, model: Any, tokenizer: Any, *, console: Any, progress: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(candidates: natural texts and canaries, held-out non-members)."""
-    if plan.config.doc_sequences:  # a document game: rows are the documents' sequences
-        from imprint.game.documents import document_records
-
-        return document_records(plan, model, tokenizer, console=console, progress=progress)
+    """(candidates: natural texts and canaries, held-out non-members) of a game of single texts
+    (a document game's rows are :func:`imprint.game.documents.document_records`)."""
     natural, heldout = _natural_records(plan, model, tokenizer, console=console, progress=progress)
     avoid = {r["text"] for r in natural + heldout}
     canaries = _canary_records(

@@ -13,8 +13,9 @@ Computed once, after the sequence-level evaluation, from the same sequence score
   false-positive check with two disjoint halves of the non-members, and the p-value against the
   number of documents per set.
 
-:class:`DocumentMetrics` is the ``documents`` entry of ``metrics.json``; :func:`document_blocks`
-renders it for report.md / report.html.
+:func:`evaluate_documents` returns a :class:`~imprint.report.document_results.DocumentMetrics`
+(the ``documents`` entry of ``metrics.json``); :func:`document_blocks` renders it for report.md /
+report.html.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -45,84 +46,16 @@ from imprint.documents import (
 from imprint.documents.dataset_inference import MIN_DOCS
 from imprint.errors import DataError
 from imprint.metrics import DEFAULT_FPR_BOUNDS, Interval, UndefinedMetricWarning
-from imprint.report import jsonread as js
+from imprint.report.cells import fmt, tpr_cell
 from imprint.report.columns import ColumnMetrics
+from imprint.report.document_results import DocumentMetrics, DocumentRow
 
-__all__ = ["DocumentMetrics", "DocumentRow", "document_blocks", "evaluate_documents"]
+__all__ = ["document_blocks", "evaluate_documents"]
 
 MEEUS = "meeus (token probability / corpus frequency, random forest)"
 BLIND = "blind (bag-of-words on whole documents, no model)"
 #: Dataset-inference features: score columns finite for at least this share of sequences.
 MIN_FINITE_SHARE = 0.9
-
-
-@dataclass(frozen=True)
-class DocumentRow:
-    """One document-level score: its attack column (None for Meeus and the blind baseline), the
-    aggregation, figures over documents, and the paired sequence-level AUC and gain."""
-
-    attack: str | None
-    aggregation: str
-    metrics: ColumnMetrics
-    sequence_auc: Interval | None = None
-    gain: Interval | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"attack": self.attack, "aggregation": self.aggregation}
-        out["metrics"] = self.metrics.to_dict()
-        for name in ("sequence_auc", "gain"):
-            value = getattr(self, name)
-            out[name] = None if value is None else value.to_dict()
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str) -> DocumentRow:
-        data = js.obj(data, where)
-        pairs = {
-            k: None if data.get(k) is None else js.interval(data[k], f"{where}.{k}")
-            for k in ("sequence_auc", "gain")
-        }
-        return cls(
-            attack=js.text(data.get("attack"), f"{where}.attack", optional=True),
-            aggregation=js.text(js.get(data, "aggregation", where), f"{where}.aggregation"),
-            metrics=ColumnMetrics.from_dict(js.get(data, "metrics", where), f"{where}.metrics"),
-            **pairs,
-        )
-
-
-@dataclass(frozen=True)
-class DocumentMetrics:
-    """The ``documents`` entry of metrics.json (see the module docstring)."""
-
-    n_documents: int
-    n_members: int
-    n_nonmembers: int
-    n_sequences: int
-    rows: dict[str, DocumentRow]
-    dataset: dict[str, Any] = field(default_factory=dict)  # dataset inference, JSON-ready
-    notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in ("n_documents", "n_members", "n_nonmembers")}
-        out["n_sequences"] = self.n_sequences
-        out["rows"] = {name: row.to_dict() for name, row in self.rows.items()}
-        out.update(dataset=self.dataset, notes=list(self.notes))
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str) -> DocumentMetrics:
-        data = js.obj(data, where)
-        counts = {
-            k: js.integer(js.get(data, k, where), f"{where}.{k}")
-            for k in ("n_documents", "n_members", "n_nonmembers", "n_sequences")
-        }
-        rows = js.obj(js.get(data, "rows", where), f"{where}.rows")
-        return cls(
-            rows={n: DocumentRow.from_dict(r, f"{where}.rows[{n!r}]") for n, r in rows.items()},
-            dataset=js.obj(data.get("dataset", {}), f"{where}.dataset"),
-            notes=tuple(js.text(n, f"{where}.notes") for n in data.get("notes", [])),
-            **counts,
-        )
 
 
 # -- evaluation ---------------------------------------------------------------------------------
@@ -328,16 +261,9 @@ def _false_positive(
 # -- report section -------------------------------------------------------------------------------
 
 
-def _fmt(interval: Interval | None) -> str:
-    from imprint.report.render import fmt
-
-    return fmt(interval)
-
-
 def document_rows(metrics: DocumentMetrics) -> tuple[list[str], list[list[str]]]:
     """The document table: one row per document score, the sequence-level AUC beside it."""
     from imprint.metrics.bootstrap import fpr_key
-    from imprint.report.render import tpr_cell
 
     header = [
         "score",
@@ -349,9 +275,9 @@ def document_rows(metrics: DocumentMetrics) -> tuple[list[str], list[list[str]]]
     rows = []
     for name, row in metrics.rows.items():
         tprs = [tpr_cell(row.metrics, b) for b in DEFAULT_FPR_BOUNDS]
-        seq = _fmt(row.sequence_auc) if row.sequence_auc else "-"
-        gain = _fmt(row.gain) if row.gain else "-"
-        rows.append([name, _fmt(row.metrics.auc), *tprs, seq, gain])
+        seq = fmt(row.sequence_auc) if row.sequence_auc else "-"
+        gain = fmt(row.gain) if row.gain else "-"
+        rows.append([name, fmt(row.metrics.auc), *tprs, seq, gain])
     return header, rows
 
 

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import base64
 import html
-import math
 import re
 from pathlib import Path
 from typing import Any
 
-from imprint.metrics import DEFAULT_FPR_BOUNDS, Interval
+from imprint.metrics import DEFAULT_FPR_BOUNDS
 from imprint.metrics.bootstrap import fpr_key
+from imprint.report.cells import NOT_MEASURABLE, fmt, tpr_cell
+from imprint.report.documents import document_blocks
 from imprint.report.results import BlindMetrics, BlindSuiteMetrics, ColumnMetrics, RunMetrics
 
 BLIND_NAME = "blind (bag-of-words, no model)"
-NOT_MEASURABLE = "not measurable"
 
 # A block of the report: (kind, payload) with kind h1/h2 (text), p (text), warn (text),
 # table ((header, rows)) or img (file name); all text unescaped.
@@ -34,20 +34,6 @@ def md_escape(text: str) -> str:
     one_line = " ".join(str(text).splitlines())
     entities = one_line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MD_SYNTAX.sub(r"\\\1", entities)
-
-
-def fmt(interval: Interval | None) -> str:
-    """'0.734 [0.681, 0.790]' for an interval; 'n/a' when it is missing or undefined (NaN)."""
-    if interval is None or math.isnan(interval.estimate):
-        return "n/a"
-    return f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
-
-
-def tpr_cell(column: ColumnMetrics, bound: float) -> str:
-    """A TPR@FPR cell: its interval, or 'not measurable' (the reason goes in a note)."""
-    if bound in column.not_measurable:
-        return NOT_MEASURABLE
-    return fmt(column.tpr(bound))
 
 
 def metric_rows(metrics: RunMetrics) -> list[list[str]]:
@@ -156,8 +142,6 @@ def report_blocks(metrics: RunMetrics, manifest: dict[str, Any], plots: list[str
             ("table", breakdown_rows(metrics)),
         ]
     if metrics.documents is not None:
-        from imprint.report.documents import document_blocks
-
         blocks += document_blocks(metrics.documents)
     if data["dropped"]:
         rows = [[k, str(v)] for k, v in data["dropped"].items()]

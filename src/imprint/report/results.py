@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, get_args
 
 from imprint.diagnostics.blind import BLIND_WARN_DELTA
 from imprint.errors import ConfigError, DataError
@@ -35,9 +35,7 @@ from imprint.report.blind_results import (
     Spread,
 )
 from imprint.report.columns import ColumnMetrics
-
-if TYPE_CHECKING:  # imported when read, so results stays importable on its own
-    from imprint.report.documents import DocumentMetrics
+from imprint.report.document_results import DocumentMetrics
 
 __all__ = [
     "WARNING_KINDS",
@@ -180,8 +178,6 @@ class RunMetrics:
 
 
 def _documents(data: dict[str, Any], where: str) -> DocumentMetrics | None:
-    from imprint.report.documents import DocumentMetrics
-
     return js.optional(data, "documents", DocumentMetrics.from_dict, where)
 
 
