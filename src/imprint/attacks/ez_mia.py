@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
-from imprint.attacks.base import Attack, RunContext, register
+from imprint.attacks.base import register
+from imprint.attacks.per_reference import PerReferenceAttack
 from imprint.backends.base import TokenStats
 from imprint.errors import ConfigError
 from imprint.signals.needs import Need, SignalSet
@@ -85,9 +86,8 @@ def ez_score(
 
 @register("ez_mia")
 @dataclass(frozen=True)
-class EzMia(Attack):
+class EzMia(PerReferenceAttack):
     vocab_stats: ClassVar[bool] = False  # log p and the argmax only: vLLM serves it
-    refs: tuple[str, ...] = ()
     min_error_tokens: int = 2
 
     summary = (
@@ -107,18 +107,6 @@ class EzMia(Attack):
             )
         if self.min_error_tokens < 1:
             raise ConfigError(f"ez_mia min_error_tokens must be >= 1, got {self.min_error_tokens}")
-
-    @classmethod
-    def unavailable_reason(cls, run: RunContext) -> str | None:
-        return None if run.refs else "no reference model (--ref NAME=SPEC)"
-
-    @classmethod
-    def for_run(cls, run: RunContext, **params: Any) -> Attack:
-        params.setdefault("refs", run.refs)
-        return cls(**params)
-
-    def needs(self) -> tuple[Need, ...]:
-        return (Need(), *(Need(model=r) for r in self.refs))
 
     def columns(self) -> tuple[str, ...]:
         return tuple(f"ez_mia[{r}]" for r in self.refs)

@@ -8,20 +8,20 @@ A member is easier for the target than for a model that never saw it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
-from imprint.attacks.base import Attack, RunContext, mean_logp, register
+from imprint.attacks.base import mean_logp, register
+from imprint.attacks.per_reference import PerReferenceAttack
 from imprint.errors import ConfigError
 from imprint.signals.needs import Need, SignalSet
 
 
 @register("ref")
 @dataclass(frozen=True)
-class Reference(Attack):
+class Reference(PerReferenceAttack):
     vocab_stats: ClassVar[bool] = False  # per-token log p only: vLLM serves it
-    refs: tuple[str, ...] = ()
 
     summary = "target log-likelihood calibrated by reference models (difference and ratio)"
     paper = "Carlini et al. 2021; Watson et al. 2022, On the Importance of Difficulty Calibration"
@@ -29,18 +29,6 @@ class Reference(Attack):
     def __post_init__(self) -> None:
         if not self.refs:
             raise ConfigError("attack 'ref' needs at least one reference model: --ref NAME=SPEC")
-
-    @classmethod
-    def unavailable_reason(cls, run: RunContext) -> str | None:
-        return None if run.refs else "no reference model (--ref NAME=SPEC)"
-
-    @classmethod
-    def for_run(cls, run: RunContext, **params: Any) -> Attack:
-        params.setdefault("refs", run.refs)
-        return cls(**params)
-
-    def needs(self) -> tuple[Need, ...]:
-        return (Need(), *(Need(model=r) for r in self.refs))
 
     def columns(self) -> tuple[str, ...]:
         return tuple(c for r in self.refs for c in (f"ref[{r}]", f"ref_ratio[{r}]"))

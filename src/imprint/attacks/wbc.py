@@ -20,14 +20,15 @@ that tokenizes a text differently is an error.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
-from imprint.attacks.base import Attack, RunContext, register
+from imprint.attacks.base import register
 from imprint.attacks.ez_mia import aligned_pairs, warn_undefined
+from imprint.attacks.per_reference import PerReferenceAttack
 from imprint.errors import ConfigError
-from imprint.signals.needs import Need, SignalSet
+from imprint.signals.needs import SignalSet
 
 WINDOWS = (2, 3, 4, 6, 9, 13, 18, 25, 32, 40)  # the authors' released configuration
 
@@ -51,9 +52,8 @@ def wbc_score(target_logp: np.ndarray, ref_logp: np.ndarray, windows: tuple[int,
 
 @register("wbc")
 @dataclass(frozen=True)
-class Wbc(Attack):
+class Wbc(PerReferenceAttack):
     vocab_stats: ClassVar[bool] = False  # log p and the argmax only: vLLM serves it
-    refs: tuple[str, ...] = ()
     windows: tuple[int, ...] = WINDOWS
 
     summary = (
@@ -77,18 +77,6 @@ class Wbc(Attack):
                 f"wbc windows must be one or more sizes >= 1 (tokens), got {self.windows}; "
                 "e.g. --param wbc.windows=2,4,8,16"
             )
-
-    @classmethod
-    def unavailable_reason(cls, run: RunContext) -> str | None:
-        return None if run.refs else "no reference model (--ref NAME=SPEC)"
-
-    @classmethod
-    def for_run(cls, run: RunContext, **params: Any) -> Attack:
-        params.setdefault("refs", run.refs)
-        return cls(**params)
-
-    def needs(self) -> tuple[Need, ...]:
-        return (Need(), *(Need(model=r) for r in self.refs))
 
     def columns(self) -> tuple[str, ...]:
         return tuple(f"wbc[{r}]" for r in self.refs)
