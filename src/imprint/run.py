@@ -286,37 +286,12 @@ def execute_run(
         )
         for name, spec in config.pools.items()
     }
-    # validate attacks before loading any model: errors here cost nothing
-    build_attacks(
-        config.attacks,
-        RunContext(
-            refs=tuple(n for n, _ in config.refs),
-            target_access=config.target_access,
-            references=reference_set(config),
-        ),
-        params=config.params,
-    )
+    _check_attacks(config)  # before loading any model: errors here cost nothing
     scored = _score(config, samples, pools, dropped, console, backends, progress, executor)
     metrics = evaluate_scores(scored.samples, scored.scores, config=config)
     found = tuple(RunWarning("data_defects", m) for m in defects.warnings(config.data))
     metrics = dataclasses.replace(metrics, warnings=metrics.warnings + found)
-    manifest = {
-        "config": config,
-        "data": {
-            "source": loaded.source,
-            "fingerprint": loaded.fingerprint,
-            "loaded": len(loaded.samples),
-            "evaluated": len(scored.samples),
-            "dropped": dropped,
-            "defects": defects.to_dict(),
-        },
-        "models": scored.models,
-        "attacks": {a.name: hyperparameters(a) for a in scored.attacks},
-        "passes": scored.work.plan.to_dict(),
-        "requests": scored.work.to_dict(),
-        "executor": scored.work.executor,
-        "elapsed_s": round(time.time() - started, 2),
-    }
+    manifest = _manifest(config, loaded, scored, dropped, defects.to_dict(), started)
     if split is not None:  # document-level figures from the same sequence scores
         from imprint.report.documents import evaluate_documents
 
@@ -334,6 +309,47 @@ def execute_run(
         overwrite=config.overwrite,
     )
     return RunResult(config.out, scored.samples, scored.scores, metrics, manifest)
+
+
+def _check_attacks(config: RunConfig) -> None:
+    """Build the attacks once, with no model: names, parameters and access fail here."""
+    build_attacks(
+        config.attacks,
+        RunContext(
+            refs=tuple(n for n, _ in config.refs),
+            target_access=config.target_access,
+            references=reference_set(config),
+        ),
+        params=config.params,
+    )
+
+
+def _manifest(
+    config: RunConfig,
+    loaded: LoadedData,
+    scored: _Scored,
+    dropped: dict[str, int],
+    defects: dict[str, Any],
+    started: float,
+) -> dict[str, Any]:
+    """The run's manifest: config, data accounting, models, attacks and the work done."""
+    return {
+        "config": config,
+        "data": {
+            "source": loaded.source,
+            "fingerprint": loaded.fingerprint,
+            "loaded": len(loaded.samples),
+            "evaluated": len(scored.samples),
+            "dropped": dropped,
+            "defects": defects,
+        },
+        "models": scored.models,
+        "attacks": {a.name: hyperparameters(a) for a in scored.attacks},
+        "passes": scored.work.plan.to_dict(),
+        "requests": scored.work.to_dict(),
+        "executor": scored.work.executor,
+        "elapsed_s": round(time.time() - started, 2),
+    }
 
 
 @dataclass

@@ -92,10 +92,9 @@ def run_plan(
 ) -> tuple[SignalSet, PlanReport]:
     """Compute (or fetch) the signals of every need for every text.
 
-    ``progress(label, total_tokens)`` returns a callback advanced by tokens scored.
-    ``executor`` runs the planned batches (default: this process; see :mod:`imprint.executors`);
-    their results are stored here, batch by batch, as they arrive.
-    ``token_budget=None`` batches by each backend's own budget (sized from free memory on a GPU).
+    ``progress(label, total_tokens)`` returns a callback advanced by tokens scored. ``executor``
+    runs the planned batches (default: this process; see :mod:`imprint.executors`), stored here
+    as they arrive; ``token_budget=None`` batches by each backend's own budget.
     """
     needs = list(dict.fromkeys(needs))
     check_capabilities(needs, backends)
