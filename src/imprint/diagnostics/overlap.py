@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
-import operator
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +27,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from imprint.diagnostics.bloom_filters import (
+    _HASH_FUNC,
+    _bloom,
+    _filter_file,
+    _filter_stats,
+    plan_filter,
+    save_filters,
+)
 from imprint.diagnostics.corpus import CorpusFileStats, Unit, iter_batches, iter_documents
 from imprint.diagnostics.ngrams import HASH_VERSION, NORMALIZATION, NgramBatch
 from imprint.errors import ConfigError, DataError
@@ -50,18 +56,6 @@ MANIFEST = "manifest.json"
 DEFAULT_FP_RATE = 0.01
 #: ``progress(label, total) -> advance(n)``: a progress factory, e.g. the CLI's rich bars
 Progress = Callable[[str, int], Callable[[int], None]]
-N_PROBES = 200_000
-_HASH_FUNC = operator.index  # n-gram hashes are already uniform 64-bit ints
-
-
-def _bloom(capacity: int, rate: float) -> Any:
-    from rbloom import Bloom
-
-    return Bloom(capacity, rate, hash_func=_HASH_FUNC)
-
-
-def _filter_file(n: int) -> str:
-    return f"ngrams_{n}.bloom"
 
 
 def _check_ns(ns: Sequence[int]) -> list[int]:
@@ -69,29 +63,6 @@ def _check_ns(ns: Sequence[int]) -> list[int]:
     if not out or any(n < 1 for n in out):
         raise ConfigError(f"n values must be positive integers (e.g. --n 7); got {list(ns)}")
     return out
-
-
-def plan_filter(capacity: int, fp_rate: float) -> dict[str, Any]:
-    """Filter parameters that keep the false-positive rate at ``capacity`` items <= ``fp_rate``.
-
-    rbloom sizes ``m = -C ln p / ln(2)^2`` bits with ``k = floor(-log2 p)`` hash functions, so
-    asking it for exactly ``p`` overshoots slightly; the requested rate is lowered until the
-    formula ``(1 - exp(-k C / m))^k`` is within target. Returns ``requested_rate``, ``k``,
-    ``size_in_bits`` (predicted) and ``fp_rate_at_capacity``.
-    """
-    if not 0.0 < fp_rate < 1.0:
-        raise ConfigError(f"the false-positive rate must be in (0, 1), e.g. 0.01; got {fp_rate}")
-    if capacity < 1:
-        raise ConfigError(f"capacity must be >= 1 n-gram, got {capacity}")
-    rate = fp_rate
-    for _ in range(200):
-        bits = 8 * math.ceil(-capacity * math.log(rate) / math.log(2) ** 2 / 8)
-        k = max(1, math.floor(-math.log(rate) / math.log(2)))
-        predicted = (1.0 - math.exp(-k * capacity / bits)) ** k
-        if predicted <= fp_rate:
-            break
-        rate *= 0.98
-    return {"requested_rate": rate, "k": k, "size_in_bits": bits, "fp_rate_at_capacity": predicted}
 
 
 def count_ngrams(
@@ -116,45 +87,6 @@ def count_ngrams(
                 if w >= n:
                     totals[n] += w - n + 1
     return totals
-
-
-def _popcount_file(path: Path, chunk: int = 1 << 24) -> int:
-    """Number of set bits after the 8-byte header of an rbloom file."""
-    total = 0
-    with open(path, "rb") as fh:
-        fh.seek(8)
-        while block := fh.read(chunk):
-            total += int(np.bitwise_count(np.frombuffer(block, dtype=np.uint8)).sum())
-    return total
-
-
-def _read_k(path: Path) -> int:
-    with open(path, "rb") as fh:
-        return int.from_bytes(fh.read(8), "little")
-
-
-def _filter_stats(
-    bloom: Any, path: Path, n_inserted: int, *, measure: bool, seed: int
-) -> dict[str, Any]:
-    """Fill, k and false-positive rates of a saved filter (estimated from the fill, measured)."""
-    m = int(bloom.size_in_bits)
-    k = _read_k(path)
-    fill = _popcount_file(path) / m
-    stats: dict[str, Any] = {
-        "size_in_bits": m,
-        "size_bytes": path.stat().st_size,
-        "k": k,
-        "n_inserted": int(n_inserted),
-        "fill": fill,
-        "approx_distinct": float(bloom.approx_items),
-        "fp_rate_estimated": fill**k,
-    }
-    if measure:
-        probes = np.random.default_rng(seed).integers(0, 2**64, size=N_PROBES, dtype=np.uint64)
-        hits = sum(1 for x in probes.tolist() if x in bloom)
-        stats["fp_rate_measured"] = hits / N_PROBES
-        stats["fp_probes"] = N_PROBES
-    return stats
 
 
 def _prepare_out(out: Path, overwrite: bool) -> None:
@@ -223,14 +155,10 @@ def build_index(
     inserted, stats = _stream_into(
         blooms, paths, text_field=text_field, unit=unit, progress=progress
     )
-    filters = {}
-    for n in ns:
-        path = out / _filter_file(n)
-        blooms[n].save(str(path))
-        info = {"file": path.name, "capacity": caps[n], "capacity_counted": capacity is None}
-        info.update(plans[n])
-        info.update(_filter_stats(blooms[n], path, inserted[n], measure=measure_fp, seed=seed))
-        filters[str(n)] = info
+    filters = save_filters(
+        out, blooms, caps, plans, inserted,
+        counted=capacity is None, measure_fp=measure_fp, seed=seed,
+    )  # fmt: skip
     manifest = {
         "format": INDEX_FORMAT,
         "hash": HASH_VERSION,

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from imprint.diagnostics.bloom_filters import save_filters
 from imprint.diagnostics.corpus import CorpusFileStats, Unit, iter_documents, new_stats
 from imprint.diagnostics.ngrams import HASH_VERSION, NORMALIZATION, NgramBatch
 from imprint.diagnostics.overlap import (
@@ -28,8 +29,6 @@ from imprint.diagnostics.overlap import (
     _check_memory,
     _check_ns,
     _corpus_paths,
-    _filter_file,
-    _filter_stats,
     _prepare_out,
     _write_manifest,
     plan_filter,
@@ -141,14 +140,10 @@ def build_index_ray(
             import ray
 
             ray.shutdown()
-    filters = {}
-    for n in ns:
-        path = out / _filter_file(n)
-        blooms[n].save(str(path))
-        info = {"file": path.name, "capacity": caps[n], "capacity_counted": capacity is None}
-        info.update(plans[n])
-        info.update(_filter_stats(blooms[n], path, inserted[n], measure=measure_fp, seed=seed))
-        filters[str(n)] = info
+    filters = save_filters(
+        out, blooms, caps, plans, inserted,
+        counted=capacity is None, measure_fp=measure_fp, seed=seed,
+    )  # fmt: skip
     manifest = {
         "format": INDEX_FORMAT,
         "hash": HASH_VERSION,
