@@ -72,6 +72,10 @@ class Attack:
     # needs the mean/variance of log p over the vocabulary (or other full-distribution statistics);
     # False = reads only per-token log p, rank or top-1, so a token-logprob backend (vLLM) serves it
     vocab_stats: ClassVar[bool] = True
+    # where this implementation's defaults or formula differ from the paper or the authors' code:
+    # one sentence each, what differs and why; printed by ``imprint attacks``, written to the
+    # manifest (``attack_deviations``) and listed in the README
+    deviations: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def unavailable_reason(cls, run: RunContext) -> str | None:

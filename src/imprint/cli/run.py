@@ -263,6 +263,8 @@ def list_attacks() -> None:
 
     for name, cls in available_attacks().items():
         typer.echo(f"{name:<14} {cls.access:<9} {cls.summary}  [{cls.paper}]")
+        for deviation in cls.deviations:  # differences from the paper / the authors' code
+            typer.echo(f"{'':<15}differs: {deviation}")
 
 
 def list_backends() -> None:
