@@ -27,7 +27,7 @@ from imprint.study.table_render import (
     to_markdown,
     write_outputs,
 )
-from imprint.study.tables import build_tables
+from imprint.study.tables import build_tables, long_rows
 
 ODD = "M|o*d_el & 50% <b>"  # a model name with every format's special characters
 NAN = Interval(math.nan, math.nan, math.nan)
@@ -183,3 +183,21 @@ def test_cells_round_trip_and_a_broken_file_is_recomputed(result: GridResult, tm
     store.path(result.cells[0].key).write_text('{"format": 1, "key": ', encoding="utf-8")
     assert store.get(result.cells[0].key) is None
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_long_parquet_row_names_each_score_column_of_a_two_column_attack():
+    # issue 19 item 15: zlib writes zlib and zlib_char; both rows read "zlib" before
+    spec = parse_spec(
+        {"models": ["m"], "benchmarks": ["A"], "attacks": ["zlib", "min_k"],
+         "sweep": {"min_k.k": [0.2]}},
+        Path("t.yaml"),
+    )  # fmt: skip
+    cells = [
+        cell("m", "A", "zlib", {"zlib": metrics(0.6, 0.5, 0.7, 0.1),
+                                "zlib_char": metrics(0.62, 0.5, 0.7, 0.1)}),
+        cell("m", "A", "min_k", {"min_k": metrics(0.6, 0.5, 0.7, 0.1)}, row="min_k (k=0.2)"),
+    ]  # fmt: skip
+    rows = {(r["column"], r["row"]) for r in long_rows(cells)}
+    assert rows == {("zlib", "zlib"), ("zlib_char", "zlib_char"), ("min_k", "min_k (k=0.2)")}
+    (table,) = build_tables(GridResult(spec, cells))
+    assert set(table.rows) == {r for _, r in rows}  # the Parquet's rows are the table's rows

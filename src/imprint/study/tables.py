@@ -150,7 +150,7 @@ def long_rows(cells: Sequence[CellRecord]) -> list[dict[str, Any]]:
             for name, interval, reason in figures:
                 out.append({
                     "model": record.model, "benchmark": record.benchmark,
-                    "attack": record.attack, "row": record.row, "column": column,
+                    "attack": record.attack, "row": _long_row(record, column), "column": column,
                     "params": _params_text(record.params), "metric": name,
                     "estimate": interval.estimate, "low": interval.low, "high": interval.high,
                     "not_measurable": reason, "n_members": metrics.n_members,
@@ -158,6 +158,12 @@ def long_rows(cells: Sequence[CellRecord]) -> list[dict[str, Any]]:
                     "run": record.provenance.get("run"), "data": record.provenance.get("data"),
                 })  # fmt: skip
     return out
+
+
+def _long_row(record: CellRecord, column: str) -> str:
+    """The table's row label of ``column``: ``zlib`` and ``zlib_char`` of one zlib cell are two
+    rows (the cell's own ``row`` names only its attack and swept parameters)."""
+    return column if record.attack == BLIND else _row_label(record, column)
 
 
 def _params_text(params: dict[str, Any]) -> str:
