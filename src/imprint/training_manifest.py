@@ -100,8 +100,10 @@ def _read(path: Path) -> Any:
     if path.suffix.lower() in (".yaml", ".yml"):
         import yaml
 
+        from imprint.strict_yaml import safe_load
+
         try:
-            return yaml.safe_load(text)
+            return safe_load(text)
         except yaml.YAMLError as err:
             raise ConfigError(f"training manifest {path}: not valid YAML ({err})") from err
     try:

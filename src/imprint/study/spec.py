@@ -411,6 +411,8 @@ def load_spec(path: str | Path, *, out: Path | None = None) -> StudySpec:
     """Read and validate an experiment file (see :func:`parse_spec`)."""
     import yaml
 
+    from imprint.strict_yaml import safe_load
+
     source = Path(path)
     if not source.is_file():
         raise ConfigError(
@@ -418,7 +420,7 @@ def load_spec(path: str | Path, *, out: Path | None = None) -> StudySpec:
             "examples/wikimia-offline.yaml"
         )
     try:
-        raw = yaml.safe_load(source.read_text(encoding="utf-8"))
+        raw = safe_load(source.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:
         raise ConfigError(f"{source} is not UTF-8 text ({err}); save it as UTF-8") from None
     except yaml.YAMLError as err:
