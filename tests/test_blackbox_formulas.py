@@ -276,7 +276,7 @@ def test_petal_refuses_the_target_as_its_own_surrogate():
         capabilities = frozenset({SAMPLING})
 
     with pytest.raises(ConfigError, match="surrogate"):
-        PETAL().check_backend(Target())
+        PETAL(surrogate="smollm2-135m").check_backend(Target())
 
 
 def test_samia_suffix_without_words_has_no_score():

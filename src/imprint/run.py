@@ -319,6 +319,7 @@ def _check_attacks(config: RunConfig) -> None:
             refs=tuple(n for n, _ in config.refs),
             target_access=config.target_access,
             references=reference_set(config),
+            target_spec=config.model,
         ),
         params=config.params,
     )
@@ -442,6 +443,7 @@ def _set_up_attacks(
         target_access=config.target_access,
         requests=requests,
         references=reference_set(config),
+        target_spec=config.model,
     )
     attacks = build_attacks(config.attacks, run, params=config.params)
     for attack in attacks:

@@ -45,6 +45,9 @@ class RunContext:
     # reference models with known training data (--references: a game's, or a training
     # manifest): names, each model's IN/OUT membership per sample id, population texts
     references: ReferenceSet | None = None
+    # the target's model spec as the user gave it (``--model``), for attacks whose defaults
+    # depend on which model the target is (PETAL's surrogate); "" when unknown
+    target_spec: str = ""
 
 
 @dataclass(frozen=True)
@@ -103,18 +106,22 @@ class Attack:
         raise NotImplementedError  # abstract
 
 
-def prepared_field() -> Any:
-    """A dataclass field for state an attack's ``prepare`` fills in (not a hyperparameter: no
-    ``--param`` sets it, the manifest leaves it out, equality and hashing ignore it)."""
-    return field(default=None, repr=False, compare=False, metadata={"prepared": True})
+def prepared_field(*, record: bool = False) -> Any:
+    """A dataclass field for state an attack's set-up fills in (not a hyperparameter: no
+    ``--param`` sets it, equality and hashing ignore it). The manifest leaves it out unless
+    ``record`` (a choice the run made for the user, e.g. which surrogate model it picked)."""
+    metadata = {"prepared": True, "record": record}
+    return field(default=None, repr=False, compare=False, metadata=metadata)
 
 
 def hyperparameters(attack: Attack) -> dict[str, Any]:
-    """The attack's hyperparameters (for the manifest): every field but prepared state."""
+    """The attack's hyperparameters (for the manifest): every field but prepared state, save
+    the prepared choices marked ``record``."""
     return {
         f.name: getattr(attack, f.name)
         for f in fields(attack)
-        if not f.metadata.get("prepared") and not f.name.startswith("_")
+        if (not f.metadata.get("prepared") or f.metadata.get("record"))
+        and not f.name.startswith("_")
     }
 
 

