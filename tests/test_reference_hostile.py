@@ -51,8 +51,12 @@ def test_lira_with_one_reference_model_is_refused_at_preparation() -> None:
     (lira,) = build_attacks(["lira"], run)
     with pytest.raises(ConfigError, match="at least 2 reference models.*rmia works with one"):
         lira.prepare(SAMPLES, run)
-    (rmia,) = build_attacks(["rmia"], run)  # one model is enough for rmia
+    # one model is enough for rmia with a fixed offline a (a=auto needs a second to tune a)
+    (rmia,) = build_attacks(["rmia"], run, params={"rmia": {"a": 0.3}})
     assert rmia.prepare(SAMPLES, run).attack.membership == {"北京 text": (1,), "Москва text": (0,)}
+    (rmia,) = build_attacks(["rmia"], run)
+    with pytest.raises(ConfigError, match="at least 2 reference models"):
+        rmia.prepare(SAMPLES, run)
 
 
 @pytest.mark.parametrize(

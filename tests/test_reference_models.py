@@ -141,9 +141,12 @@ def test_run_scores_lira_and_rmia_through_the_cache(game: Path, tmp_path, one_to
     assert set(np.unique(result.scores["rmia"])) <= {k / 6 for k in range(7)}  # 6 z texts
     work = result.manifest["requests"]
     assert set(work) >= {"target", "reference-0", "reference-1", "reference-2"}
-    # the population texts went through the request layer: candidates + 6 held-out texts
+    # the population texts went through the request layer: candidates + 6 held-out texts; the
+    # tuning of rmia's offline a asks for the candidates' passes once more (from the cache)
     n = len(result.samples)
-    assert work["reference-0"]["logprobs"]["requests"] == n + 6
+    assert work["reference-0"]["logprobs"]["requests"] == 2 * n + 6
+    assert work["reference-0"]["logprobs"]["executed"] == n + 6
+    assert result.manifest["attacks"]["rmia"]["a_tuning"]["target"] == "reference-0"
     again = execute_run(RunConfig(**{**config.__dict__, "out": tmp_path / "run2"}))
     assert all(w["logprobs"]["executed"] == 0 for w in again.manifest["requests"].values())
     for column in ("lira", "rmia_offline"):

@@ -1,5 +1,6 @@
 """RMIA, the relative membership inference attack (Zarifzadeh et al. 2024, "Low-Cost High-Power
-Membership Inference Attacks"), for language models with reference models of known training data.
+Membership Inference Attacks", ICML; Section 3), for language models with reference models of
+known training data.
 
 Pr(x|theta) is the target's likelihood of x. For an LM we take exp(mean token log-likelihood)
 (the geometric mean of the per-token probabilities, in (0, 1]), not the sequence likelihood:
@@ -8,9 +9,13 @@ for values on a probability-like scale (a sequence likelihood of e^-300 would va
 Any other per-example signal can be chosen (``signal``); it is exponentiated the same way.
 
 - Pr(x) = mean over the reference models of Pr(x|theta_r): all of them (online, where about half
-  trained on x), or offline the OUT ones only, scaled as the paper's offline approximation:
-  Pr(x) = ((1 + a) Pr_OUT(x) + (1 - a)) / 2 (``a``; 0.3 is the offline default of the authors'
-  Privacy Meter code; a = 1 uses Pr_OUT as it is).
+  trained on x), or offline the OUT ones only, scaled as the paper's offline approximation
+  (Section 3): Pr(x) = ((1 + a) Pr_OUT(x) + (1 - a)) / 2. a = 1 uses Pr_OUT as it is.
+- ``a="auto"`` (the default, as the authors' Privacy Meter does when no a is set): a is tuned on
+  the reference models. One reference model plays the target and the others the references; a
+  runs over the grid 0.0, 0.1, ..., 1.0, and the a whose offline RMIA has the highest AUC on
+  that model's known IN/OUT candidates is used (the smallest on ties). The chosen a, the model
+  and the AUC at each grid value are recorded in the manifest (``a_tuning``). A number fixes a.
 - Likelihood ratio LR(x) = Pr(x|theta) / Pr(x); score(x) = the fraction of population texts z
   with LR(x) / LR(z) > gamma (``gamma``, default 1). Pr(z) is computed like Pr(x).
 
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -35,11 +40,13 @@ from imprint.attacks.reference_models import ReferenceModelAttack
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError
 from imprint.signals.needs import SignalSet
-from imprint.training_manifest import OUT
+from imprint.training_manifest import IN, OUT, UNKNOWN
 
-__all__ = ["RMIA", "log_marginal", "pairwise_fraction", "rmia_scores"]
+__all__ = ["A_GRID", "RMIA", "log_marginal", "pairwise_fraction", "rmia_scores", "tune_offline_a"]
 
 POPULATIONS = ("auto", "references", "candidates")
+#: the values of the offline a that tuning tries (Privacy Meter's grid: 0.0 to 1.0 by 0.1)
+A_GRID = tuple(round(0.1 * i, 1) for i in range(11))
 
 
 def log_marginal(ref: np.ndarray, member: np.ndarray, *, offline: bool, a: float) -> np.ndarray:
@@ -93,26 +100,77 @@ def rmia_scores(
     return pairwise_fraction(lr_x, lr_z, gamma)
 
 
+def tune_offline_a(
+    pseudo_x: np.ndarray,
+    ref_x: np.ndarray,
+    member_x: np.ndarray,
+    pseudo_z: np.ndarray,
+    ref_z: np.ndarray,
+    member_z: np.ndarray,
+    labels: np.ndarray,
+    *,
+    gamma: float = 1.0,
+    grid: Sequence[float] = A_GRID,
+) -> tuple[float, list[float]]:
+    """The offline a under which offline RMIA best attacks a reference model playing the target.
+
+    ``pseudo_x`` (n,) and ``pseudo_z`` (m,) are that model's signals on the candidates and the
+    population texts, ``labels`` (n,) its membership of the candidates (1 IN, 0 OUT, -1 unknown:
+    left out); ``ref_*``/``member_*`` are the other reference models', as for
+    :func:`rmia_scores`. Returns the grid value with the highest AUC (the first, i.e. smallest,
+    on ties) and the AUC at every grid value (NaN where undefined). Raises :class:`ConfigError`
+    when no grid value gives an AUC (no scored IN or no scored OUT candidate)."""
+    from imprint.metrics import auc  # here: the CLI imports every attack module
+
+    labels = np.asarray(labels)
+    aucs = []
+    for a in grid:
+        s = rmia_scores(
+            pseudo_x, ref_x, member_x, pseudo_z, ref_z, member_z, offline=True, a=a, gamma=gamma
+        )
+        keep = np.isfinite(s) & (labels != UNKNOWN)
+        y = labels[keep] == IN
+        aucs.append(auc(y, s[keep]) if 0 < y.sum() < y.size else float("nan"))
+    if not np.isfinite(aucs).any():
+        raise ConfigError(
+            "rmia: cannot tune a: the reference model playing the target has no scored IN or no "
+            "scored OUT candidate; set it with --param rmia.a=VALUE (in [0, 1])"
+        )
+    return float(grid[int(np.nanargmax(aucs))]), [float(v) for v in aucs]
+
+
 @register("rmia")
 @dataclass(frozen=True)
 class RMIA(ReferenceModelAttack):
-    a: float = 0.3
+    a: float | Literal["auto"] = "auto"  # offline a; auto: tuned on the reference models
     gamma: float = 1.0
     population: str = "auto"
     # the population texts' signals under the target (m,) and each reference model (K, m),
     # requested in prepare() through the run's request layer; None: compare with the candidates
     z_signals: tuple[tuple[float, ...], ...] | None = prepared_field()
+    # a="auto": the tuned a, the reference model that played the target, the grid and its AUCs
+    a_tuning: dict[str, Any] | None = prepared_field(record=True)
 
     summary = (
         "pairwise likelihood ratios Pr(x|target)/Pr(x) vs population texts, Pr(x) from "
         "reference models (online; offline: OUT only, scaled by a); needs --references"
     )
     paper = "Zarifzadeh et al. 2024, Low-Cost High-Power Membership Inference Attacks"
+    deviations = (
+        "a=auto tunes a with one of the run's K reference models as the target and the other "
+        "K-1 as its references; Privacy Meter attacks the target's paired model, which is "
+        "not among the K references, with all K of them (imprint's target is no reference "
+        "model, so there is no such spare model).",
+        "While tuning, the model playing the target is scored exactly as the target is (its "
+        "own population-text signals, the OUT reference models only); Privacy Meter's tuning "
+        "uses the real target's population signals and, with its one-reference setting, "
+        "also the IN reference models' signals mapped back through the offline formula.",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0.0 <= self.a <= 1.0:
-            raise ConfigError(f"rmia.a must be in [0, 1], got {self.a}")
+        if self.a != "auto" and not (isinstance(self.a, float | int) and 0.0 <= self.a <= 1.0):
+            raise ConfigError(f"rmia.a must be auto or a number in [0, 1], got {self.a!r}")
         if not self.gamma > 0:
             raise ConfigError(f"rmia.gamma must be > 0, got {self.gamma}")
         if self.population not in POPULATIONS:
@@ -128,9 +186,54 @@ class RMIA(ReferenceModelAttack):
                 "rmia.population=references, but the training manifest names no population "
                 "texts; add 'population' to it or use --param rmia.population=candidates"
             )
-        if self.population == "candidates" or not texts:
-            return Preparation(attack=attack)
-        return Preparation(attack=replace(attack, z_signals=self._population(texts, run)))
+        if self.population != "candidates" and texts:
+            attack = replace(attack, z_signals=self._population(texts, run))
+        if self.a == "auto" and "offline" in self.modes:
+            attack = replace(attack, a_tuning=attack._tune([s.text for s in samples], run))
+        return Preparation(attack=attack)
+
+    @property
+    def offline_a(self) -> float:
+        """The a of the offline formula: the fixed one, or the tuned one once prepared."""
+        if self.a != "auto":
+            return float(self.a)
+        if self.a_tuning is None:
+            raise ConfigError("rmia: a=auto, but the attack was not prepared (a not tuned)")
+        return float(self.a_tuning["a"])
+
+    def _tune(self, texts: list[str], run: RunContext) -> dict[str, Any]:
+        """Tune a (see the module docstring): the first reference model with both IN and OUT
+        candidates plays the target, the others are its references; signals come through the
+        run's request layer (the same cached passes the scoring uses)."""
+        member = self.member_matrix(texts)
+        both = [i for i, row in enumerate(member) if (row == IN).any() and (row == OUT).any()]
+        if len(self.models) < 2 or not both:
+            raise ConfigError(
+                f"rmia: a=auto tunes a by attacking one reference model with the others, which "
+                f"needs at least 2 reference models and one with both IN and OUT candidates "
+                f"(here {len(self.models)} model(s), {len(both)} with both); set --param "
+                "rmia.a=VALUE (in [0, 1]) or --param rmia.modes=online"
+            )
+        if run.requests is None:
+            raise ConfigError("rmia: tuning a (a=auto) needs the run's request client")
+        x = np.stack([self.signal_array(run.requests.token_stats(m, texts)) for m in self.models])
+        p = both[0]
+        others = [i for i in range(len(self.models)) if i != p]
+        if self.z_signals is None:  # the candidates are the population, as in score()
+            z_p, z_r, z_m = x[p], x[others], member[others]
+        else:
+            z = np.array(self.z_signals, dtype=np.float64)[1:]  # row 0 is the target's
+            z_p, z_r = z[p], z[others]
+            z_m = np.full(z_r.shape, OUT, dtype=np.int8)
+        a, aucs = tune_offline_a(
+            x[p], x[others], member[others], z_p, z_r, z_m, member[p], gamma=self.gamma
+        )
+        return {
+            "a": a,
+            "target": self.models[p],
+            "grid": list(A_GRID),
+            "auc": [round(v, 6) if np.isfinite(v) else None for v in aucs],
+        }
 
     def _population(self, texts: Sequence[str], run: RunContext) -> tuple[tuple[float, ...], ...]:
         """The population texts' signals, target first, through the request layer (cached)."""
@@ -156,7 +259,7 @@ class RMIA(ReferenceModelAttack):
                 z_refs,
                 z_member,
                 offline=mode == "offline",
-                a=self.a,
+                a=self.offline_a if mode == "offline" else 0.0,
                 gamma=self.gamma,
             )
         return out
