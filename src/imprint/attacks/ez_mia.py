@@ -14,6 +14,13 @@ Higher = member. Texts with fewer than ``min_error_tokens`` error positions (the
 uses 2), or with no shift at all (P = N = 0), have no defined score: NaN, with a warning; the
 report leaves them out and counts them.
 
+``ignore_bos`` (default True, as the authors' ``compute_ez_scores`` calls
+``error_zone_pos_neg_sum_ratio(..., ignore_bos=True)``) leaves the first scored position out of
+E: the authors mask the first prediction of each sequence. Here that is the prediction of the
+text's first token after the start token; with ``--start-token none`` the first token is
+context only and the second token's prediction is dropped, exactly the authors' positions for a
+tokenizer that adds no BOS (GPT-2).
+
 The comparison is token by token, so the reference must share the target's tokenizer (a base
 model and its fine-tune do); a reference that tokenizes a text differently is an error.
 """
@@ -70,12 +77,16 @@ def ez_score(
     argmax: np.ndarray,
     *,
     min_error_tokens: int = 2,
+    skip_first: bool = False,
 ) -> float:
     """P / (P + N) over the target's error positions (see the module doc); NaN when undefined.
 
     All arrays have shape (T,): the scored tokens, the target's top-1 choices at each step.
+    ``skip_first`` leaves position 0 out of E (the authors' ``ignore_bos``).
     """
     errors = np.asarray(argmax) != np.asarray(token_ids)
+    if skip_first and len(errors):
+        errors[0] = False
     if int(errors.sum()) < min_error_tokens:
         return float("nan")
     shift = (np.asarray(target_logp, np.float64) - np.asarray(ref_logp, np.float64))[errors]
@@ -89,6 +100,7 @@ def ez_score(
 class EzMia(PerReferenceAttack):
     vocab_stats: ClassVar[bool] = False  # log p and the argmax only: vLLM serves it
     min_error_tokens: int = 2
+    ignore_bos: bool = True  # the authors' default: the first scored position is not counted
 
     summary = (
         "Error-Zone score: upward vs downward log-prob shifts, target vs base model, at the "
@@ -97,6 +109,16 @@ class EzMia(PerReferenceAttack):
     paper = (
         "Ilić, Stanojević & Cvejoski 2026, Powerful Training-Free Membership Inference Against "
         "Autoregressive Language Models (EZ-MIA), arXiv 2601.12104"
+    )
+    deviations = (
+        "A text with fewer than min_error_tokens error positions, with no shift (P = N = 0) or "
+        "with only upward shifts (N = 0) scores NaN, NaN and 1 here (the column is P / (P + N), "
+        "the paper's P / N mapped monotonically to [0, 1]); the authors' code returns 0 for all "
+        "three, ranking them as the least likely members.",
+        "The first scored position (ignore_bos) is the first text token after imprint's start "
+        "token; for a tokenizer that adds no BOS (GPT-2) the authors' first prediction is of "
+        "the second token, so their positions are scored with --start-token none "
+        "(start_token=none).",
     )
 
     def __post_init__(self) -> None:
@@ -123,6 +145,7 @@ class EzMia(PerReferenceAttack):
                         t.token_ids,
                         t.argmax,
                         min_error_tokens=self.min_error_tokens,
+                        skip_first=self.ignore_bos,
                     )
                     for t, ref in aligned_pairs(signals, r, attack=self.name)
                 ],

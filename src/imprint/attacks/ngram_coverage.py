@@ -10,7 +10,7 @@ case kept, punctuation marks are words, as the reference code's casual tokenizer
     m_t          = the longest run of words of g ending at word t that occurs, contiguous, in s
     covered_L(g) = the words of g inside some such run of >= L words
     coverage_L   = |covered_L(g)| / |g|                     (normalise="generation")
-    creativity   = sum_{L = creativity_min .. creativity_max} coverage_L(g)
+    creativity   = sum_{L = creativity_min .. creativity_max} coverage_{max(L, min_ngram)}(g)
 
 and a text's scores aggregate its generations (``max`` by default, or ``mean``):
 
@@ -23,6 +23,13 @@ not of uncovered fractions). ``normalise="reference"`` divides by max(|g|, |s|) 
 (|g| + max(|g|, |s|)) / 2, the reference code's other two variants; an empty generation covers 0.
 A text whose suffix has no word scores NaN (left out of its metrics and counted by the run).
 
+The creativity terms follow the authors' code (``creativity_terms="reference_code"``): their
+matched spans are found once, as runs of >= ``min_ngram`` words (compute_ngram_coverage.py), and
+the term of each n in compute_creativity_index.py keeps the spans of >= n words among those, so
+every n below ``min_ngram`` repeats the ``min_ngram`` term (with the defaults, n = 2 counts the
+3-word runs again). ``creativity_terms="per_n"`` computes each n's coverage from its own
+definition (runs of >= n words, as Lu et al.'s index counts n-grams of every length).
+
 Defaults: the paper's text was not readable here; they follow the authors' public pipeline
 (github.com/shallinan1/NGramCoverageAttack): 20 generations at temperature 1, coverage from
 3-grams, creativity over n = 2..12, max over generations. Deviations: words are matched as whole
@@ -30,8 +37,7 @@ words (the reference matches detokenised n-grams as substrings of the ASCII-tran
 suffix, so "cat" could match inside "catalog" and non-Latin text was transliterated); the prefix is
 a word fraction (the reference's default prompt is the first sentences, with a word-fraction
 option); nucleus sampling (top-p 0.95) is not offered by every backend here, so the full
-distribution is sampled; each L's coverage is computed from its own definition (the reference
-first keeps runs of >= 3 words, so its n = 2 term equals its n = 3 term). The generation budget
+distribution is sampled. The generation budget
 (``max_tokens`` 0) is 2 tokens per suffix unit, at least 8, as the reference's option to
 generate as many tokens as the suffix has.
 """
@@ -55,6 +61,8 @@ from imprint.requests.client import ModelRequests
 
 Normalise = Literal["generation", "reference", "both"]
 Aggregate = Literal["max", "mean"]
+CreativityTerms = Literal["reference_code", "per_n"]
+CREATIVITY_TERMS = ("reference_code", "per_n")
 MAX_BUDGET = 512  # new tokens per generation at most (the reference's default budget)
 
 
@@ -134,13 +142,17 @@ def creativity(
     high: int,
     *,
     normalise: Normalise = "generation",
+    min_run: int = 1,
 ) -> float:
-    """sum_{L = low .. high} coverage_L (higher = more copied); 0 for an empty generation."""
+    """sum_{L = low .. high} coverage_{max(L, min_run)} (higher = more copied); 0 for an empty
+    generation. ``min_run`` is the shortest run the authors' spans keep (their ``min_ngram``);
+    1 gives each L's coverage from its own definition."""
     if not generation:
         return 0.0
     ends = match_ends(generation, reference)
     denominator = _denominator(len(generation), len(reference), normalise)
-    return sum(covered_count(ends, n) for n in range(low, high + 1)) / denominator
+    terms = (covered_count(ends, max(n, min_run)) for n in range(low, high + 1))
+    return sum(terms) / denominator
 
 
 @register("ngram_coverage")
@@ -151,6 +163,7 @@ class NGramCoverage(ModelCallAttack):
     min_ngram: int = 3
     creativity_min: int = 2
     creativity_max: int = 12
+    creativity_terms: CreativityTerms = "reference_code"
     aggregate: Aggregate = "max"
     normalise: Normalise = "generation"
     max_tokens: int = 0  # 0 = 2 new tokens per suffix unit, at least 8, at most 512
@@ -167,6 +180,15 @@ class NGramCoverage(ModelCallAttack):
         "N-Gram Coverage (CoLM 2025, arXiv 2508.09603)"
     )
     access = "black-box"
+    deviations = (
+        "N-grams are matched as whole Unicode words of the suffix; the authors' code matches "
+        "detokenised n-grams as substrings of the ASCII-transliterated suffix (so 'cat' can "
+        "match inside 'catalog', and non-Latin text is transliterated first).",
+        "The prompt is the first prefix_ratio of the text's words; the authors' default prompt "
+        "is its first sentences (a word fraction is their option).",
+        "The full next-token distribution is sampled (temperature 1, no top-k); the authors use "
+        "nucleus sampling (top-p 0.95), which not every backend here offers.",
+    )
 
     def __post_init__(self) -> None:
         check_fraction("ngram_coverage prefix_ratio", self.prefix_ratio)
@@ -179,6 +201,12 @@ class NGramCoverage(ModelCallAttack):
             raise ConfigError(
                 f"ngram_coverage creativity_max ({self.creativity_max}) must be >= creativity_min "
                 f"({self.creativity_min}): the index sums coverages over n = min .. max"
+            )
+        if self.creativity_terms not in CREATIVITY_TERMS:
+            raise ConfigError(
+                f"ngram_coverage creativity_terms must be one of {CREATIVITY_TERMS} (the authors' "
+                "spans of >= min_ngram words, or each n's own runs), got "
+                f"{self.creativity_terms!r}"
             )
         if self.max_tokens < 0 or self.temperature < 0 or self.top_k < 0:
             raise ConfigError(
@@ -206,9 +234,15 @@ class NGramCoverage(ModelCallAttack):
             raise ConfigError("ngram_coverage needs at least one generation per text")
         words = [coverage_words(g) for g in generations]
         cov = [coverage(w, reference, self.min_ngram, normalise=self.normalise) for w in words]
+        min_run = self.min_ngram if self.creativity_terms == "reference_code" else 1
         cre = [
             creativity(
-                w, reference, self.creativity_min, self.creativity_max, normalise=self.normalise
+                w,
+                reference,
+                self.creativity_min,
+                self.creativity_max,
+                normalise=self.normalise,
+                min_run=min_run,
             )
             for w in words
         ]

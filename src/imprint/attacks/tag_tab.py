@@ -1,10 +1,18 @@
 """Tag&Tab (Antebi et al. 2025): the log-likelihood of a text's keywords only.
 
-*Tag*: split the text into sentences; in each, pick the ``k`` words of lowest "entropy"
--p(w) log2 p(w), where p(w) is the word's frequency in the language (wordfreq, as the authors'
-code; a word wordfreq does not know has p = 0 and entropy 0). Every word has p < 1/e, where
--p log p grows with p, so these are the sentence's rarest words: names, numbers, rare terms, the
-words a model can only predict if it has seen the text. *Tab*: the target's log-probabilities of
+*Tag*: split the text into sentences; in each, rank the words by "entropy" -p(w) log2 p(w),
+where p(w) is the word's frequency in the language (wordfreq, as the authors' code; a word
+wordfreq does not know has p = 0 and entropy 0). Every word has p < 1/e, where -p log p grows
+with p, so the lowest are the sentence's rarest words: names, numbers, rare terms, the words a
+model can only predict if it has seen the text. As the authors' code (helpers.py and
+attacks.py): a word is looked up as its key, lower-cased with ASCII punctuation removed (so
+"well-known" is looked up as "wellknown", usually unknown, entropy 0: hyphenated words are
+merged and nearly always picked); the ``pool`` = 10 lowest-entropy word *occurrences* are taken
+(their ``--top_k_entropy``; a word repeated in the sentence fills several places), their
+distinct keys ranked again, and the first ``k`` are the keywords (their ``tag_tab_AT_k``). So a
+repeated rare word can leave fewer than ``k`` keywords. ``pool=0`` takes the ``k`` rarest
+distinct words, ``lookup="as_written"`` looks each word up as written. *Tab*: the target's
+log-probabilities of
 the tokens that spell those words; the score is their mean (higher = member). Two columns:
 ``tag_tab`` takes every token of each keyword, ``tag_tab_first`` only its first token (the
 authors' code reports both).
@@ -19,8 +27,9 @@ differs, and why:
 - a sentence longer than 40 words is cut into pieces of 40 (the authors drop it, which would
   leave an unpunctuated text, or a Chinese one, where each character is a word, with nothing);
   pieces shorter than 7 words are skipped, and a text with no piece of 7 words is taken whole;
-- each keyword's own occurrence in its sentence is looked up through the tokenizer's character
-  offsets (the authors search the first matching substring anywhere in the text).
+- each keyword's first occurrence in its sentence is looked up through the tokenizer's
+  character offsets (the authors search the first matching substring anywhere in the text);
+- equally rare keys keep their order in the text (the authors rank a Python set: hash order).
 
 The keywords' tokens come from the target's plain log-prob pass (shared with loss, Min-K%), so
 the attack adds no forward pass; it needs a local model with a fast tokenizer (for the offsets)
@@ -32,9 +41,10 @@ from __future__ import annotations
 
 import functools
 import math
+import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -47,6 +57,9 @@ from imprint.errors import CapabilityError, ConfigError, MissingDependencyError
 from imprint.requests.client import ModelRequests, local_transformers
 
 SENTENCE_ENDS = frozenset(".!?。！？؟।॥…")
+Lookup = Literal["stripped", "as_written"]
+LOOKUPS = ("stripped", "as_written")
+_ASCII_PUNCTUATION = str.maketrans("", "", string.punctuation)
 
 
 def sentences(text: str, *, min_words: int, max_words: int) -> list[list[Word]]:
@@ -68,14 +81,38 @@ def sentences(text: str, *, min_words: int, max_words: int) -> list[list[Word]]:
     return found or ([everything] if everything else [])
 
 
-def keywords(sentence: list[Word], k: int, frequency: Callable[[str], float]) -> list[Word]:
-    """The ``k`` distinct words of lowest -p log2 p (p = ``frequency`` of the lowercased word),
-    each at its first occurrence in the sentence; ties keep text order."""
+def keyword_key(word: str, lookup: Lookup = "stripped") -> str:
+    """The form a word is ranked and deduplicated by: lower-cased, and for ``"stripped"`` (the
+    authors' ``_normalize_token``) without ASCII punctuation or whitespace."""
+    if lookup == "as_written":
+        return word.casefold()
+    return "".join(word.lower().translate(_ASCII_PUNCTUATION).split())
+
+
+def keywords(
+    sentence: list[Word],
+    k: int,
+    frequency: Callable[[str], float],
+    *,
+    pool: int = 10,
+    lookup: Lookup = "stripped",
+) -> list[Word]:
+    """The sentence's keywords, each at its first occurrence (see the module doc): the ``pool``
+    occurrences of lowest -p log2 p (p = ``frequency`` of the key; 0 = every occurrence), their
+    distinct keys, the first ``k`` of those; ties keep text order."""
+    entropy: dict[str, float] = {}
     first: dict[str, Word] = {}
+    occurrences: list[str] = []
     for word in sentence:
-        first.setdefault(word.text.casefold(), word)
-    order = sorted(first.items(), key=lambda item: word_entropy(frequency(item[0])))
-    return [word for _, word in order[:k]]
+        key = keyword_key(word.text, lookup)
+        if key:
+            first.setdefault(key, word)
+            occurrences.append(key)
+            if key not in entropy:
+                entropy[key] = word_entropy(frequency(key))
+    ranked = sorted(occurrences, key=entropy.__getitem__)  # stable: ties in text order
+    chosen = dict.fromkeys(ranked[:pool] if pool else ranked)
+    return [first[key] for key in list(chosen)[:k]]
 
 
 def word_entropy(p: float) -> float:
@@ -133,6 +170,8 @@ class TagTab(ModelCallAttack):
     min_sentence_words: int = 7
     max_sentence_words: int = 40
     language: str = "en"
+    pool: int = 10  # the authors' --top_k_entropy: occurrences the k keywords are drawn from
+    lookup: Lookup = "stripped"
 
     summary = (
         "mean log-likelihood of each sentence's k=4 rarest words (wordfreq), all tokens and "
@@ -143,7 +182,26 @@ class TagTab(ModelCallAttack):
         "Keyword-Based Membership Inference Attack, arXiv 2501.08454"
     )
 
+    deviations = (
+        "Words and sentences come from imprint's Unicode word splitter (sentences end at . ! ? "
+        "and their CJK, Arabic and Devanagari forms) instead of spaCy, whose models the package "
+        "registries do not offer; spaCy's named entities, which the authors add to the "
+        "keywords, are left out for the same reason.",
+        "A sentence longer than max_sentence_words is cut into pieces (pieces shorter than "
+        "min_sentence_words skipped, a text with none taken whole); the authors drop it.",
+        "A keyword's log-probs are read at its first occurrence in its sentence, through the "
+        "tokenizer's character offsets; the authors take the first match of the normalised "
+        "word anywhere in the concatenated normalised tokens.",
+        "Equally rare keys keep their order in the text; the authors rank a Python set, whose "
+        "set order follows string hashing (PYTHONHASHSEED) and changes between runs.",
+    )
+
     def __post_init__(self) -> None:
+        if self.pool < 0 or self.lookup not in LOOKUPS:
+            raise ConfigError(
+                f"tag_tab pool must be >= 0 (0 = every word) and lookup one of {LOOKUPS}; got "
+                f"{self.pool} and {self.lookup!r}"
+            )
         if self.k < 1 or self.min_sentence_words < 1:
             raise ConfigError(
                 f"tag_tab k and min_sentence_words must be >= 1, got {self.k} and "
@@ -189,7 +247,7 @@ class TagTab(ModelCallAttack):
                 for sentence in sentences(
                     text, min_words=self.min_sentence_words, max_words=self.max_sentence_words
                 )
-                for w in keywords(sentence, self.k, frequency)
+                for w in keywords(sentence, self.k, frequency, pool=self.pool, lookup=self.lookup)
             ]
             all_tokens, first_tokens = keyword_logps(words, _offsets(local, text, stats), stats)
             every.append(np.mean(all_tokens) if all_tokens else np.nan)
