@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -200,24 +199,46 @@ def check_out_file(path: Path | None, *, overwrite: bool = False, option: str = 
             f"{option} {path} is a folder; this command writes one JSON file there. Pass a file "
             f"path, e.g. {option} {path / 'result.json'}"
         )
+    from imprint.report.outdir import KINDS, check_writable, output_kind
+
+    found = output_kind(path.absolute().parent) if path.exists() else None
+    if found is not None:  # replacing it would leave half of that output (even with --overwrite)
+        raise ConfigError(
+            f"{option} {path} is a file of {KINDS[found]}; pass a file path outside it"
+        )
     if path.exists() and not overwrite:
         raise ConfigError(
             f"{option} {path} already exists; pass a new file path, or add --overwrite to "
             "replace it"
         )
-    _check_writable_above(path, option)
+    check_writable(path, option)
 
 
 def check_out_folder(
-    path: Path, *, writes: Sequence[str], overwrite: bool = False, option: str = "--out"
+    path: Path,
+    *,
+    writes: Sequence[str],
+    overwrite: bool = False,
+    option: str = "--out",
+    kind: str | None = None,
 ) -> None:
     """Refuse, before any work, an output folder that cannot or must not be written: a file, a
-    path under a file or an unwritable folder, or (without ``overwrite``) a folder that already
-    holds any of the files ``writes`` names. Creates nothing."""
+    path under a file or an unwritable folder, an imprint output of another kind than ``kind``
+    (even with ``overwrite``; see :func:`imprint.report.outdir.check_kind`), or (without
+    ``overwrite``) a folder that already holds any of the files ``writes`` names. Creates
+    nothing."""
+    from imprint.report.outdir import KINDS, check_writable, output_kind
+
     if path.exists() and not path.is_dir():
         raise ConfigError(
             f"{option} {path} is a file; this command writes a folder. Pass a folder path (a "
             "new one is made)"
+        )
+    found = output_kind(path) if kind is not None and path.is_dir() else None
+    if found is not None and found != kind:
+        raise ConfigError(
+            f"{option} {path} is {KINDS[found]}; this command writes {KINDS[kind or found]}, and "
+            "--overwrite replaces only an earlier output of the same kind. Pass a new folder"
         )
     clash = [name for name in writes if (path / name).exists()]
     if clash and not overwrite:
@@ -225,18 +246,7 @@ def check_out_folder(
             f"{option} {path} already holds {', '.join(clash)} from an earlier run; pass a new "
             "folder, or add --overwrite to replace them"
         )
-    _check_writable_above(path, option)
-
-
-def _check_writable_above(path: Path, option: str) -> None:
-    """The nearest existing folder at or above ``path``'s parent must be a writable folder."""
-    ancestor = path.absolute().parent
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise ConfigError(f"{option} {path}: {ancestor} is a file, so nothing can be made under it")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise ConfigError(f"{option} {path}: cannot write in {ancestor}; choose a writable place")
+    check_writable(path, option)
 
 
 def run_attacks(*, console: Any = None, **config: Any) -> Any:

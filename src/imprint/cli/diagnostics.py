@@ -265,6 +265,7 @@ def data_filter(
     from imprint.diagnostics.overlap import NgramIndex
 
     n, max_overlap = resolve_bound(preset, n, max_overlap)
+    check_out_file(out, overwrite=True)  # replaced as before, but never a file of another output
     loaded = load_candidates(data, text_field=text_field, label_field=label_field)
     kept, removed, summary = filter_by_overlap(
         loaded.samples,
@@ -308,11 +309,12 @@ def perturb(
     FPR they get at thresholds set on natural non-members (MIMIR Table 4)."""
     from imprint.diagnostics.inputs import load_candidates
     from imprint.diagnostics.perturb import PARAPHRASE_PROMPT, write_perturbed
+    from imprint.report.outdir import mark_output
 
     distances = parse_list(edits, option="--edits", convert=int, example="1,10,25")
     names = parse_list(attacks, option="--attacks", example="loss,zlib")
     writes = PERTURB_FILES + (TABLE_FILES if model else ())
-    check_out_folder(out, writes=writes, overwrite=overwrite)  # before any work
+    check_out_folder(out, writes=writes, overwrite=overwrite, kind="perturb")  # before any work
     loaded = load_candidates(data, text_field=text_field, label_field=label_field)
     generate = None
     if paraphrase_model:
@@ -327,6 +329,7 @@ def perturb(
         prompt=paraphrase_prompt or PARAPHRASE_PROMPT,
         seed=seed,
     )
+    mark_output(out, "perturb")
     say(f"wrote {made.manifest}")
     say(
         f"wrote {made.dataset}: {made.n_rows} rows; made {made.summary['made']}, "

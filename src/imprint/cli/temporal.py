@@ -66,7 +66,8 @@ def build_temporal_command(
     sizes = parse_list(buckets, option="--buckets", convert=int, example="32,64,128,256")
     if blind and bootstrap < 1:  # checked before the dump is read, not after the forest is fit
         raise ConfigError(f"--bootstrap must be >= 1 (1000 is customary), got {bootstrap}")
-    check_out_folder(out, writes=(*OUT_FILES, *map(bucket_file, sizes)), overwrite=overwrite)
+    writes = (*OUT_FILES, *map(bucket_file, sizes))
+    check_out_folder(out, writes=writes, overwrite=overwrite, kind="temporal")
 
     def date(value: str | None, option: str) -> Any:
         return None if value is None else parse_date(value, where=option)

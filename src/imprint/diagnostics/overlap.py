@@ -90,12 +90,21 @@ def count_ngrams(
 
 
 def _prepare_out(out: Path, overwrite: bool) -> None:
+    from imprint.report.outdir import KINDS, check_writable, mark_output, output_kind
+
+    found = output_kind(out) if out.is_dir() else None
+    if found not in (None, "overlap"):  # its manifest.json would be replaced by the index's
+        raise ConfigError(
+            f"--out {out} is {KINDS[found]}, not an n-gram index; --overwrite replaces only an "
+            "earlier index. Pass a new folder"
+        )
     if (out / MANIFEST).exists() and not overwrite:
         raise ConfigError(
             f"{out} already holds an n-gram index; pass overwrite=True (--overwrite) to replace "
             "it, or choose another --out"
         )
-    out.mkdir(parents=True, exist_ok=True)
+    check_writable(out)
+    mark_output(out, "overlap")
 
 
 def _stream_into(

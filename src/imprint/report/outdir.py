@@ -4,6 +4,12 @@ A run is written into a hidden sibling folder (``.NAME.partial-*``) and renamed 
 end, so a crash leaves no half-written run, and two runs aimed at one folder never mix their
 files: the one that finishes last is the folder, whole. An existing folder is replaced only when
 it is an earlier imprint run (:func:`is_run_folder`), or when ``overwrite`` says so.
+
+One rule for every command's output folder (:func:`check_kind`): each writes a marker naming
+its kind (:func:`mark_output`), and ``--overwrite`` replaces a folder imprint did not write or an
+earlier output of the same kind, never an imprint output of another kind (a run's folder is not
+a temporal benchmark's, nor a study's). :func:`check_writable` tries to create a folder where the
+output will be made, before any work.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import json
 import os
 import secrets
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -23,6 +30,92 @@ _SWAP_TRIES = 100  # each failed try means another run renamed a folder at that 
 
 # the files every imprint run folder holds besides manifest.json (see imprint.report.writer)
 RUN_FILES = ("metrics.json", "scores.parquet")
+
+#: the marker file an output folder holds, {"kind": KIND}; temporal benchmarks and games are
+#: known by their own manifests (manifest.json's "kind", game.json) instead
+MARKER = ".imprint-output.json"
+#: output kind -> what it is called in errors
+KINDS = {
+    "run": "an imprint run folder",
+    "study": "an imprint experiment (study) folder",
+    "temporal": "a build-temporal benchmark folder",
+    "perturb": "an imprint perturb folder",
+    "overlap": "an n-gram index folder",
+    "game": "a privacy game folder",
+}
+
+
+def mark_output(folder: Path, kind: str) -> None:
+    """Record in ``folder`` (made if missing) that it is an output of ``kind``."""
+    assert kind in KINDS, kind
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MARKER).write_text(json.dumps({"kind": kind}) + "\n", encoding="utf-8")
+
+
+def output_kind(folder: Path) -> str | None:
+    """The kind of imprint output ``folder`` holds (its marker; for folders written before the
+    marker, the signature of a run, a temporal benchmark or a game), or None."""
+    try:
+        marked = json.loads((folder / MARKER).read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        marked = None
+    if marked in KINDS:
+        return str(marked)
+    if is_run_folder(folder):
+        return "run"
+    if (folder / "game.json").is_file():
+        return "game"
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(manifest, dict) and manifest.get("kind") == "imprint temporal benchmark":
+        return "temporal"
+    return None
+
+
+def check_kind(path: Path, kind: str, *, overwrite: bool, option: str = "--out") -> bool:
+    """The shared rule for an existing output folder: refuse an imprint output of another kind
+    (even with ``overwrite``: it replaces only an earlier output of the same kind), and a
+    non-empty folder imprint did not write unless ``overwrite``. Returns True when ``path``
+    is a non-empty folder that is not an earlier ``kind`` output (the caller may clear it)."""
+    if not path.is_dir() or not any(path.iterdir()):
+        return False
+    found = output_kind(path)
+    if found == kind:
+        return False
+    if found is not None:
+        raise ConfigError(
+            f"{option} {path} is {KINDS[found]}; this command writes {KINDS[kind]}, and "
+            "--overwrite replaces only an earlier output of the same kind. Pass a new folder"
+        )
+    if not overwrite:
+        names = sorted(p.name for p in path.iterdir())
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        raise ConfigError(
+            f"{option} {path} is a folder that imprint did not write (not {KINDS[kind]}) and "
+            f"holds {len(names)} entries ({shown}). Pass a new folder, or add --overwrite to "
+            "delete its contents and write there"
+        )
+    return True
+
+
+def check_writable(path: Path, option: str = "--out") -> None:
+    """Refuse ``path`` when no folder can be made where it goes: the nearest existing folder at
+    or above its parent must be a folder in which a (hidden, at once removed) folder can really
+    be created; permission bits alone do not tell (root passes them under /sys and /proc)."""
+    ancestor = Path(os.path.abspath(path)).parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ConfigError(f"{option} {path}: {ancestor} is a file, so nothing can be made under it")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".imprint-probe-", dir=ancestor))
+    except OSError as err:
+        raise ConfigError(
+            f"{option} {path}: cannot create a folder in {ancestor} ({err.strerror or err}); "
+            "choose a writable place"
+        ) from None
 
 
 def is_run_folder(path: Path) -> bool:
@@ -78,28 +171,9 @@ def check_out_dir(out: Path, *, overwrite: bool = False) -> Path:
             f"--out {out} is the current folder or one above it; the run replaces its --out "
             "folder whole, so pass a new folder, e.g. --out runs/latest"
         )
-    if out.is_dir() and any(out.iterdir()) and not is_run_folder(out) and not overwrite:
-        names = sorted(p.name for p in out.iterdir())
-        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
-        raise ConfigError(
-            f"--out {out} is a folder that is not an imprint run (no imprint manifest.json, "
-            f"{' and '.join(RUN_FILES)}) and "
-            f"holds {len(names)} entries ({shown}); a run replaces its folder whole. Pass a new "
-            "folder, or add --overwrite to delete its contents and write the run there"
-        )
-    _check_parent(out)
+    check_kind(out, "run", overwrite=overwrite)  # a run replaces its folder whole
+    check_writable(out)  # the run is staged in a sibling folder: it must be creatable there
     return out
-
-
-def _check_parent(out: Path) -> None:
-    """The nearest existing folder above ``out`` must be a writable folder."""
-    ancestor = out.parent
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise ConfigError(f"--out {out}: {ancestor} is a file, so no folder can be made under it")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise ConfigError(f"--out {out}: cannot write in {ancestor}; choose a writable place")
 
 
 def staging_dir(out: Path) -> Path:

@@ -18,7 +18,7 @@ import numpy as np
 from imprint.data import Sample
 from imprint.errors import ConfigError
 from imprint.metrics import roc_curve
-from imprint.report.outdir import check_out_dir, discard, publish, staging_dir
+from imprint.report.outdir import check_out_dir, discard, mark_output, publish, staging_dir
 from imprint.report.plots import plot_roc, plot_score_histograms
 from imprint.report.render import render_html, render_markdown, rich_table
 from imprint.report.results import RunMetrics
@@ -133,6 +133,7 @@ def write_run(
     staged = staging_dir(out)
     try:
         _write_files(staged, samples, scores, metrics, manifest)
+        mark_output(staged, "run")
         publish(staged, out, overwrite=overwrite)
     finally:
         discard(staged)  # nothing left after a successful publish; the debris of a failed one
