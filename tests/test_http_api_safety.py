@@ -55,6 +55,10 @@ SECRET_URLS = [
     ("https://api.example.com/v1?api_key=sk-live-aa11bb22cc33", "sk-live-aa11bb22cc33"),
     ("https://api.example.com/v1?sk-live-aa11bb22cc33", "sk-live-aa11bb22cc33"),
     ("https://api.example.com/v1#sk-live-aa11bb22cc33", "sk-live-aa11bb22cc33"),
+    # issue 19 item 15: path parameters (";token=...") went into every request URL and the manifest
+    ("http://127.0.0.1:8000/v1;token=sk-live-aa11bb22cc33", "sk-live-aa11bb22cc33"),
+    ("http://127.0.0.1:8000;key=sk-live-aa11bb22cc33/v1", "sk-live-aa11bb22cc33"),
+    ("https://api.example.com/v1/;sk-live-aa11bb22cc33", "sk-live-aa11bb22cc33"),
 ]
 
 

@@ -15,7 +15,8 @@ KEY_HINT = "put the key in an environment variable and name it with --api-key-en
 
 
 def check_api_base(url: str) -> str:
-    """``url`` when it is an http(s) API root without credentials, query or fragment.
+    """``url`` when it is an http(s) API root without credentials, path parameters (``;k=v``),
+    query or fragment.
 
     Otherwise a :class:`ConfigError` quoting the URL with anything secret masked: the URL is
     written to ``manifest.json`` and logs, and request paths are appended to it.
@@ -24,7 +25,12 @@ def check_api_base(url: str) -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018 (parsing the port validates it)
     except ValueError as err:
-        raise ConfigError(f"api_base {_redact_url(url)!r} is not a valid URL ({err})") from None
+        # urllib's message quotes the URL's parts: leave it out when something was masked
+        masked = bool(re.search(r"[@?#;]", url))
+        raise ConfigError(
+            f"api_base {_redact_url(url)!r} is not a valid URL "
+            + (f"(its host or port does not parse); {KEY_HINT}" if masked else f"({err})")
+        ) from None
     shown = _redact_url(url, parts)
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise ConfigError(
@@ -36,6 +42,12 @@ def check_api_base(url: str) -> str:
             f"api_base {shown!r} carries credentials (user:password@), which would be written "
             f"to manifest.json: remove them and {KEY_HINT} (the key goes in a Bearer header)"
         )
+    if ";" in parts.path:  # path parameters: a token there would be in every request URL
+        raise ConfigError(
+            f"api_base {shown!r} has path parameters (;...): a key there would be written to "
+            "manifest.json and sent in every request URL, so give the root only "
+            f"(e.g. http://127.0.0.1:8000/v1); {KEY_HINT}"
+        )
     if parts.query or parts.fragment or url.rstrip().endswith(("?", "#")):
         raise ConfigError(
             f"api_base {shown!r} has a query or fragment: a key there would be written to "
@@ -46,13 +58,17 @@ def check_api_base(url: str) -> str:
 
 
 def _redact_url(url: str, parts: SplitResult | None = None) -> str:
-    """``url`` with user info, query and fragment replaced by ``***`` (safe to print)."""
-    if parts is None:  # unparsable: keep only what precedes any credential or query
-        return re.split(r"[@?#]", url, maxsplit=1)[0] + ("***" if re.search(r"[@?#]", url) else "")
+    """``url`` with user info, path parameters, query and fragment replaced by ``***`` (safe
+    to print)."""
+    if parts is None:  # unparsable: keep only what precedes any credential, parameter or query
+        return re.split(r"[@?#;]", url, maxsplit=1)[0] + (
+            "***" if re.search(r"[@?#;]", url) else ""
+        )
     netloc = parts.netloc
     if "@" in netloc:
         netloc = "***@" + netloc.rsplit("@", 1)[1]
-    shown = f"{parts.scheme}://{netloc}{parts.path}"
+    path = parts.path.split(";", 1)[0] + (";***" if ";" in parts.path else "")
+    shown = f"{parts.scheme}://{netloc}{path}"
     return shown + ("?***" if parts.query else "") + ("#***" if parts.fragment else "")
 
 
