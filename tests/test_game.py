@@ -278,11 +278,52 @@ def test_untrainable_setups(tiny_model_dir, pool_file, no_training, tmp_path):
         )
 
 
-def test_unlabelled_pool_file_error_names_the_fix(tiny_model_dir, tmp_path):
+def _pool_texts(n: int = 30) -> list[str]:
+    return [" ".join(random.Random(i).choices(WORDS, k=8)) for i in range(n)]
+
+
+def test_unlabelled_pool_files_accepted(tmp_path):
+    """Pool labels are ignored, so JSONL, CSV and Parquet pools need no label field (as
+    `imprint run --pool`); ids and texts are those of the file's rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = _pool_texts(5)
+    jsonl = tmp_path / "p.jsonl"
+    jsonl.write_text("".join(json.dumps({"text": t, "source": "x"}) + "\n" for t in texts))
+    csv = tmp_path / "p.csv"
+    csv.write_text("content\n" + "".join(f"{t}\n" for t in texts))
+    parquet = tmp_path / "p.parquet"
+    pq.write_table(pa.table({"text": texts}), parquet)
+    partly = tmp_path / "partly.jsonl"  # a label on some rows only: still ignored
+    partly.write_text(
+        json.dumps({"text": texts[0], "label": 1}) + "\n" + json.dumps({"text": texts[1]})
+    )
+    for path in (jsonl, csv, parquet):
+        samples, _, dropped = texts_mod.load_pool(str(path), words=None)
+        assert [s.text for s in samples] == texts and not dropped
+        assert samples[0].id == ("p:2" if path == csv else "p:1")  # a CSV's line 1 is its header
+        assert {s.label for s in samples} == {0}
+    assert [s.text for s in texts_mod.load_pool(str(partly), words=None)[0]] == texts[:2]
+    with pytest.raises(DataError, match="no text field"):
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text('{"body": "a b c"}\n')
+        texts_mod.load_pool(str(bad), words=None)
+
+
+def test_cli_game_build_takes_an_unlabelled_jsonl_pool(tiny_model_dir, tmp_path):
+    from typer.testing import CliRunner
+
+    from imprint.cli import app
+
     pool = tmp_path / "pool.jsonl"
-    pool.write_text('{"text": "a b c"}\n')
-    with pytest.raises(DataError, match=r"\.txt"):
-        build_game(tiny_config(tiny_model_dir, pool))
+    pool.write_text("".join(json.dumps({"text": t}) + "\n" for t in _pool_texts()))
+    args = ["game", "build", "--model", str(tiny_model_dir), "--pool", str(pool)]
+    args += ["--pool-size", "20", "--words", "8", "--epochs", "1", "--repetitions", ""]
+    args += ["--heldout", "0", "--out", str(tmp_path / "g"), "--device", "cpu"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert len(read_rows(tmp_path / "g")) == 20
 
 
 def test_labelled_pool_file_labels_ignored(tiny_model_dir, tmp_path, monkeypatch):

@@ -26,7 +26,7 @@ from imprint.backends.budget import auto_token_budget
 from imprint.backends.models import fingerprint_source, load_causal_lm, resolve_model
 from imprint.backends.reduce import reduce_hidden, to_host
 from imprint.backends.scoped import sdpa_gqa
-from imprint.backends.start_token import choose_start_token, context_token_id
+from imprint.backends.start_token import context_token_id, resolve_start_token
 from imprint.errors import ConfigError
 
 Finish = Callable[[], list[TokenStats]]  # completes a queued forward: per-row statistics
@@ -124,7 +124,8 @@ class HFLogprobBackend:
         self.token_budget = token_budget or auto_token_budget(
             model, self.device, max_length=self.max_length
         )
-        self.start_token = choose_start_token(tokenizer, start_token)
+        # auto on a model imprint trained: the token its texts were trained after
+        self.start_token = resolve_start_token(tokenizer, start_token, folder=_local_folder(spec))
         self.start_ids = self.start_token.ids
         # contexts that need one token even without a start token (generation from an empty
         # prompt, GradNorm's loss) use the automatic choice
@@ -430,3 +431,12 @@ def _parameter_digest(model: Any) -> str:
         digest.update(name.encode())
         digest.update(param.detach().float().cpu().numpy().tobytes()[:4096])
     return digest.hexdigest()[:16]
+
+
+def _local_folder(spec: str) -> str | None:
+    """The local model folder ``spec`` names (where imprint records a training start token)."""
+    try:
+        source = resolve_model(spec)
+    except ConfigError:  # an in-memory model (tests) or a spec that names no folder
+        return None
+    return source.location if source.is_local and source.gguf_file is None else None

@@ -10,17 +10,31 @@ document separator of pre-training (``<|endoftext|>`` and kin), else a non-chat 
 Options: ``auto``; ``bos`` (the tokenizer's BOS, else EOS: imprint's behaviour before the choice
 existed); ``none`` (no start token: the first text token is context only, never scored); or a
 literal token string such as ``<|endoftext|>`` that is one token of the vocabulary.
+
+A model folder imprint trained (a privacy game's model, its reference models) records the token
+its texts were trained after in :data:`TRAINED_START_FILE`; ``auto`` on such a folder takes that
+token (:func:`resolve_start_token`), so a member is scored in the context it was trained in.
+Folders trained before the record existed are recognised by rules that other packages register
+(:func:`register_start_token_rule`; :mod:`imprint.game` registers one for its older games).
 """
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from imprint.errors import ConfigError
 
 START_TOKEN_CHOICES = ("auto", "bos", "none")
+#: In a model folder imprint trained: the start token its texts were trained after.
+TRAINED_START_FILE = "imprint-start-token.json"
+#: ``rule(folder) -> (option, reason) | None`` for folders with no record (see the module doc)
+StartTokenRule = Callable[[Path], "tuple[str, str] | None"]
+_RULES: list[StartTokenRule] = []
 # end-of-document tokens of common pre-training corpora, most specific first
 DOCUMENT_SEPARATORS = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>")
 # chat-turn markers by name, for tokenizers that ship no chat template
@@ -80,6 +94,57 @@ def choose_start_token(tokenizer: Any, option: str = "auto") -> StartToken:
     if keyword == "auto":
         return _auto(tokenizer)
     return _literal(tokenizer, option)
+
+
+def register_start_token_rule(rule: StartTokenRule) -> None:
+    """Add a rule naming the start token a model folder without a record was trained after."""
+    if rule not in _RULES:
+        _RULES.append(rule)
+
+
+def write_trained_start_token(folder: Path | str, start: StartToken) -> None:
+    """Record in model ``folder`` that its texts were trained after ``start``."""
+    record = {"token": start.text, "id": start.id, "reason": start.reason}
+    (Path(folder) / TRAINED_START_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
+
+
+def resolve_start_token(
+    tokenizer: Any, option: str = "auto", *, folder: Path | str | None = None
+) -> StartToken:
+    """:func:`choose_start_token`, except that ``auto`` on a model ``folder`` imprint trained
+    takes the token that model was trained after (its record, else a registered rule)."""
+    if folder is None or option.strip().lower() != "auto":
+        return choose_start_token(tokenizer, option)
+    folder = Path(folder)
+    record = folder / TRAINED_START_FILE
+    if record.is_file():
+        return _recorded(tokenizer, record)
+    for rule in _RULES:
+        found = rule(folder)
+        if found is not None:
+            chosen, reason = found
+            return replace(choose_start_token(tokenizer, chosen), reason=reason)
+    return choose_start_token(tokenizer, option)
+
+
+def _recorded(tokenizer: Any, record: Path) -> StartToken:
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+        token_id, text = data["id"], data["token"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ConfigError(
+            f"{record} is unreadable ({err}); it names the start token this model was trained "
+            "after: restore it, or pass --start-token explicitly"
+        ) from err
+    if token_id is None:
+        return StartToken(None, None, f"auto: trained with no start token ({record})")
+    valid = isinstance(token_id, int) and 0 <= token_id < len(tokenizer)
+    if not valid or _token(tokenizer, token_id) != text:
+        raise ConfigError(
+            f"{record} names start token {text!r} (id {token_id}), which this model's tokenizer "
+            "does not have at that id; pass --start-token explicitly"
+        )
+    return StartToken(token_id, text, f"auto: the token this model was trained after ({record})")
 
 
 def context_token_id(tokenizer: Any, start: StartToken) -> int:

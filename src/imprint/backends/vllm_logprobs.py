@@ -19,12 +19,13 @@ installable here); the conversion from vLLM's output is tested on hand-made outp
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from imprint.backends.base import SAMPLING, TOKEN_LOGPROBS, ScoreRequest, TokenStats
-from imprint.backends.start_token import choose_start_token
+from imprint.backends.start_token import resolve_start_token
 from imprint.backends.text import VLLMTextBackend
 from imprint.errors import ConfigError
 
@@ -72,7 +73,9 @@ class VLLMBackend(VLLMTextBackend):
     def __init__(self, spec: str, *, start_token: str = "auto", **kwargs: Any) -> None:
         super().__init__(spec, **kwargs)
         self.tokenizer = self.llm.get_tokenizer()
-        self.start_token = choose_start_token(self.tokenizer, start_token)
+        # spec is a folder here (see providers.load_vllm): a game's model keeps its own token
+        folder = spec if Path(spec).is_dir() else None
+        self.start_token = resolve_start_token(self.tokenizer, start_token, folder=folder)
         self.start_ids = list(self.start_token.ids)
         config = self.llm.llm_engine.model_config
         self.max_length = int(config.max_model_len)

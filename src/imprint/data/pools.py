@@ -20,7 +20,14 @@ from imprint.data.loaders import LABEL_FIELDS, LoadedData
 from imprint.data.sample import MEMBER, NON_MEMBER, Sample
 from imprint.errors import ConfigError, DataError
 
-__all__ = ["POOL_LABELS", "check_pool", "derived_from_member", "is_natural", "load_shot_pool"]
+__all__ = [
+    "POOL_LABELS",
+    "check_pool",
+    "derived_from_member",
+    "is_natural",
+    "load_shot_pool",
+    "load_unlabelled",
+]
 
 NONMEMBER_POOL = "nonmembers"
 MEMBER_POOL = "members"
@@ -32,6 +39,8 @@ _POOL_LABEL_FIELD = "label"
 _LABEL_WORDS = ("member", "label")
 # fields imprint itself writes into rows (``imprint perturb``): never a row's own label
 _IMPRINT_FIELDS = ("source_label",)
+# the label column load_unlabelled gives every row (a row's own label fields stay in its meta)
+_IGNORED_LABEL = "_imprint_unlabelled"
 
 
 def is_natural(sample: Sample) -> bool:
@@ -245,3 +254,23 @@ def load_shot_pool(
     loaded = resolve_data(spec, require_both_classes=False)
     check_pool(name, loaded.samples, source=spec)
     return loaded.samples
+
+
+def load_unlabelled(path: str | Path, *, text_field: str | None = None) -> LoadedData:
+    """The texts of a JSONL/CSV/Parquet file whose labels do not matter (a privacy game's pool):
+    a label field is optional, every row gets label 0 and a row's own label fields, if any, stay
+    in its meta. Ids, text-field choice and bad-row errors are those of ``load_file``."""
+    p = Path(path).expanduser()
+    suffix = loaders._checked_suffix(p)
+    columns, rows, unit = loaders._file_rows(p, suffix)
+    parsed = [(pos, {**r, _IGNORED_LABEL: 0} if isinstance(r, Mapping) else r) for pos, r in rows]
+    return loaders._collect(
+        parsed,
+        source=str(p),
+        unit=unit,
+        id_prefix=p.stem,
+        columns=None if columns is None else [*columns, _IGNORED_LABEL],
+        field_names={"text_field": text_field, "label_field": _IGNORED_LABEL, "id_field": None},
+        on_bad="raise",
+        require_both_classes=False,
+    )

@@ -8,10 +8,12 @@ Importing this package registers the ``game:DIR`` model and data schemes and the
 """
 
 from imprint.backends.models import register_model_scheme
+from imprint.backends.start_token import register_start_token_rule
 from imprint.data import register_data_scheme
 from imprint.game.build import build_game, build_games, default_game_dir, read_manifest
 from imprint.game.config import GENERATE, GameConfig, config_hash
 from imprint.game.schemes import game_dir, game_model_spec, load_game_data, load_game_heldout
+from imprint.game.start import legacy_rule
 
 __all__ = [
     "GENERATE",
@@ -30,3 +32,5 @@ __all__ = [
 register_model_scheme("game", game_model_spec, force=True)
 register_data_scheme("game", load_game_data, force=True)
 register_data_scheme("game-heldout", load_game_heldout, force=True)
+# games built before format 5 are scored after the token they were trained after (their BOS)
+register_start_token_rule(legacy_rule)

@@ -26,11 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from imprint.backends.models import cache_dir, fingerprint_source, load_causal_lm, resolve_model
+from imprint.backends.start_token import StartToken, write_trained_start_token
 from imprint.data import MEMBER, NON_MEMBER, Sample
 from imprint.errors import ConfigError, DataError
-from imprint.game.config import GENERATE, BuildPlan, GameConfig, config_hash
+from imprint.game.config import GAME_FORMAT, GENERATE, BuildPlan, GameConfig, config_hash
 from imprint.game.documents import document_records, load_document_pool
 from imprint.game.records import make_records
+from imprint.game.start import end_token_id, training_start_token
 from imprint.game.texts import load_pool, pool_fingerprint
 from imprint.game.train import check_trainable, encode_sequences, prepare_model, save_model, train
 
@@ -195,8 +197,9 @@ def _say(console: Any, message: str) -> None:
         console.print(message)
 
 
-def _check_base_model(model: Any, tokenizer: Any, config: Any) -> int:
-    """Refuse a base model the game cannot train; the id every training sequence starts with."""
+def _check_base_model(model: Any, tokenizer: Any, config: Any) -> StartToken:
+    """Refuse a base model the game cannot train; the token every training sequence starts with
+    (the one ``--start-token auto`` scores after, see :mod:`imprint.game.start`)."""
     context = int(getattr(model.config, "max_position_embeddings", 0) or 0)
     if context and config.max_length > context:
         raise ConfigError(
@@ -204,10 +207,10 @@ def _check_base_model(model: Any, tokenizer: Any, config: Any) -> int:
             f"({context} tokens); lower max_length"
         )
     check_trainable(model, config, config.model)
-    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
-    if bos is None:
-        raise ConfigError(f"model {config.model!r}: tokenizer has neither BOS nor EOS token")
-    return int(bos)
+    try:
+        return training_start_token(tokenizer)
+    except ConfigError as err:
+        raise ConfigError(f"model {config.model!r}: {err}") from err
 
 
 def _build(
@@ -219,7 +222,8 @@ def _build(
     _say(console, f"[bold]game[/]: loading base model {config.model} ...")
     model, tokenizer = load_causal_lm(config.model, dtype="float32", device=device)
     timings["load_s"] = round(time.time() - started, 2)
-    bos = _check_base_model(model, tokenizer, config)
+    start = _check_base_model(model, tokenizer, config)
+    end = end_token_id(tokenizer, start)
     t0 = time.time()
     # a document game's rows are its documents' sequences
     build_records = document_records if config.doc_sequences else make_records
@@ -229,11 +233,12 @@ def _build(
         tokenizer,
         {r["id"]: r["text"] for r in records + heldout},
         max_length=config.max_length,
-        bos_id=bos,
+        start_id=start.ids[0],
+        end_id=end,
     )
     sequences = [encoded[r["id"]] for r in records for _ in range(r["meta"]["repetitions"])]
     model = prepare_model(model, config, config.model)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else bos
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else start.ids[0]
     t0 = time.time()
 
     all_losses: list[float] = []
@@ -252,6 +257,7 @@ def _build(
                 list(all_losses),
                 {**timings, "train_s": round(time.time() - t0, 2)},
                 len(sequences),
+                tokens=(start, end),
             )
             _say(console, f"[bold]game[/]: {epoch} epoch(s) written to {targets[epoch]}")
 
@@ -294,17 +300,24 @@ def _write_game(
     losses: list[float],
     timings: dict[str, float],
     n_sequences: int,
+    *,
+    tokens: tuple[StartToken, int],
 ) -> None:
     config = plan.config.with_epochs(epochs)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.tmp-"))
     try:
+        start, end = tokens
         save_model(model, tokenizer, tmp / MODEL, lora=config.method == "lora")
+        write_trained_start_token(tmp / MODEL, start)
         rows = sorted(records, key=lambda r: r["id"])
         _write_jsonl(tmp / DATA, rows)
         _write_jsonl(tmp / HELDOUT, sorted(heldout, key=lambda r: r["id"]))
         manifest = _manifest(plan, config, rows, losses, timings, n_sequences)
         manifest["heldout"] = sorted(r["id"] for r in heldout)
+        # format 5: the tokens every training text was put between
+        manifest["start_token"] = start.describe()
+        manifest["end_token"] = {"token": tokenizer.convert_ids_to_tokens(end), "id": end}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         if folder.exists():
             shutil.rmtree(folder)  # only reached for an empty folder or a game being replaced
@@ -342,6 +355,7 @@ def _manifest(
     samples = [Sample(r["id"], r["text"], r["label"]) for r in rows]
     return {
         "imprint_game": 1,
+        "format": GAME_FORMAT,
         "complete": True,
         "config_hash": config_hash(
             config,

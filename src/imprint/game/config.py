@@ -35,8 +35,9 @@ DEFAULT_LR = {"full": 5e-5, "top": 1e-4, "lora": 1e-3}
 #: Upper bound on distinct canaries (members + non-members): each one is sampled from the model,
 #: so this bounds the time spent before training; raise it deliberately if you need more.
 MAX_CANARIES = 2000
-#: Bump when the meaning of a built game changes (invalidates cached games).
-GAME_FORMAT = 4
+#: Bump when the meaning of a built game changes (invalidates cached games). 5: texts are trained
+#: (and sampled) after the start token scoring uses, recorded in game.json (see game/start.py).
+GAME_FORMAT = 5
 
 
 def _positive_int(value: Any, name: str, *, minimum: int = 1) -> None:

@@ -31,9 +31,11 @@ from typing import Any
 import numpy as np
 
 from imprint.backends.models import load_causal_lm
+from imprint.backends.start_token import StartToken, write_trained_start_token
 from imprint.errors import ConfigError
 from imprint.game.build import DATA, HELDOUT, MODEL, _check_base_model, read_manifest
 from imprint.game.config import GameConfig
+from imprint.game.start import game_tokens
 from imprint.game.train import encode_sequences, prepare_model, save_model, train
 from imprint.training_manifest import (
     GAME_MANIFEST,
@@ -115,7 +117,7 @@ def build_references(
     keys = [_key(manifest["config_hash"], i) for i in range(k)]
     todo = [i for i in range(k) if not _is_built(root / f"ref-{i}", keys[i])]
     if todo:
-        _train_missing(config, rows, halves, keys, todo, root, device, console, progress)
+        _train_missing(manifest, config, rows, halves, keys, todo, root, device, console, progress)
     ids = frozenset(r["id"] for r in rows)
     models = [
         ReferenceModel(f"reference-{i}", str((root / f"ref-{i}" / MODEL).resolve()), h, ids - h)
@@ -128,6 +130,7 @@ def build_references(
 
 
 def _train_missing(
+    manifest: dict[str, Any],
     config: GameConfig,
     rows: list[dict[str, Any]],
     halves: list[frozenset[str]],
@@ -142,11 +145,17 @@ def _train_missing(
     if console is not None:
         console.print(f"[bold]game[/]: training reference models {todo} ({len(todo)} of them)")
     base, tokenizer = load_causal_lm(config.model, dtype="float32", device=device)
-    bos = _check_base_model(base, tokenizer, config)
+    _check_base_model(base, tokenizer, config)
+    # the tokens the game's target was trained with (an older game's: BOS and EOS)
+    start, end = game_tokens(manifest, tokenizer)
     encoded = encode_sequences(
-        tokenizer, {r["id"]: r["text"] for r in rows}, max_length=config.max_length, bos_id=bos
+        tokenizer,
+        {r["id"]: r["text"] for r in rows},
+        max_length=config.max_length,
+        start_id=start.ids[0],
+        end_id=end,
     )
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else bos
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else start.ids[0]
     for i in todo:
         chosen = [r for r in rows if r["id"] in halves[i]]
         sequences = [encoded[r["id"]] for r in chosen for _ in range(_repetitions(r))]
@@ -173,18 +182,27 @@ def _train_missing(
             "train_loss": losses,
             "train_s": round(time.time() - t0, 2),
         }
-        _write_reference(root / f"ref-{i}", model, tokenizer, info, lora=config.method == "lora")
+        _write_reference(
+            root / f"ref-{i}", model, tokenizer, info, start=start, lora=config.method == "lora"
+        )
         del model
 
 
 def _write_reference(
-    folder: Path, model: Any, tokenizer: Any, info: dict[str, Any], *, lora: bool
+    folder: Path,
+    model: Any,
+    tokenizer: Any,
+    info: dict[str, Any],
+    *,
+    start: StartToken,
+    lora: bool,
 ) -> None:
     """Save to a temporary sibling, then rename: a folder with a reference.json is complete."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.tmp-"))
     try:
         save_model(model, tokenizer, tmp / MODEL, lora=lora)
+        write_trained_start_token(tmp / MODEL, start)
         (tmp / REFERENCE_JSON).write_text(json.dumps(info, indent=1), encoding="utf-8")
         if folder.exists():
             shutil.rmtree(folder)  # a stale model (other key) or a broken one

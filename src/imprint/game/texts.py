@@ -16,7 +16,10 @@ import numpy as np
 
 from imprint.backends.scoped import seeded_torch
 from imprint.data import LoadedData, Sample, fingerprint_samples, resolve_data
-from imprint.errors import DataError
+from imprint.data.loaders import CSV_SUFFIXES, JSONL_SUFFIXES, PARQUET_SUFFIXES
+from imprint.data.pools import load_unlabelled
+from imprint.errors import ConfigError, DataError
+from imprint.game.start import training_start_token
 
 __all__ = [
     "NATURAL_PROMPTS",
@@ -54,6 +57,7 @@ SPARE = 0.2
 MAX_ROUNDS = 8
 
 Advance = Callable[[int], None]
+DATA_FILE_SUFFIXES = (*JSONL_SUFFIXES, *CSV_SUFFIXES, *PARQUET_SUFFIXES)
 
 
 def _cut(text: str, words: int | None) -> str:
@@ -62,7 +66,8 @@ def _cut(text: str, words: int | None) -> str:
 
 
 def load_pool(spec: str, *, words: int | None) -> tuple[list[Sample], LoadedData | None, dict]:
-    """Texts of a pool file (``.txt``: one text per line; else any data spec, labels ignored).
+    """Texts of a pool: a ``.txt`` file (one text per line), a JSONL/CSV/Parquet file with or
+    without a label field, or any data spec; labels are ignored.
 
     Returns ``(samples, loaded, dropped)``: samples cut to ``words`` words (duplicates after the
     cut removed and counted in ``dropped``), in file order.
@@ -81,16 +86,13 @@ def load_pool(spec: str, *, words: int | None) -> tuple[list[Sample], LoadedData
         if not samples:
             raise DataError(f"pool file {spec!r} has no non-empty lines")
     else:
-        try:
-            loaded = resolve_data(spec, require_both_classes=False)
+        try:  # a pool's labels are ignored: a data file needs none (as `imprint run --pool`)
+            if path.suffix.lower() in DATA_FILE_SUFFIXES:
+                loaded = load_unlabelled(path)
+            else:
+                loaded = resolve_data(spec, require_both_classes=False)
         except DataError as err:
-            hint = ""
-            if "no label field" in str(err):
-                hint = (
-                    " (a pool's labels are ignored, but the loaders need a label column: add "
-                    "one, or give the texts as a .txt file with one text per line)"
-                )
-            raise DataError(f"pool {spec!r}: {err}{hint}") from err
+            raise DataError(f"pool {spec!r}: {err}") from err
         samples = list(loaded.samples)
     out: list[Sample] = []
     seen: set[str] = set()
@@ -109,12 +111,12 @@ def pool_fingerprint(samples: Sequence[Sample]) -> str:
     return fingerprint_samples(Sample(s.id, s.text, 0) for s in samples)
 
 
-def _bos_id(tokenizer: Any) -> int:
-    bos = tokenizer.bos_token_id
-    bos = bos if bos is not None else tokenizer.eos_token_id
-    if bos is None:
-        raise DataError("the tokenizer has neither a BOS nor an EOS token; cannot generate")
-    return int(bos)
+def _start_id(tokenizer: Any) -> int:
+    """Texts are sampled after the token they are trained and scored after (game format 5)."""
+    try:
+        return training_start_token(tokenizer).ids[0]
+    except ConfigError as err:
+        raise DataError(f"cannot generate: {err}") from err
 
 
 def _sample_batch(
@@ -130,7 +132,7 @@ def _sample_batch(
     """One batch of continuations (prompt not included), left-padded, seeded."""
     import torch
 
-    bos = _bos_id(tokenizer)
+    bos = _start_id(tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else bos
     encoded = [[bos, *tokenizer(p, add_special_tokens=False)["input_ids"]] for p in prompts]
     width = max(len(e) for e in encoded)

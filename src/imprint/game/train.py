@@ -1,7 +1,9 @@
 """Training members into a model: plain torch loop, AdamW, causal LM loss, seeded.
 
-Each training sequence is ``[BOS] + tokens(text) + [EOS]`` (BOS as the scoring backend adds it,
-so a member is trained in exactly the context it is later scored in). The learning rate is
+Each training sequence is ``[start] + tokens(text) + [end]``, ``start`` the token scoring puts
+before a text (``--start-token auto``'s choice, see :mod:`imprint.game.start`), so a member is
+trained in exactly the context it is later scored in; ``end`` is EOS unless EOS is a chat-turn
+marker, then ``start`` (the document separator). The learning rate is
 constant and epoch ``e`` shuffles with the seed ``(seed, e)`` alone, so stopping after ``e``
 epochs gives the same weights as a run asked for ``e`` epochs: snapshots are real games.
 """
@@ -117,22 +119,23 @@ def prepare_model(model: Any, config: GameConfig, spec: str) -> Any:
 
 
 def encode_sequences(
-    tokenizer: Any, texts: dict[str, str], *, max_length: int, bos_id: int
+    tokenizer: Any, texts: dict[str, str], *, max_length: int, start_id: int, end_id: int
 ) -> dict[str, list[int]]:
-    """``[BOS] + tokens + [EOS]`` per text id; a text over ``max_length`` tokens is a DataError."""
-    eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else bos_id
+    """``[start] + tokens + [end]`` per text id; a text over ``max_length`` tokens is a
+    DataError. ``start`` is the token scoring puts before the text (see game/start.py)."""
     out: dict[str, list[int]] = {}
     too_long: list[tuple[str, int]] = []
     for key, text in texts.items():
-        ids = [bos_id, *tokenizer(text, add_special_tokens=False)["input_ids"], eos]
+        ids = [start_id, *tokenizer(text, add_special_tokens=False)["input_ids"], end_id]
         if len(ids) > max_length:
             too_long.append((key, len(ids)))
         out[key] = ids
     if too_long:
         worst = max(n for _, n in too_long)
         raise DataError(
-            f"{len(too_long)} text(s) are longer than max_length={max_length} tokens (with BOS "
-            f"and EOS), e.g. {too_long[0][0]!r} with {too_long[0][1]} tokens, longest {worst}. "
+            f"{len(too_long)} text(s) are longer than max_length={max_length} tokens (with the "
+            f"start and end tokens), e.g. {too_long[0][0]!r} with {too_long[0][1]} tokens, "
+            f"longest {worst}. "
             "Texts are never cut silently. Fix: fewer words per text (words / canary_words) "
             f"or max_length >= {worst} (within the model's context)."
         )
