@@ -12,7 +12,7 @@ import torch
 from conftest import HashEmbedder, wikimia_subset
 
 from imprint.attacks.simmia import SimMIA, relative_score
-from imprint.attacks.simmia_disclosure import logprob_scores, token_scores
+from imprint.attacks.simmia_disclosure import prob_ratio_scores, token_scores
 from imprint.backends.base import SAMPLING, ScoreRequest, TokenStats
 from imprint.backends.hf import HFLogprobBackend
 from imprint.cli.run import parse_params
@@ -49,46 +49,75 @@ def _logp_stats(logp) -> TokenStats:
 
 
 # -- formulas ---------------------------------------------------------------------------------
-def test_logprob_formula_on_hand_computed_values():
-    # ratios p(x_t | P + x_<t) / p(x_t | x_<t) = 0.5, 1, 2
-    simmia, star = logprob_scores(_stats([0.5, 0.1, 0.2]), _stats([0.25, 0.1, 0.4]))
-    assert simmia == pytest.approx(-(0.5 + 1 + 2) / 3, rel=1e-6)
-    assert star == pytest.approx(-(math.log(0.5) + 0 + math.log(2)) / 3, abs=1e-6)
+def test_prob_ratio_formula_on_hand_computed_values_from_the_second_token():
+    # with a start token both passes score x_1; Eq. 4 starts at x_2: ratios 1, 2 (x_1's 0.5 out)
+    simmia, star = prob_ratio_scores(_stats([0.5, 0.1, 0.2]), _stats([0.25, 0.1, 0.4]))
+    assert simmia == pytest.approx(-(1 + 2) / 2, rel=1e-6)
+    assert star == pytest.approx(-(0 + math.log(2)) / 2, abs=1e-6)
 
 
-def test_logprob_alignment_and_underflow():
+def test_prob_ratio_alignment_and_underflow():
     # no start token: the plain pass cannot score x_1; the prefixed one can (aligned on the tail)
-    simmia, star = logprob_scores(_stats([0.5, 0.2]), _stats([0.9, 0.25, 0.4]))
+    simmia, star = prob_ratio_scores(_stats([0.5, 0.2]), _stats([0.9, 0.25, 0.4]))
     assert simmia == pytest.approx(-(0.5 + 2) / 2, rel=1e-6)
     assert star == pytest.approx(-(math.log(0.5) + math.log(2)) / 2, abs=1e-6)
     # log p far below float underflow: the ratio is exp of a difference, never 0 / 0
-    simmia, star = logprob_scores(_logp_stats([-900.0]), _logp_stats([-900.0 + math.log(0.5)]))
+    simmia, star = prob_ratio_scores(
+        _logp_stats([-900.0]), _logp_stats([-1.0, -900.0 + math.log(0.5)])
+    )
     assert simmia == pytest.approx(-0.5, rel=1e-4) and star == pytest.approx(
         -math.log(0.5), rel=1e-4
     )
-    assert all(math.isnan(v) for v in logprob_scores(_stats([]), _stats([])))
+    assert all(math.isnan(v) for v in prob_ratio_scores(_stats([]), _stats([])))
+    assert all(math.isnan(v) for v in prob_ratio_scores(_stats([0.5]), _stats([0.5])))
 
 
-def test_logprob_direction_higher_is_member():
+def test_prob_ratio_direction_higher_is_member():
     # the non-member prefix pulls a member's memorised tokens down (ratio < 1), not a non-member's
     plain = _stats([0.9, 0.8, 0.9])
-    member = logprob_scores(plain, _stats([0.45, 0.4, 0.45]))
-    nonmember = logprob_scores(plain, _stats([0.9, 0.8, 0.9]))
+    member = prob_ratio_scores(plain, _stats([0.45, 0.4, 0.45]))
+    nonmember = prob_ratio_scores(plain, _stats([0.9, 0.8, 0.9]))
     assert member[0] > nonmember[0] and member[1] > nonmember[1]
 
 
 def _law(mode: str):
     # ids 5 " cat" (sampled 3x), 9 " dog" (1x); position 2: the true token 7 and the sampled
     # token 8 are two different byte pieces of one Chinese character (both decode to U+FFFD)
+    dists = (
+        [{"5": 3.0, "9": 1.0}, {"8": 4.0}]
+        if mode == "sample"
+        else [{"5": 0.7, "9": 0.3}, {"8": 0.95, "7": 0.05}]
+    )
     return {
         "ids": [5, 7],
         "q": [0.7, 0.05],
-        "dists": [{"5": 3.0, "9": 1.0}, {"8": 4.0}]
+        "dists": dists,
+        # the model's own p of the disclosed tokens: " cat" 0.2, " dog" 0.6, piece 8 0.5
+        "logp": [{"5": math.log(0.2), "9": math.log(0.6)}, {"8": math.log(0.5)}]
         if mode == "sample"
-        else [{"5": 0.7, "9": 0.3}, {"8": 0.95, "7": 0.05}],
+        else [{"5": math.log(0.2), "9": math.log(0.6)}, {"8": math.log(0.5), "7": -3.0}],
         "dropped": [0.0, 0.0],
         "strings": {"5": " cat", "9": " dog", "7": "\ufffd", "8": "\ufffd"},
     }
+
+
+def test_logprob_weighting_on_hand_computed_values():
+    """Paper, Progressive Disclosure: sim weighted by p(v) / sum_u p(u) over the unique
+    disclosed tokens u (draw counts play no part)."""
+    vectors = {"cat": np.array([1.0, 0.0]), "dog": np.array([0.0, 1.0])}
+    emb, exact = token_scores(
+        _law("sample"), vectors, n=4, mode="sample", exact_numbers=False, weighting="logprob"
+    )
+    # weights 0.2 / 0.8 = 0.25 (" cat" = the true token, sim 1) and 0.75 (" dog", sim 0.5)
+    assert emb[0] == pytest.approx(0.25 * 1 + 0.75 * 0.5)
+    assert exact[0] == pytest.approx((4 * 0.25 + 1) / 6)
+    # the true piece 7 was not disclosed: weight 0; no text to embed: its exact-match rate
+    np.testing.assert_allclose([emb[1], exact[1]], [1 / 6, 1 / 6])
+    emb, exact = token_scores(
+        _law("exact"), vectors, n=10, mode="exact", exact_numbers=False, weighting="logprob"
+    )
+    w7 = math.exp(-3.0) / (0.5 + math.exp(-3.0))
+    np.testing.assert_allclose(exact, [(10 * 0.25 + 1) / 12, (10 * w7 + 1) / 12])
 
 
 def test_token_formula_sample_mode():
@@ -139,14 +168,16 @@ def _brute_q(backend, text, prefix, top_k, temperature):
     context = [*backend.start_ids, *(backend.encode(prefix) if prefix else [])]
     ids = backend.encode(text)
     out = []
-    for t in range(0 if context else 1, len(ids)):
-        logits = backend.model(input_ids=torch.tensor([[*context, *ids[:t]]])).logits[0, -1]
-        logits = logits.double() / temperature
+    logps = []
+    for t in range(1, len(ids)):  # from the second token, as Eq. 4 from the second word
+        raw = backend.model(input_ids=torch.tensor([[*context, *ids[:t]]])).logits[0, -1]
+        logps.append(torch.log_softmax(raw.double(), -1))
+        logits = raw.double() / temperature
         keep = torch.topk(logits, top_k).indices if top_k else torch.arange(len(logits))
         probs = torch.softmax(logits[keep], -1)
         hit = (keep == ids[t]).nonzero()
         out.append(float(probs[hit[0, 0]]) if len(hit) else 0.0)
-    return out
+    return out, logps
 
 
 @pytest.mark.parametrize(
@@ -158,8 +189,13 @@ def test_next_token_laws_match_one_forward_per_prefix(tiny, text, prefix):
     requests = in_memory_requests(tiny, embedder=HashEmbedder())
     settings = dict(n=16, top_k=5, temperature=0.7, mode="exact", min_mass=0.0, seed=0)
     (law,) = requests.next_tokens("target", [text], prefix, settings)
-    assert law["ids"] == tiny.encode(text)[-len(law["ids"]) :]
-    np.testing.assert_allclose(law["q"], _brute_q(tiny, text, prefix, 5, 0.7), atol=1e-5)
+    assert law["ids"] == tiny.encode(text)[1:]  # x_1 is never scored, with or without P
+    q, logps = _brute_q(tiny, text, prefix, 5, 0.7)
+    np.testing.assert_allclose(law["q"], q, atol=1e-5)
+    for shown, logp in zip(law["logp"], logps, strict=True):  # untempered, full vocabulary
+        for token, value in shown.items():
+            assert value == pytest.approx(float(logp[int(token)]), abs=1e-4)
+    assert [d.keys() for d in law["logp"]] == [d.keys() for d in law["dists"]]
     for dist, dropped in zip(law["dists"], law["dropped"], strict=True):
         assert len(dist) == 5 and sum(dist.values()) + dropped == pytest.approx(1.0)
     sampled = dict(settings, mode="sample")
@@ -180,20 +216,20 @@ def test_token_disclosure_scores_and_direction_on_tiny_model(tiny):
     plain = tiny.score([ScoreRequest(t) for t in texts])
     prefixed = tiny.score([ScoreRequest(t, PREFIX) for t in texts])
     for i in range(len(texts)):
-        n = min(len(plain[i]), len(prefixed[i]))
+        n = len(prefixed[i]) - 1  # x_2 .. x_T
         a = (10 * np.exp(plain[i].logp[-n:].astype(float)) + 1) / 12
         b = (10 * np.exp(prefixed[i].logp[-n:].astype(float)) + 1) / 12
         assert scores["simmia_star"][i] == pytest.approx(-np.mean(b / a), rel=1e-4)
     assert np.isfinite(scores["simmia"]).all()
 
 
-def test_logprob_disclosure_equals_planner_formula(tiny):
+def test_prob_ratio_disclosure_equals_planner_formula(tiny):
     texts = ["In 2023 the council met in Seoul.", "Совет обсудил бюджет."]
-    scores = SimMIA(disclosure="logprob").score_with_backend(tiny, texts, prefix=PREFIX)
+    scores = SimMIA(disclosure="prob_ratio").score_with_backend(tiny, texts, prefix=PREFIX)
     for i, text in enumerate(texts):
         (a,) = tiny.score([ScoreRequest(text)])
         (b,) = tiny.score([ScoreRequest(text, PREFIX)])
-        n = min(len(a), len(b))
+        n = len(b) - 1  # x_2 .. x_T
         diff = b.logp[-n:].astype(float) - a.logp[-n:].astype(float)
         assert scores["simmia"][i] == pytest.approx(-np.mean(np.exp(diff)), rel=1e-5)
         assert scores["simmia_star"][i] == pytest.approx(-np.mean(diff), abs=1e-5)
@@ -214,9 +250,14 @@ def test_unsupported_combinations_are_refused_before_any_work():
     for disclosure in ("token", "logprob"):
         with pytest.raises(CapabilityError, match=f"disclosure='{disclosure}'.*disclosure='text'"):
             SimMIA(disclosure=disclosure).check_backend(TextOnly())
+    with pytest.raises(CapabilityError, match="disclosure='logprob'.*'prob_ratio'"):
+        SimMIA(disclosure="logprob").check_backend(TextOnly())
+    with pytest.raises(CapabilityError, match="'prob_ratio' needs log-probabilities"):
+        SimMIA(disclosure="prob_ratio").check_backend(TextOnly())
     SimMIA(disclosure="text").check_backend(TextOnly())  # text stays available
-    with pytest.raises(ConfigError, match="greedy_topk"):
-        SimMIA(disclosure="token", mode="greedy_topk")
+    for disclosure in ("token", "logprob"):
+        with pytest.raises(ConfigError, match="greedy_topk"):
+            SimMIA(disclosure=disclosure, mode="greedy_topk")
     with pytest.raises(ConfigError, match="disclosure must be one of"):
         SimMIA(disclosure="words")
 
@@ -231,7 +272,12 @@ def test_token_disclosure_refuses_text_beyond_context(tiny):
 
 # -- runs ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("disclosure", "kinds"), [("logprob", {"logprobs"}), ("token", {"next_token", "embed"})]
+    ("disclosure", "kinds"),
+    [
+        ("prob_ratio", {"logprobs"}),
+        ("token", {"next_token", "embed"}),
+        ("logprob", {"next_token", "embed"}),
+    ],
 )
 def test_run_with_disclosure_reruns_from_cache(
     tiny_model_dir, tmp_path, monkeypatch, disclosure, kinds

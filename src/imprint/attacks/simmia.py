@@ -30,11 +30,12 @@ the N samples by the exact next-word distribution under the same law (branches l
 all), and ``mode="greedy_topk"`` weights each top-k first token by its probability and completes
 it greedily (cheaper, but not the expectation; it was called ``expected`` before).
 
-Progressive disclosure (imprint's reading, not the paper's text, which is unavailable offline):
-``disclosure="text"`` (default) is all of the above; ``"token"`` scores the target's tokens of x
-with next-token draws (or their exact law) instead of words, and ``"logprob"`` uses
-s(x_t | ctx) = p(x_t | ctx) directly; see :mod:`imprint.attacks.simmia_disclosure`. ``token``
-needs a local model, ``logprob`` a backend that returns log-probabilities.
+Progressive disclosure (the paper's section of that name, Table 8): ``disclosure="text"``
+(default) is all of the above; ``"token"`` samples next tokens instead of words, from the second
+token of x; ``"logprob"`` weights each unique sampled token's similarity by its model
+probability normalised over the unique tokens (Eq. 3 so weighted, then Eq. 4); both need a local
+model. ``"prob_ratio"`` (not the paper's) uses s = p(x_t | ctx) from log-prob passes alone, for
+backends that only score. See :mod:`imprint.attacks.simmia_disclosure`.
 
 Shots come from the run's ``nonmembers`` pool, else from the evaluation non-members, which then
 leave the evaluation (``Preparation.removed_ids``); ``prepare`` must run before scoring, or pass
@@ -55,8 +56,9 @@ from imprint.attacks.recall import check_shots
 from imprint.attacks.shots import nonmember_shots
 from imprint.attacks.simmia_disclosure import (
     DISCLOSURES,
+    TOKEN_DISCLOSURES,
     align_tail,
-    logprob_scores,
+    prob_ratio_scores,
     token_scores,
     token_vocabulary,
 )
@@ -141,16 +143,35 @@ class SimMIA(ModelCallAttack):
     mode: str = "sample"
     min_mass: float = 1e-4  # mode="exact": next-word branches less likely than this are dropped
     seed: int = 0
-    disclosure: str = "text"  # what the target discloses: "text" words, "token"s, "logprob"s
+    # what the target discloses: "text" words, "token"s, "logprob"s (+ tokens); "prob_ratio"
+    disclosure: str = "text"
     # P, the joined non-member shots, filled in by prepare()
     shot_prefix: str | None = prepared_field()
 
     summary = (
         "-mean next-word similarity ratio, non-member prefix vs none (word sampling); "
-        "disclosure=token|logprob: imprint's reading of progressive disclosure (tokens, log-probs)"
+        "disclosure=token|logprob: the paper's progressive disclosure (token sampling, "
+        "probability-weighted similarity); prob_ratio: p(x_t) ratio, not the paper's"
     )
     paper = "Yi and Li 2026, Membership Inference on LLMs in the Wild (SimMIA)"
     access = "black-box"
+    deviations = (
+        "Eq. 4 divides by L but sums from the second word; imprint averages over the L - 1 "
+        "scored positions (tokens: T - 1) and leaves out a position whose plain score is 0.",
+        "Words come from imprint's regex word splitter, not NLTK's word_tokenize (its punkt "
+        "data is not available offline).",
+        "SimMIA*'s Laplace smoothing is (count + 1) / (N + 2); the paper names Laplace "
+        "smoothing without its constants.",
+        "disclosure=token|logprob: a true token without embeddable text (whitespace, a byte "
+        "piece of a character) uses its exact-match rate and a sampled one has similarity 0; "
+        "the paper does not say how such tokens are embedded.",
+        "disclosure=logprob: p is the model's untempered full-vocabulary probability (the paper "
+        "does not say whether its API's log-probs were tempered; at temperature 1, the default, "
+        "the normalised weights are the same); its simmia_star, the same weights on the "
+        "indicator with Laplace smoothing, is imprint's (the paper reports SimMIA only).",
+        "disclosure=prob_ratio is not the paper's: s = p(x_t | ctx) without sampling or "
+        "similarity (a per-token ReCaLL ratio), for backends that only return log-probs.",
+    )
 
     def __post_init__(self) -> None:
         check_shots("simmia", self.n_shots, self.separator)
@@ -167,10 +188,10 @@ class SimMIA(ModelCallAttack):
                 f"simmia disclosure must be one of {DISCLOSURES}, got {self.disclosure!r} "
                 "(e.g. --param simmia.disclosure=token)"
             )
-        if self.disclosure == "token" and self.mode == "greedy_topk":
+        if self.disclosure in TOKEN_DISCLOSURES and self.mode == "greedy_topk":
             raise ConfigError(
-                "simmia disclosure='token' takes mode='sample' or mode='exact': greedy_topk "
-                "completes words, and a single token has nothing to complete"
+                f"simmia disclosure={self.disclosure!r} takes mode='sample' or mode='exact': "
+                "greedy_topk completes words, and a single token has nothing to complete"
             )
         self.sampling_config()  # validates n_samples, top_k, temperature, max_word_tokens
 
@@ -199,18 +220,20 @@ class SimMIA(ModelCallAttack):
 
     def check_backend(self, backend: Any) -> None:
         """Raise CapabilityError before any work when ``backend`` cannot serve this mode."""
-        if self.disclosure == "logprob":
+        if self.disclosure == "prob_ratio":
             if LOGPROBS not in getattr(backend, "capabilities", frozenset()):
                 raise CapabilityError(
-                    f"simmia disclosure='logprob' needs log-probabilities of the text's tokens; "
-                    f"{backend!r} only returns text — use disclosure='text'"
+                    "simmia disclosure='prob_ratio' needs log-probabilities of the text's "
+                    f"tokens; {backend!r} only returns text — use disclosure='text'"
                 )
             return
-        if self.disclosure == "token" and local_transformers(backend) is None:
+        if self.disclosure in TOKEN_DISCLOSURES and local_transformers(backend) is None:
+            extra = " and their log-probabilities" if self.disclosure == "logprob" else ""
             raise CapabilityError(
-                "simmia disclosure='token' needs the target's tokens of each text and one-token "
-                f"draws after each token prefix (a local model); {backend!r} only returns text, "
-                "without its tokenizer — use disclosure='text'"
+                f"simmia disclosure={self.disclosure!r} needs the target's tokens of each text "
+                f"and one-token draws{extra} after each token prefix (a local model); "
+                f"{backend!r} does not disclose them — use disclosure='text'"
+                + (" (or 'prob_ratio', not the paper's)" if self.disclosure == "logprob" else "")
             )
         if self.mode != "sample" and local_transformers(backend) is None:
             raise CapabilityError(
@@ -239,9 +262,9 @@ class SimMIA(ModelCallAttack):
                 "simmia has no non-member prefix: score with the attack prepare(samples, run) "
                 "returns, or pass prefix="
             )
-        if self.disclosure == "logprob":
-            return self._score_logprob(requests, texts, prefix)
-        if self.disclosure == "token":
+        if self.disclosure == "prob_ratio":
+            return self._score_prob_ratio(requests, texts, prefix)
+        if self.disclosure in TOKEN_DISCLOSURES:
             return self._score_tokens(requests, texts, prefix)
         plain, prefixed = self.distributions(requests, texts, prefix)
         out = {"simmia": np.full(len(texts), np.nan), "simmia_star": np.full(len(texts), np.nan)}
@@ -257,13 +280,13 @@ class SimMIA(ModelCallAttack):
             out["simmia_star"][t] = relative_score(scores[1][1], scores[0][1])
         return out
 
-    def _score_logprob(
+    def _score_prob_ratio(
         self, requests: ModelRequests, texts: Sequence[str], prefix: str
     ) -> dict[str, np.ndarray]:
-        """disclosure='logprob': planned log-prob passes without and with P."""
+        """disclosure='prob_ratio': planned log-prob passes without and with P."""
         plain = requests.token_stats("target", texts)
         prefixed = requests.token_stats("target", texts, prefix=prefix)
-        pairs = [logprob_scores(a, b) for a, b in zip(plain, prefixed, strict=True)]
+        pairs = [prob_ratio_scores(a, b) for a, b in zip(plain, prefixed, strict=True)]
         return {
             "simmia": np.array([p[0] for p in pairs], float).reshape(len(texts)),
             "simmia_star": np.array([p[1] for p in pairs], float).reshape(len(texts)),
@@ -272,7 +295,8 @@ class SimMIA(ModelCallAttack):
     def _score_tokens(
         self, requests: ModelRequests, texts: Sequence[str], prefix: str
     ) -> dict[str, np.ndarray]:
-        """disclosure='token': ``next_token`` requests without and with P, ``embed`` requests."""
+        """disclosure='token' or 'logprob': ``next_token`` requests without and with P (one
+        forward pass per text and context gives every position's law), ``embed`` requests."""
         settings = {
             "n": self.n_samples,
             "top_k": self.top_k,
@@ -293,6 +317,7 @@ class SimMIA(ModelCallAttack):
                     n=self.n_samples,
                     mode=self.mode,
                     exact_numbers=self.exact_numbers,
+                    weighting="logprob" if self.disclosure == "logprob" else "draws",
                 )
                 for law in laws
             )

@@ -1,27 +1,36 @@
-"""SimMIA's token- and log-prob "progressive disclosure" (imprint's reading; see below).
+"""SimMIA's progressive disclosure (Yi and Li 2026, section "Progressive Disclosure", Table 8).
 
-The SimMIA paper is not available offline and its project page does not define the term, so
-imprint implements the reading of its own design notes: the same relative score, computed as the
-target discloses progressively more than text.
+When the target discloses more than text, SimMIA adapts (the paper's two steps, both here):
 
-- ``token``: positions are the target's tokens x_t of x (x tokenised on its own, so positions
-  agree with and without the prefix P). At each position the target discloses next tokens after
-  [P +] x_<t (``n_samples`` draws, or the exact law with ``mode="exact"``), compared to x_t:
-  SimMIA* by exact match (token id), s* = (N q_t + 1) / (N + 2) with q_t the sampling probability
-  of x_t under top-k and temperature (mode exact; the expected Laplace rate) or the drawn
-  fraction (mode sample); SimMIA by the embedding similarity (cos + 1) / 2 of the token strings.
-  A true token with no embeddable text (whitespace only, or a piece of a multi-byte character
-  that decodes to U+FFFD) uses its exact-match rate, as ``exact_numbers`` does for numbers;
-  such a disclosed token matches only itself.
-- ``logprob``: the target discloses log-probabilities; s(x_t | ctx) = p(x_t | ctx), and
+- ``token`` (tokenization visible): token-by-token instead of word-by-word sampling. Positions
+  are the target's tokens x_t of x from the second on (x tokenised on its own, so positions agree
+  with and without the prefix P; Eq. 4 starts at the second word). At each position the target
+  discloses ``n_samples`` one-token draws after [P +] x_<t (or the exact top-k/temperature law
+  with ``mode="exact"``). SimMIA: Eq. 3 over the draws, s = mean_j sim(x_t, v_j), sim = (cos + 1)
+  / 2 of the token strings' embeddings (Eq. 2); SimMIA*: Eq. 1 with Laplace smoothing,
+  s* = (N h_t + 1) / (N + 2), h_t = the drawn fraction of x_t (sample mode) or its sampling
+  probability q_t (exact mode: the expected rate).
+- ``logprob`` (log-probabilities visible as well): the same draws, with sim "weighted by the
+  ground-truth model probabilities (normalized across unique next tokens)":
 
-      simmia = -mean_t p(x_t | P + x_<t) / p(x_t | x_<t),
-      simmia_star = -mean_t [log p(x_t | P + x_<t) - log p(x_t | x_<t)],
+      s(x_t | ctx) = sum_{v in U} [p(v | ctx) / sum_{u in U} p(u | ctx)] sim(x_t, v),
 
-  the log-ratio variant: one position where p(x_t | x_<t) is tiny cannot dominate the text,
-  and it is minus the log of the geometric-mean ratio (a per-token ReCaLL).
+  U the unique drawn tokens (exact mode: the law's tokens of probability >= ``min_mass``) and
+  p the model's own, untempered, full-vocabulary probability. SimMIA* (the paper reports none
+  with log-probs): the same weights on the indicator, (N w_t + 1) / (N + 2), w_t the weight of
+  x_t (0 when it was not drawn).
 
-Both keep SimMIA's aggregation -mean_t s(x_t | P + x_<t) / s(x_t | x_<t): higher = member.
+Every variant aggregates by Eq. 4 relative to the non-member prefix,
+simmia = -mean_t s(x_t | P + x_<t) / s(x_t | x_<t) (higher = member).
+
+A true token with no embeddable text (whitespace only, or a piece of a multi-byte character that
+decodes to U+FFFD) uses its exact-match rate, as ``exact_numbers`` does for numbers; a disclosed
+token without embeddable text has similarity 0 (it matches only itself, by id).
+
+``prob_ratio`` is NOT the paper's: s(x_t | ctx) = p(x_t | ctx) from log-prob passes alone (no
+draws, no similarity), simmia = -mean_t p(x_t | P + x_<t) / p(x_t | x_<t), a per-token ReCaLL
+ratio that one tiny p(x_t | x_<t) can dominate (unbounded), and simmia_star = -mean_t of its log.
+It needs only a backend that scores log-probs (an API, vLLM), where ``logprob`` needs draws.
 """
 
 from __future__ import annotations
@@ -33,16 +42,17 @@ import numpy as np
 
 from imprint.data.words import is_number
 
-DISCLOSURES = ("text", "token", "logprob")
+DISCLOSURES = ("text", "token", "logprob", "prob_ratio")
+TOKEN_DISCLOSURES = ("token", "logprob")  # answered by next_token requests
 
 
 def aligned_logp(plain: Any, prefixed: Any) -> tuple[np.ndarray, np.ndarray]:
-    """log p of the tokens both passes scored (float64, shape (T,)), plain then prefixed.
+    """log p of x_2 .. x_T under both passes (float64, shape (T-1,)), plain then prefixed.
 
-    With no start token the plain pass cannot score x's first token while the prefixed pass
-    can, so the two are aligned on their common last tokens."""
-    n = min(len(plain.logp), len(prefixed.logp))
-    if n == 0:
+    The prefixed pass scores every token of x (P precedes x_1); the plain pass scores x_1 only
+    after a start token. Both are cut to their last T - 1 tokens: x_1 is never scored (Eq. 4)."""
+    n = min(len(plain.logp), len(prefixed.logp) - 1)
+    if n <= 0:
         return np.zeros(0), np.zeros(0)
     return (
         np.asarray(plain.logp[len(plain.logp) - n :], np.float64),
@@ -50,8 +60,9 @@ def aligned_logp(plain: Any, prefixed: Any) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
-def logprob_scores(plain: Any, prefixed: Any) -> tuple[float, float]:
-    """(simmia, simmia_star) from the TokenStats of x without and with P; NaN with no token."""
+def prob_ratio_scores(plain: Any, prefixed: Any) -> tuple[float, float]:
+    """(simmia, simmia_star) of ``prob_ratio`` from the TokenStats of x without and with P;
+    NaN with no scored token."""
     a, b = aligned_logp(plain, prefixed)
     if a.size == 0:
         return float("nan"), float("nan")
@@ -64,6 +75,15 @@ def embeddable(token: str) -> bool:
     return bool(token.strip()) and "\ufffd" not in token
 
 
+def _similarity(
+    strings: dict[str, str], vectors: dict[str, np.ndarray], true: str, v: str
+) -> float:
+    """sim(x_t, v) = (cos + 1) / 2 (Eq. 2) of two token ids' texts; 0 for a text-less ``v``."""
+    if not embeddable(strings[v]):
+        return 0.0
+    return (float(vectors[strings[v].strip()] @ vectors[strings[true].strip()]) + 1.0) / 2.0
+
+
 def token_scores(
     law: dict[str, Any],
     vectors: dict[str, np.ndarray],
@@ -71,31 +91,42 @@ def token_scores(
     n: int,
     mode: str,
     exact_numbers: bool,
+    weighting: str = "draws",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(embedding scores, exact-match scores), shape (T,), of one text under one context.
+    """(embedding scores, exact-match scores), shape (T-1,), of one text under one context.
 
     ``law`` is a ``next_token`` result; ``vectors`` maps stripped token strings to unit vectors.
-    The exact-match score is the Laplace rate (N h + 1) / (N + 2), h = q_t (exact mode) or the
-    drawn fraction (sample mode: the weights are counts summing to N)."""
+    ``weighting="draws"`` (disclosure ``token``): each disclosed token weighs its draw count
+    (sample mode) or sampling probability (exact mode). ``weighting="logprob"`` (disclosure
+    ``logprob``): each unique disclosed token weighs p(v | ctx) / sum_u p(u | ctx)."""
     strings = law["strings"]
     emb, exact = [], []
-    for true, q, dist in zip(law["ids"], law["q"], law["dists"], strict=True):
-        total = float(sum(dist.values()))
-        hit = dist.get(str(true), 0.0) / n if mode == "sample" else q
+    for i, (true, q, dist) in enumerate(zip(law["ids"], law["q"], law["dists"], strict=True)):
+        true = str(true)
+        if weighting == "logprob":
+            weights = _normalised(law["logp"][i])
+            hit = weights.get(true, 0.0)
+        else:
+            total = float(sum(dist.values()))
+            weights = {t: w / total for t, w in dist.items()} if total > 0 else {}
+            hit = dist.get(true, 0.0) / n if mode == "sample" else q
         rate = (n * hit + 1.0) / (n + 2.0)
         exact.append(rate)
-        text = strings[str(true)]
+        text = strings[true]
         if not embeddable(text) or (exact_numbers and is_number(text.strip())):
             emb.append(rate)
             continue
-        target = vectors[text.strip()]
-        acc = sum(
-            w * (float(vectors[strings[t].strip()] @ target) + 1.0) / 2.0
-            for t, w in dist.items()
-            if embeddable(strings[t])
-        )
-        emb.append(acc / total if total > 0 else 0.0)
+        emb.append(sum(w * _similarity(strings, vectors, true, t) for t, w in weights.items()))
     return np.asarray(emb, float), np.asarray(exact, float)
+
+
+def _normalised(logp: dict[str, float]) -> dict[str, float]:
+    """p(v) / sum_u p(u) over the unique disclosed tokens, from their log-probabilities."""
+    if not logp:
+        return {}
+    values = np.fromiter(logp.values(), float, len(logp))
+    weights = np.exp(values - values.max())
+    return dict(zip(logp, (weights / weights.sum()).tolist(), strict=True))
 
 
 def token_vocabulary(laws: Sequence[dict[str, Any]]) -> list[str]:
@@ -104,6 +135,6 @@ def token_vocabulary(laws: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def align_tail(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The common last positions of two per-position arrays (see :func:`aligned_logp`)."""
+    """The common last positions of two per-position arrays."""
     n = min(len(a), len(b))
     return a[len(a) - n :], b[len(b) - n :]

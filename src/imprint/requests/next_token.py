@@ -1,10 +1,12 @@
-"""Next-token laws at every token position of a text, for SimMIA's ``disclosure="token"``.
+"""Next-token laws at every token position of a text, for SimMIA's token-level disclosures.
 
-A :class:`NextTokenRequest` asks, for every token x_t of ``text`` (tokenised on its own, as the
-log-prob planner tokenises it, so positions agree with and without a prefix), what the model
-discloses when asked for one token after [start token +] [P +] x_<t under top-k and temperature
-sampling. One forward pass over the whole sequence serves every position; the next-token law at
-t is the softmax of the top-k logits / temperature (the law ``generate`` samples from).
+A :class:`NextTokenRequest` asks, for every token x_t of ``text`` from the second on (tokenised on
+its own, as the log-prob planner tokenises it, so positions agree with and without a prefix;
+SimMIA's Eq. 4 starts at the second word, the token disclosures at the second token), what the
+model discloses when asked for one token after [start token +] [P +] x_<t under top-k and
+temperature sampling. One forward pass over the whole sequence serves every position; the
+next-token law at t is the softmax of the top-k logits / temperature (the law ``generate``
+samples from).
 
 Per position the result keeps the true token's sampling probability q_t (exact, whatever the
 mode) and the disclosed tokens with weights:
@@ -13,6 +15,10 @@ mode) and the disclosed tokens with weights:
   as ``n`` one-token ``generate`` calls;
 - ``exact``: the law itself, tokens of probability below ``min_mass`` left out (their mass is
   ``dropped``), so an expectation of a quantity in [0, 1] is off by at most that mass.
+
+Each disclosed token v also keeps log p(v | ctx), the model's own log-probability (full
+vocabulary, no top-k, no temperature: what an API's log-probs disclose), for the log-prob
+disclosure (SimMIA's "Progressive Disclosure": sim weighted by these probabilities).
 
 Tokens are keyed by id (two byte tokens of one multi-byte character both decode to U+FFFD but
 are different tokens); ``strings`` maps each id to its decoded text for embeddings.
@@ -37,9 +43,9 @@ ROW_CHUNK = 256  # positions per vocabulary projection: bounds memory on 262k vo
 class NextTokenRequest(Request):
     """Next-token law at every token position of ``text`` after ``prefix`` (see module doc).
 
-    Result: ``{"ids": [x_t], "q": [q_t], "dists": [{id: weight}], "dropped": [mass],
-    "strings": {id: text}}``, lists of one entry per scored position (every token of x that has
-    a context before it; with no start token and no prefix the first token has none)."""
+    Result: ``{"ids": [x_t], "q": [q_t], "dists": [{id: weight}], "logp": [{id: log p}],
+    "dropped": [mass], "strings": {id: text}}``, lists of one entry per scored position: the
+    tokens of x from index ``start`` (0-based; 1 = from the second token, as Eq. 4)."""
 
     kind: ClassVar[str] = "next_token"
     text: str
@@ -50,8 +56,13 @@ class NextTokenRequest(Request):
     mode: str
     min_mass: float
     seed: int
+    start: int = 1
 
     def __post_init__(self) -> None:
+        if self.start < 1:
+            raise ConfigError(
+                f"a next-token request scores from token index start >= 1, got {self.start}"
+            )
         if self.mode not in TOKEN_MODES:
             raise ConfigError(
                 f"next-token mode must be one of {TOKEN_MODES}, got {self.mode!r} "
@@ -89,7 +100,7 @@ def check_fits(hf: Any, texts: list[str], prefix: str | None) -> None:
         n = len(hf.encode(text))
         if size + n > limit:
             raise ConfigError(
-                f"simmia disclosure='token': start token + prefix ({size} tokens) + text ({n} "
+                f"simmia token-level disclosure: start token + prefix ({size} tokens) + text ({n} "
                 f"tokens) exceeds the model context ({limit}); truncate texts (--truncate N) or "
                 f"use fewer shots (--param simmia.n_shots=3) (text starts {text[:40]!r})"
             )
@@ -101,8 +112,15 @@ def token_laws(hf: Any, request: NextTokenRequest) -> dict[str, Any]:
 
     context = context_ids(hf, request.prefix)
     ids = hf.encode(request.text)
-    first = 0 if context else 1  # the first token of x needs something before it
-    out: dict[str, Any] = {"ids": [], "q": [], "dists": [], "dropped": [], "strings": {}}
+    first = request.start  # >= 1: x_1 is never scored, so it always has a context
+    out: dict[str, Any] = {
+        "ids": [],
+        "q": [],
+        "dists": [],
+        "logp": [],
+        "dropped": [],
+        "strings": {},
+    }
     if len(ids) <= first:
         return out
     full = torch.tensor([[*context, *ids]], device=hf.device)
@@ -113,11 +131,17 @@ def token_laws(hf: Any, request: NextTokenRequest) -> dict[str, Any]:
         rows = hidden[len(context) + first - 1 : full.shape[1] - 1]
         targets = ids[first:]
         rng = request.rng()
+        vocab = int(hf.model.config.vocab_size)
         for start in range(0, len(targets), ROW_CHUNK):
-            logits = hf._head(rows[start : start + ROW_CHUNK]).float()
-            laws = _laws(logits, int(hf.model.config.vocab_size), request)
-            for (top, probs), true in zip(laws, targets[start : start + ROW_CHUNK], strict=True):
+            logits = hf._head(rows[start : start + ROW_CHUNK]).float()[:, :vocab]
+            log_z = torch.logsumexp(logits, dim=-1)
+            laws = _laws(logits, vocab, request)
+            chunk = targets[start : start + ROW_CHUNK]
+            for r, ((top, probs), true) in enumerate(zip(laws, chunk, strict=True)):
                 _add_position(out, request, top, probs, int(true), rng)
+                shown = [int(t) for t in out["dists"][-1]]
+                values = (logits[r, shown].double() - log_z[r].double()).tolist() if shown else []
+                out["logp"].append(dict(zip(map(str, shown), values, strict=True)))
     strings = out["strings"]
     for token in {*out["ids"], *(int(t) for d in out["dists"] for t in d)}:
         strings[str(token)] = str(hf.tokenizer.decode([token], skip_special_tokens=False))
