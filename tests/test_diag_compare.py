@@ -164,3 +164,67 @@ def test_cli_compare_checks_out_before_any_work(
     result = CliRunner().invoke(diagnostics_app, [*args, "--bootstrap", "20"])
     assert result.exit_code == 0, result.output
     assert json.loads(existing.read_text())["attacks"]["loss"]["transfer"]["5%"]["fpr_b"] == 0.5
+
+
+def _shared_runs(tmp_path: Path, *, docs: bool = False) -> tuple[Path, Path]:
+    """Two runs scoring the same 200 texts (plus 10 of their own): B is A plus a little signal
+    and noise, so their AUCs are strongly correlated."""
+    rng = np.random.default_rng(0)
+    n = 200
+    labels = np.repeat([1, 0], n // 2)
+    base = rng.normal(size=n) + 0.5 * labels
+    better = base + 0.25 * labels + 0.15 * rng.normal(size=n)
+    own = rng.normal(size=10)
+
+    def write(path: Path, scores: np.ndarray, tag: str) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        meta = [json.dumps({"doc_id": f"d{i // 4}"} if docs else {}) for i in range(n)]
+        table = {
+            "id": [f"s{i}" for i in range(n)] + [f"{tag}{i}" for i in range(10)],
+            "label": [*labels.tolist(), *([0] * 10)],
+            "text": ["t"] * (n + 10),
+            "meta": meta + ["{}"] * 10,
+            "loss": np.concatenate([scores, own]),
+        }
+        pq.write_table(pa.table(table), path / "scores.parquet")
+        return path
+
+    return write(tmp_path / "a", base, "a"), write(tmp_path / "b", better, "b")
+
+
+def test_compare_pairs_runs_on_shared_ids_and_tests_the_difference_paired(tmp_path: Path):
+    from imprint.metrics.paired import delong_test
+
+    a, b = _shared_runs(tmp_path)
+    result = compare_runs(a, b, n_resamples=300)
+    pairing = result["pairing"]
+    assert (pairing["n_paired"], pairing["n_only_in_a"], pairing["n_only_in_b"]) == (200, 10, 10)
+    assert "paired 200 samples by id (10 only in A, 10 only in B" in pairing["description"]
+    row = result["attacks"]["loss"]["auc"]
+    assert row["method"] == "paired" and row["n_paired"] == 200
+    ra, rb = read_run(a), read_run(b)
+    ref = delong_test(ra.labels[:200], rb.scores["loss"][:200], ra.scores["loss"][:200])
+    assert row["diff"]["estimate"] == pytest.approx(ref.diff)
+    assert row["diff"]["low"] > 0 and row["diff_bootstrap"]["low"] > 0 and row["verdict"] == "b"
+    # as independent runs (the old method) the same difference is not shown: its interval,
+    # which ignores that the runs share their texts, straddles 0
+    indep = auc_difference(
+        ra.labels[:200], ra.scores["loss"][:200], rb.labels[:200], rb.scores["loss"][:200],
+        n_resamples=300,
+    )  # fmt: skip
+    assert indep["diff"]["low"] < 0 < indep["diff"]["high"]
+
+
+def test_compare_resamples_documents_of_document_runs(tmp_path: Path):
+    a, b = _shared_runs(tmp_path, docs=True)
+    result = compare_runs(a, b, n_resamples=100)
+    assert result["pairing"]["resamples"] == "documents"
+    assert result["attacks"]["loss"]["auc"]["resamples"] == "documents"
+
+
+def test_cli_compare_says_how_many_it_paired(tmp_path: Path):
+    a, b = _shared_runs(tmp_path)
+    result = CliRunner().invoke(diagnostics_app, ["compare", str(a), str(b), "--bootstrap", "50"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "paired 200 samples by id (10 only in A, 10 only in B" in text

@@ -414,18 +414,20 @@ def compare(
     overwrite: Overwrite = False,
 ) -> None:
     """Thresholds fixed at x % FPR on A's non-members: the FPR on B's (MIMIR Table 5), and
-    AUC(B) - AUC(A) with a bootstrap interval."""
+    AUC(B) - AUC(A) on the samples both runs share (paired by id: DeLong's paired test,
+    Bonferroni over the attacks; the paired bootstrap in the JSON)."""
     from imprint.diagnostics.runs import compare_runs
 
     targets = parse_list(fprs, option="--fprs", convert=float, example="0.01,0.05,0.1")
     check_out_file(out, overwrite=overwrite)  # before the bootstrap, not after it
     result = compare_runs(run_a, run_b, fprs=targets, n_resamples=bootstrap, seed=seed)
-    columns = ("attack", *(f"FPR on B @{f:g}" for f in targets), "AUC A", "AUC B", "B - A")
+    columns = ("attack", *(f"FPR on B @{f:g}" for f in targets), "AUC A", "AUC B", "B - A",
+               "p (Bonf.)")  # fmt: skip
     shown = table(f"thresholds from {run_a} applied to {run_b}", columns)
     notes: dict[str, str] = {}
     for attack, row in result["attacks"].items():
         if "error" in row:
-            add_row(shown, attack, *(["-"] * len(targets)), "-", "-", row["error"])
+            add_row(shown, attack, *(["-"] * len(targets)), "-", "-", row["error"], "-")
             continue
         notes.update(
             {k: c["not_measurable"] for k, c in row["transfer"].items() if c.get("not_measurable")}
@@ -438,9 +440,29 @@ def compare(
             f"{a['estimate']:.3f}",
             f"{b['estimate']:.3f}",
             f"{d['estimate']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]",
+            _p_cell(row["auc"]),
         )
     console.print(shown)
+    say(_pairing_note(result))
     for key, reason in notes.items():
         say(f"n/m = not measurable @{key}: {reason}")
     if out is not None:
         write_json(out, result)
+
+
+def _p_cell(auc: dict[str, Any]) -> str:
+    """The Bonferroni-adjusted p of a paired difference; 'indep.' when the runs could not be
+    paired (the difference then comes from independent resamples)."""
+    if auc.get("method") != "paired":
+        return "indep."
+    p = auc.get("p_adjusted")
+    return "-" if p is None else f"{p:.3g}"
+
+
+def _pairing_note(result: dict[str, Any]) -> str:
+    pairing = result["pairing"]
+    return (
+        f"AUC differences: {pairing['description']}; tested on the shared "
+        f"{pairing['resamples']} (DeLong paired, 95 % interval; p Bonferroni-adjusted over the "
+        "attacks; 'indep.': too few shared samples, runs resampled independently)"
+    )

@@ -1,5 +1,5 @@
 """Threshold transfer read off run folders: perturbed members (MIMIR Table 4) and run vs run
-(MIMIR Table 5), plus AUC differences with bootstrap intervals.
+(MIMIR Table 5), plus AUC differences, paired on the samples both runs scored.
 
 A run folder's ``scores.parquet`` has columns ``id``, ``label``, ``text``, ``meta`` (a JSON
 string) and one float column per attack (higher = more likely member). Thresholds are fixed at
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +44,14 @@ def _pct(f: float) -> str:
 @dataclass(frozen=True)
 class RunScores:
     """Scores of a run folder: ``labels`` (shape (n,)), ``meta`` (n dicts), ``scores`` attack
-    name -> array of shape (n,), possibly with NaN."""
+    name -> array of shape (n,), possibly with NaN; ``ids`` the n sample ids (empty when the
+    file has no ``id`` column)."""
 
     path: Path
     labels: NDArray[np.int64]
     meta: list[dict[str, Any]]
     scores: dict[str, NDArray[np.float64]]
+    ids: list[str] = field(default_factory=list)
 
 
 def read_run(run_dir: str | Path) -> RunScores:
@@ -73,7 +75,8 @@ def read_run(run_dir: str | Path) -> RunScores:
     }
     if not scores:
         raise DataError(f"{file} has no attack score columns")
-    return RunScores(path, labels, meta, scores)
+    ids = [str(i) for i in table.column("id").to_pylist()] if "id" in table.column_names else []
+    return RunScores(path, labels, meta, scores, ids)
 
 
 def _finite(values: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -242,17 +245,28 @@ def compare_runs(
     seed: int = 0,
 ) -> dict[str, Any]:
     """Thresholds fixed at ``fprs`` on A's non-members, the FPR they give on B's non-members,
-    and the AUC difference B - A with its interval, for every attack both runs scored."""
+    and the AUC difference B - A with its interval, for every attack both runs scored.
+
+    The AUC difference is paired on the samples the runs share (by id; ``pairing`` says how
+    many, and how many were only in one run): DeLong's paired test, Bonferroni over the attacks,
+    and the paired bootstrap (:mod:`.paired_runs`). An attack without two member and two
+    non-member shared units falls back to independent resamples of each run, marked
+    ``"method": "independent"`` with the reason."""
+    from imprint.diagnostics.paired_runs import pair_runs, paired_auc_differences
+
     a, b = read_run(run_a), read_run(run_b)
     common = [c for c in a.scores if c in b.scores]
+    pairing = pair_runs(a, b)
     out: dict[str, Any] = {
         "run_a": str(a.path),
         "run_b": str(b.path),
         "fprs": list(fprs),
+        "pairing": {**pairing.to_dict(), "description": pairing.describe()},
         "attacks": {},
         "only_in_a": [c for c in a.scores if c not in b.scores],
         "only_in_b": [c for c in b.scores if c not in a.scores],
     }
+    paired = paired_auc_differences(a, b, pairing, common, n_resamples=n_resamples, seed=seed)
     for name in common:
         ok_a, ok_b = ~np.isnan(a.scores[name]), ~np.isnan(b.scores[name])
         la, sa = a.labels[ok_a], a.scores[name][ok_a]
@@ -263,6 +277,11 @@ def compare_runs(
             out["attacks"][name] = row
             continue
         row["transfer"] = _transfer_cells(sa[la == 0], sb[lb == 0], sb[lb == 1], fprs)
-        row["auc"] = auc_difference(la, sa, lb, sb, n_resamples=n_resamples, seed=seed)
+        row["auc"] = paired.get(name) or {
+            **auc_difference(la, sa, lb, sb, n_resamples=n_resamples, seed=seed),
+            "method": "independent",
+            "reason": "fewer than two member and two non-member samples scored in both runs "
+            "(paired by id); the runs were resampled independently",
+        }
         out["attacks"][name] = row
     return out
