@@ -170,16 +170,17 @@ def test_user_manifest_yaml_with_long_texts(tmp_path, tiny_model_dir, tiny_ref_d
     (tmp_path / "models").mkdir()
     manifest = tmp_path / "models" / "refs.yaml"
     manifest.write_text(
-        # a file's rows get the ids <file stem>:<row> (data:0 ...), as the run numbers them
+        # a file's rows get the ids <file stem>:<line> (data:1 ...), as the run numbers them
+        # (this test once said data:0, an id no sample has, silently ignored until issue 19)
         "models:\n"
-        f"  - {{name: a, spec: {tiny_model_dir}, members: [data:0, data:1, data:2],"
-        " nonmembers: [data:3, data:4]}\n"
-        f"  - {{name: b, spec: {tiny_ref_dir}, members: [data:3, data:4, data:5]}}\n"
-        f"  - {{name: c, spec: {tiny_ref_dir}, members: [data:6, data:7, data:0]}}\n",
+        f"  - {{name: a, spec: {tiny_model_dir}, members: [data:1, data:2, data:3],"
+        " nonmembers: [data:4, data:5]}\n"
+        f"  - {{name: b, spec: {tiny_ref_dir}, members: [data:4, data:5, data:6]}}\n"
+        f"  - {{name: c, spec: {tiny_ref_dir}, members: [data:7, data:8, data:1]}}\n",
         encoding="utf-8",
     )
     refset = load_reference_set(str(manifest))
-    assert refset.matrix(["data:5", "data:0"]).tolist() == [[UNKNOWN, IN], [IN, OUT], [OUT, IN]]
+    assert refset.matrix(["data:6", "data:1"]).tolist() == [[UNKNOWN, IN], [IN, OUT], [OUT, IN]]
     result = execute_run(
         RunConfig(
             model=str(tiny_model_dir),

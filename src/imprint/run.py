@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,7 @@ from imprint.executors import BackendFactory, Executor, ExecutorConfig, make_exe
 from imprint.requests.client import ModelRequests
 from imprint.scoring import WorkReport, compute_scores, model_requests, prepare_attacks
 from imprint.signals.cache import SignalCache
-from imprint.training_manifest import ReferenceSet, load_reference_set
+from imprint.training_manifest import ReferenceSet, check_reference_ids, load_reference_set
 
 if TYPE_CHECKING:  # the report stage is imported when a run reaches it
     from imprint.report.results import RunMetrics
@@ -49,6 +50,8 @@ class RunConfig:
     # reference models with known training data (LiRA, RMIA): a game folder built with
     # --reference-models K, or a training manifest (imprint.training_manifest)
     references: str | None = None
+    # accept --references ids that match no sample of the run (counted in manifest and report)
+    allow_unmatched_ids: bool = False
     # the target backend's own options (--model-arg KEY=VALUE), typed by its provider; see
     # imprint.backends.registry. --device, --dtype, --max-length, --api-* are shorthands for them
     model_args: dict[str, Any] = field(default_factory=dict)
@@ -286,12 +289,17 @@ def execute_run(
         )
         for name, spec in config.pools.items()
     }
+    references = _check_references(config, loaded.samples, samples)
     _check_attacks(config)  # before loading any model: errors here cost nothing
     scored = _score(config, samples, pools, dropped, console, backends, progress, executor)
     metrics = evaluate_scores(scored.samples, scored.scores, config=config)
     found = tuple(RunWarning("data_defects", m) for m in defects.warnings(config.data))
+    if references and references["unmatched_ids"]:
+        found += (RunWarning("unmatched_reference_ids", _unmatched_message(references)),)
     metrics = dataclasses.replace(metrics, warnings=metrics.warnings + found)
     manifest = _manifest(config, loaded, scored, dropped, defects.to_dict(), started)
+    if references is not None:
+        manifest["references"] = references
     if split is not None:  # document-level figures from the same sequence scores
         from imprint.report.documents import evaluate_documents
 
@@ -309,6 +317,28 @@ def execute_run(
         overwrite=config.overwrite,
     )
     return RunResult(config.out, scored.samples, scored.scores, metrics, manifest)
+
+
+def _check_references(
+    config: RunConfig, loaded: Sequence[Sample], samples: Sequence[Sample]
+) -> dict[str, Any] | None:
+    """The --references manifest's record (see :func:`check_reference_ids`); ids that match no
+    sample, loaded or split, are refused before any model work unless --allow-unmatched-ids."""
+    refset = reference_set(config)
+    if refset is None:
+        return None
+    ids = [s.id for s in loaded] + [s.id for s in samples]
+    return check_reference_ids(refset, ids, allow=config.allow_unmatched_ids)
+
+
+def _unmatched_message(record: dict[str, Any]) -> str:
+    shown = ", ".join(record["unmatched_examples"])
+    more = " ..." if record["unmatched_ids"] > len(record["unmatched_examples"]) else ""
+    return (
+        f"{record['unmatched_ids']} sample id(s) of the training manifest {record['source']} "
+        f"match no sample of this run ({shown}{more}); accepted by --allow-unmatched-ids, they "
+        "play no part in the membership"
+    )
 
 
 def _check_attacks(config: RunConfig) -> None:

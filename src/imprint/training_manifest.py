@@ -42,6 +42,7 @@ __all__ = [
     "UNKNOWN",
     "ReferenceModel",
     "ReferenceSet",
+    "check_reference_ids",
     "load_reference_set",
     "write_training_manifest",
 ]
@@ -90,6 +91,41 @@ class ReferenceSet:
         return np.array(
             [[m.membership(i) for i in sample_ids] for m in self.models], dtype=np.int8
         ).reshape(len(self.models), len(sample_ids))
+
+    def unmatched(self, sample_ids: Iterable[str]) -> list[str]:
+        """The ids the models list (as members or non-members) that none of ``sample_ids`` is,
+        sorted."""
+        named: set[str] = set()
+        for m in self.models:
+            named |= m.members | (m.nonmembers or frozenset())
+        return sorted(named - set(sample_ids))
+
+
+def check_reference_ids(
+    refset: ReferenceSet, sample_ids: Iterable[str], *, allow: bool = False
+) -> dict[str, Any]:
+    """What the manifest records of ``refset`` for a run over ``sample_ids``: its source, the
+    number of models, and the ids it lists that match no sample (count and the first 5).
+
+    Unmatched ids raise :class:`ConfigError` unless ``allow``: membership is matched by id, so a
+    typo'd id silently turns an IN sample into OUT."""
+    unmatched = refset.unmatched(sample_ids)
+    if unmatched and not allow:
+        shown = ", ".join(repr(i) for i in unmatched[:3])
+        more = f" and {len(unmatched) - 3} more" if len(unmatched) > 3 else ""
+        raise ConfigError(
+            f"training manifest {refset.source}: {len(unmatched)} sample id(s) match no sample "
+            f"of the run: {shown}{more}. Membership is matched by sample id (a JSONL file's rows "
+            "are <stem>:<line>, e.g. data:1), so a wrong id turns an IN sample into OUT; fix the "
+            "ids, or pass --allow-unmatched-ids if the models also trained on texts outside "
+            "this run (the ids are then counted in the manifest and report)"
+        )
+    return {
+        "source": refset.source,
+        "models": len(refset.models),
+        "unmatched_ids": len(unmatched),
+        "unmatched_examples": unmatched[:5],
+    }
 
 
 def _read(path: Path) -> Any:

@@ -64,6 +64,27 @@ def membership_by_text(samples: Sequence[Sample], matrix: np.ndarray) -> dict[st
     return out
 
 
+def _no_out_reason(matrix: np.ndarray) -> tuple[str, str]:
+    """(why no sample is OUT for any model, how to fix it) for a membership ``matrix`` (K, n)
+    without OUT entries: every model trained on everything, or the rest is of unknown
+    membership because the manifest lists 'nonmembers'."""
+    n = matrix.shape[1]
+    if not (matrix == UNKNOWN).any():
+        return (
+            f"every reference model trained on every one of the {n} samples (by id)",
+            "Use reference models that each left some samples out (a game's "
+            "--reference-models K trains each on half)",
+        )
+    unknown = int((~(matrix == IN).any(axis=0)).sum())  # no OUT anywhere: unknown everywhere
+    return (
+        f"no sample is known to be OUT for any reference model ({n - unknown} IN for some "
+        f"model, {unknown} unknown for every model: a model entry that lists 'nonmembers' "
+        "counts only those ids as OUT, every id in neither list as unknown)",
+        "List the non-members under 'nonmembers', or drop 'nonmembers' so that every sample "
+        "outside 'members' counts as OUT",
+    )
+
+
 @dataclass(frozen=True)
 class ReferenceModelAttack(Attack):
     """Base of LiRA and RMIA: ``models`` are the reference roles (filled from the run),
@@ -134,11 +155,10 @@ class ReferenceModelAttack(Attack):
             )
         if ("offline" in self.modes or self.online_needs_out) and not (matrix == OUT).any():
             mode = "offline" if "offline" in self.modes else "online"
+            why, fix = _no_out_reason(matrix)
             raise ConfigError(
-                f"attack {self.name!r}, {mode} mode: every reference model trained on every one "
-                f"of the {len(samples)} samples (by id), so there is no OUT distribution and every "
-                "score would be NaN. Use reference models that each left some samples out (a "
-                "game's --reference-models K trains each on half)"
+                f"attack {self.name!r}, {mode} mode: {why}, so there is no OUT distribution and "
+                f"every score would be NaN. {fix}"
                 + ("" if self.online_needs_out else f", or --param {self.name}.modes=online")
             )
         return replace(self, membership=membership_by_text(samples, matrix))

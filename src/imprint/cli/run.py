@@ -48,6 +48,14 @@ References = Annotated[
         "with --reference-models K, or a training manifest (.json/.yaml)"
     ),
 ]
+AllowUnmatched = Annotated[
+    bool,
+    typer.Option(
+        "--allow-unmatched-ids",
+        help="accept --references ids that match no sample of the run (counted in the manifest "
+        "and report); by default they are refused",
+    ),
+]
 Field = Annotated[str | None, typer.Option()]
 ExecutorKind = Annotated[
     str, typer.Option("--executor", help="where model work runs: local (this process) or ray")
@@ -216,6 +224,7 @@ def run(
     attacks: Attacks = "all",
     ref: Refs = [],  # noqa: B006
     references: References = None,
+    allow_unmatched_ids: AllowUnmatched = False,
     model_arg: ModelArgs = [],  # noqa: B006
     out: Out = Path("runs/latest"),
     param: Params = [],  # noqa: B006
