@@ -468,7 +468,10 @@ def test_tiny_model_long_text_through_a_run(tiny_model_dir, tiny_ref_dir, tmp_pa
     for column in ("ngram_coverage", "ngram_creativity", "de_cop"):
         assert np.isfinite(result.scores[column]).all(), column
     kinds = result.manifest["requests"]
-    assert kinds["target"]["multiple_choice"]["executed"] == 2 * 6
+    # a local target answers by its letter logits (one forward per question, no generation)
+    assert kinds["target"]["letter_logprobs"]["executed"] == 2 * 6
+    assert "multiple_choice" not in kinds["target"]
+    assert result.manifest["attacks"]["de_cop"]["decision_rule"] == "letter_logits"
     assert "paraphrase" not in kinds["target"]
     assert kinds["paraphraser"]["paraphrase"]["executed"] == 3 * 6
 

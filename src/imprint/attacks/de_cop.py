@@ -2,19 +2,27 @@
 
 Each text x is shown with three paraphrases of it as the options A-D of a multiple-choice
 question ("which passage is quoted verbatim?"), once for every ordering of the four options
-(4! = 24, or a seeded subset of ``n_orderings`` shared by all texts), and the model answers
-greedily, through any text backend (local, vLLM, OpenAI-compatible completions or chat: the
-question is sent as it is). The answer is parsed to a letter (:func:`parse_choice`); with
-``picked`` the orderings answered with x's letter, ``parsed`` those answered with any letter and
-``asked`` all of them:
+(4! = 24, or a seeded subset of ``n_orderings`` shared by all texts). How the model's answer
+is decided (``decision``; ``auto`` picks by the target, the run records the rule it used as
+``decision_rule`` in the manifest):
+
+- ``letter_logits`` (local models, the authors' rule for open models in ``2_decop_hf.py``): one
+  forward pass over the question, no generation; the answer is the letter of highest next-token
+  probability among A-D (:mod:`imprint.requests.letter_choice`), so every question is answered;
+- ``parse`` (text-only targets: vLLM, OpenAI-compatible completions or chat, the question sent
+  as it is): a greedy answer parsed to a letter (:func:`parse_choice`), which can name none.
+
+With ``picked`` the orderings answered with x's letter, ``parsed`` those answered with any letter
+and ``asked`` all of them:
 
     de_cop(x)        = picked / asked    (the paper's accuracy: a non-answer is a wrong answer)
     de_cop_parsed(x) = picked / parsed   (NaN when no answer named a letter)
 
-A model that saw x recognises it more often (higher = member). Answers that name no letter
-are counted: every score call logs how many, and ``de_cop_parsed`` leaves a text with none
-unscored (the run counts it). A text whose paraphrases are missing, empty or equal to x (after
-whitespace is collapsed) cannot make a question: both columns are NaN, counted and logged.
+(equal under ``letter_logits``, where parsed = asked). A model that saw x recognises it more
+often (higher = member). Answers that name no letter are counted: every score call logs how
+many, and ``de_cop_parsed`` leaves a text with none unscored (the run counts it). A text whose
+paraphrases are missing, empty or equal to x (after whitespace is collapsed) cannot make a
+question: both columns are NaN, counted and logged.
 
 Paraphrases come from ``paraphrase_fields`` (one data field holding a list of three texts, or
 three fields of one text each), else from the ``paraphraser`` model (``"target"`` or a model
@@ -45,11 +53,12 @@ from imprint.backends.text import as_text_backend
 from imprint.data.sample import Sample
 from imprint.data.words import split_units
 from imprint.errors import CapabilityError, ConfigError, DataError
-from imprint.requests.client import ModelRequests
+from imprint.requests.client import ModelRequests, local_transformers
 
 log = logging.getLogger(__name__)
 
 LETTERS = "ABCD"
+DECISIONS = ("auto", "letter_logits", "parse")
 ORDERINGS: tuple[tuple[int, ...], ...] = tuple(permutations(range(4)))  # option 0 = verbatim
 INSTRUCTION = (
     "You are taking a multiple-choice exam. Answer the question by choosing one option. Reply "
@@ -160,6 +169,12 @@ def decop_scores(choices: Sequence[int | None], verbatim_at: Sequence[int]) -> t
     return picked / len(choices), (picked / parsed if parsed else float("nan"))
 
 
+def letter_choice(letter_logp: Sequence[float]) -> int:
+    """The option (0-3 for A-D) of highest letter log-probability: the authors' argmax over the
+    letters' softmax (ties: the first, as ``torch.argmax``); never None."""
+    return int(np.argmax(np.asarray(letter_logp, np.float64)))
+
+
 def usable_paraphrases(text: str, paraphrases: Sequence[str]) -> tuple[str, ...] | None:
     """The three paraphrases in display form, or None when one is empty or equals the text."""
     verbatim = display(text)
@@ -179,8 +194,11 @@ class DECOP(ModelCallAttack):
     answer_max_tokens: int = 8
     paraphrase_max_tokens: int = 0  # 0 = 3 tokens per unit of the text, at least 16, at most 512
     seed: int = 0
+    decision: str = "auto"  # auto: letter_logits for a local model, parse for a text-only one
     # text -> (3 paraphrases, source title or None), read from the data by prepare()
     given: dict[str, tuple[tuple[str, ...] | None, str | None]] | None = prepared_field()
+    # the rule ``auto`` resolved to for this run's target (written to the manifest)
+    decision_rule: str | None = prepared_field(record=True)
 
     summary = (
         "multiple choice between the verbatim text and 3 paraphrases over all 24 orderings: "
@@ -191,6 +209,20 @@ class DECOP(ModelCallAttack):
         "Data (ICML 2024, arXiv 2402.09910)"
     )
     access = "black-box"
+    deviations = (
+        "decision=letter_logits reads the letters at the first position after the question "
+        "(the chat template applied where the tokenizer has one), each letter's probability "
+        "summed over its bare and space-prefixed single tokens ('A', ' A'); the authors read "
+        "one spelling (the last id of tokenizer('A')) at the second generated step (the third "
+        "for LLaMA2-7B), after the greedy tokens their LLaMA-2 chat template leads in with.",
+        "decision=parse (text-only targets) parses a generated answer and counts one naming no "
+        "letter as wrong; the authors' API path forces a letter instead (GPT-3.5: a +100 logit "
+        "bias on A-D and one token's top log-probs; Claude: one token).",
+        "The question is worded in this project's words with the paper's structure (an exam "
+        "instruction, the question naming the work, options A-D, 'Answer:'), every option's "
+        "whitespace collapsed alike; paraphrases come from the data or the paraphraser model "
+        "(the authors used Claude 2's), and the paper's letter-bias calibration is not applied.",
+    )
 
     def __post_init__(self) -> None:
         if not 1 <= self.n_orderings <= len(ORDERINGS):
@@ -209,6 +241,12 @@ class DECOP(ModelCallAttack):
                 "the text) and a paraphraser ('target' or a model spec); got "
                 f"{self.answer_max_tokens}, {self.paraphrase_max_tokens}, {self.paraphraser!r}"
             )
+        if self.decision not in DECISIONS:
+            raise ConfigError(
+                f"de_cop decision must be one of {DECISIONS} (letter_logits: argmax of the A-D "
+                f"next-token probabilities, local models; parse: a generated answer parsed to a "
+                f"letter), got {self.decision!r}"
+            )
 
     def columns(self) -> tuple[str, ...]:
         return ("de_cop", "de_cop_parsed")
@@ -218,6 +256,22 @@ class DECOP(ModelCallAttack):
         if SAMPLING not in getattr(backend, "capabilities", frozenset()):
             raise CapabilityError(f"de_cop needs text generation; {backend!r} cannot sample")
         as_text_backend(backend)
+        if self.decision == "letter_logits" and local_transformers(backend) is None:
+            raise CapabilityError(
+                f"de_cop decision='letter_logits' reads the option letters' next-token "
+                f"probabilities of a local model; {backend!r} returns text only: use "
+                "--param de_cop.decision=parse (or auto)"
+            )
+
+    def rule(self, requests: ModelRequests | None) -> str:
+        """The decision rule for this target: the prepared one, else ``decision`` with ``auto``
+        resolved (letter_logits when the target is a local model with logits, else parse)."""
+        if self.decision_rule:
+            return self.decision_rule
+        if self.decision != "auto":
+            return self.decision
+        has_logits = requests is not None and requests.local("target") is not None
+        return "letter_logits" if has_logits else "parse"
 
     def orderings(self) -> tuple[tuple[int, ...], ...]:
         """The orderings asked (option 0 = verbatim): all 24, or a seeded subset in order."""
@@ -228,12 +282,15 @@ class DECOP(ModelCallAttack):
         return tuple(ORDERINGS[int(i)] for i in chosen)
 
     def prepare(self, samples: Sequence[Sample], run: RunContext) -> Preparation:
-        """Read the paraphrases (``paraphrase_fields``) and titles (``source_field``) from the
-        data; a sample lacking a named field fails here, naming it."""
+        """Resolve the decision rule for the run's target (recorded in the manifest); read the
+        paraphrases (``paraphrase_fields``) and titles (``source_field``) from the data; a
+        sample lacking a named field fails here, naming it."""
+        requests = getattr(run, "requests", None)
+        rule = self.rule(requests) if requests is not None else None
         if not self.paraphrase_fields and not self.source_field:
-            return Preparation()
+            return Preparation(attack=replace(self, decision_rule=rule) if rule else None)
         given = {s.text: (self._given_paraphrases(s), self._source(s)) for s in samples}
-        return Preparation(attack=replace(self, given=given))
+        return Preparation(attack=replace(self, given=given, decision_rule=rule))
 
     def _given_paraphrases(self, sample: Sample) -> tuple[str, ...] | None:
         fields = self.paraphrase_fields
@@ -278,17 +335,40 @@ class DECOP(ModelCallAttack):
                 for order in self.orderings():
                     questions.append((i, order.index(0), tuple(four[k] for k in order)))
         prompts = [question_prompt(q[2], self._source_of(texts[q[0]])) for q in questions]
-        answers = requests.choices("target", prompts, max_tokens=self.answer_max_tokens)
+        picks = self._answers(requests, prompts, [q[2] for q in questions])
         choices: dict[int, list[int | None]] = {}
         verbatim: dict[int, list[int]] = {}
-        for (i, at, shown_options), answer in zip(questions, answers, strict=True):
-            choices.setdefault(i, []).append(parse_choice(answer, shown_options))
+        for (i, at, _), pick in zip(questions, picks, strict=True):
+            choices.setdefault(i, []).append(pick)
             verbatim.setdefault(i, []).append(at)
         out = {c: np.full(len(texts), np.nan) for c in self.columns()}
         for i in choices:
             out["de_cop"][i], out["de_cop_parsed"][i] = decop_scores(choices[i], verbatim[i])
         self._report(options, choices)
         return out
+
+    def _answers(
+        self, requests: ModelRequests, prompts: list[str], options: list[tuple[str, ...]]
+    ) -> list[int | None]:
+        """The option each question's answer names (None: none), by the run's decision rule."""
+        rule = self.rule(requests)
+        if rule == "parse":
+            answers = requests.choices("target", prompts, max_tokens=self.answer_max_tokens)
+            return [parse_choice(a, o) for a, o in zip(answers, options, strict=True)]
+        if requests.local("target") is None:
+            raise CapabilityError(
+                "de_cop decision='letter_logits' needs a local target model with logits; use "
+                "--param de_cop.decision=parse for a text-only target"
+            )
+        found = requests.letter_logprobs("target", prompts, letters=LETTERS)
+        if found:
+            log.info(
+                "de_cop: %d questions answered by the letter-logit rule; the letters A-D held "
+                "%.1f %% of the next-token probability on average",
+                len(found),
+                100 * float(np.mean([r["mass"] for r in found])),
+            )
+        return [letter_choice(r["logp"]) for r in found]
 
     def _report(
         self, options: list[tuple[str, ...] | None], choices: dict[int, list[int | None]]

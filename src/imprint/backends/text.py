@@ -142,16 +142,7 @@ class HFTextBackend:
         return out
 
     def _prompt_ids(self, prompt: str, task: Task) -> list[int]:
-        """The prompt's token ids: one BOS and the text; an instruction (task ``answer``) goes
-        through the tokenizer's chat template when it has one, as a chat endpoint would."""
-        tokenizer = self.hf.tokenizer
-        if task == "answer" and getattr(tokenizer, "chat_template", None):
-            messages = [{"role": "user", "content": prompt}]
-            encoded = tokenizer.apply_chat_template(
-                messages, add_generation_prompt=True, return_dict=True
-            )
-            return [int(i) for i in encoded["input_ids"]]
-        return [self.hf.bos_id, *self.hf.encode(prompt)]
+        return prompt_ids(self.hf, prompt, task)
 
     def _generate(
         self,
@@ -276,6 +267,20 @@ class VLLMTextBackend:
             self._usage["completion_tokens"] += sum(len(o.token_ids) for o in result.outputs)
             out.append([o.text for o in result.outputs])
         return out
+
+
+def prompt_ids(hf: Any, prompt: str, task: str) -> list[int]:
+    """A prompt's token ids for the local backend ``hf``: one BOS and the text; an instruction
+    (task ``answer``) goes through the tokenizer's chat template when it has one, as a chat
+    endpoint would (generation and DE-COP's letter read-out share this)."""
+    tokenizer = hf.tokenizer
+    if task == "answer" and getattr(tokenizer, "chat_template", None):
+        messages = [{"role": "user", "content": prompt}]
+        encoded = tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, return_dict=True
+        )
+        return [int(i) for i in encoded["input_ids"]]
+    return [hf.bos_id, *hf.encode(prompt)]
 
 
 def as_text_backend(backend: Any) -> TextBackend:

@@ -152,6 +152,26 @@ class ModelRequests:
         )
         return [str(texts[0]) for texts in out]
 
+    def letter_logprobs(
+        self, role: str, prompts: Sequence[str], *, letters: str = "ABCD"
+    ) -> list[dict[str, Any]]:
+        """Per multiple-choice prompt, the option letters' log-probabilities as ``role``'s next
+        token (kind ``letter_logprobs``: one forward pass, no generation; a local model only).
+        See :mod:`imprint.requests.letter_choice` for the result's layout."""
+        from imprint.requests.letter_choice import LetterRequest, answer_letters, letters_on
+
+        local = self.local(role)
+        if local is None:
+            raise ConfigError(f"letter log-probabilities need a local model in role {role!r}")
+        reqs = [LetterRequest(prompt=p, letters=letters) for p in prompts]
+
+        def execute(batch: list[LetterRequest]) -> list[dict[str, Any]]:
+            return answer_letters(local, batch)
+
+        return self.runner.run(
+            role, self.fingerprint(role), reqs, execute, batch_size=4, remote=letters_on
+        )
+
     def paraphrases(self, role: str, prompts: Sequence[str], *, max_tokens: int) -> list[str]:
         """``role``'s greedy answer to each paraphrase prompt (kind ``paraphrase``), through its
         text backend (an instruction sent as it is to chat endpoints), shape (len(prompts),)."""
