@@ -54,9 +54,8 @@ def test_lira_with_one_reference_model_is_refused_at_preparation() -> None:
     # one model is enough for rmia with a fixed offline a (a=auto needs a second to tune a)
     (rmia,) = build_attacks(["rmia"], run, params={"rmia": {"a": 0.3}})
     assert rmia.prepare(SAMPLES, run).attack.membership == {"北京 text": (1,), "Москва text": (0,)}
-    (rmia,) = build_attacks(["rmia"], run)
     with pytest.raises(ConfigError, match="at least 2 reference models"):
-        rmia.prepare(SAMPLES, run)
+        build_attacks(["rmia"], run)  # before any model loads
 
 
 @pytest.mark.parametrize(

@@ -179,6 +179,12 @@ def test_a_parameter_forms_and_when_tuning_is_impossible():
     # one reference model: nothing to attack it with
     one = ReferenceSet(refset.models[:1], refset.population)
     run = RunContext(references=one, requests=FakeRequests(table))  # type: ignore[arg-type]
-    (rmia,) = build_attacks(["rmia"], run)
     with pytest.raises(ConfigError, match="at least 2 reference models.*rmia.a=VALUE"):
+        build_attacks(["rmia"], run)  # when the attacks are built, before any model loads
+    # no model both IN and OUT for some candidates (one trained on all, one on none): no AUC
+    ids = frozenset(s.id for s in samples)
+    split = (ReferenceModel("r0", "s", ids), ReferenceModel("r1", "s", frozenset()))
+    run = RunContext(references=ReferenceSet(split), requests=FakeRequests(table))  # type: ignore[arg-type]
+    (rmia,) = build_attacks(["rmia"], run)
+    with pytest.raises(ConfigError, match="IN for some candidates and OUT for others"):
         rmia.prepare(samples, run)

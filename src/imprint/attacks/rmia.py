@@ -133,8 +133,9 @@ def tune_offline_a(
         aucs.append(auc(y, s[keep]) if 0 < y.sum() < y.size else float("nan"))
     if not np.isfinite(aucs).any():
         raise ConfigError(
-            "rmia: cannot tune a: the reference model playing the target has no scored IN or no "
-            "scored OUT candidate; set it with --param rmia.a=VALUE (in [0, 1])"
+            "rmia: cannot tune a: the model playing the target has no IN or no OUT candidate "
+            "that the other reference models score (a candidate needs one OUT for it); set it "
+            "with --param rmia.a=VALUE (in [0, 1])"
         )
     return float(grid[int(np.nanargmax(aucs))]), [float(v) for v in aucs]
 
@@ -177,6 +178,12 @@ class RMIA(ReferenceModelAttack):
             raise ConfigError(
                 f"rmia.population must be one of {POPULATIONS}, got {self.population!r}"
             )
+        if self.a == "auto" and "offline" in self.modes and len(self.models) < 2:
+            raise ConfigError(  # checked here: before any model loads
+                "rmia: a=auto tunes the offline a by attacking one reference model with the "
+                f"others, which needs at least 2 reference models (here {len(self.models)}); "
+                "set --param rmia.a=VALUE (in [0, 1]) or --param rmia.modes=online"
+            )
 
     def prepare(self, samples: Sequence[Sample], run: RunContext) -> Preparation:
         attack = self._with_membership(samples, run)
@@ -207,12 +214,12 @@ class RMIA(ReferenceModelAttack):
         run's request layer (the same cached passes the scoring uses)."""
         member = self.member_matrix(texts)
         both = [i for i, row in enumerate(member) if (row == IN).any() and (row == OUT).any()]
-        if len(self.models) < 2 or not both:
+        if not both:
             raise ConfigError(
-                f"rmia: a=auto tunes a by attacking one reference model with the others, which "
-                f"needs at least 2 reference models and one with both IN and OUT candidates "
-                f"(here {len(self.models)} model(s), {len(both)} with both); set --param "
-                "rmia.a=VALUE (in [0, 1]) or --param rmia.modes=online"
+                "rmia: a=auto tunes the offline a by attacking one reference model with the "
+                "others, which needs a reference model that is IN for some candidates and OUT "
+                "for others (none is here); set --param rmia.a=VALUE (in [0, 1]) or --param "
+                "rmia.modes=online"
             )
         if run.requests is None:
             raise ConfigError("rmia: tuning a (a=auto) needs the run's request client")
