@@ -173,3 +173,230 @@ def test_a_file_output_never_replaces_a_file_of_an_imprint_output(tmp_path: Path
     assert code == 2, output
     assert "is a file of an imprint run folder; pass a file path outside it" in output
     assert (run / "metrics.json").read_text(encoding="utf-8") == "{}"
+
+
+# -- item 6: experiment --out ---------------------------------------------------------------------
+
+
+def _grid(tmp_path: Path, model: str, data: str, **extra: object) -> Path:
+    import yaml
+
+    settings = {"n_bootstrap": 20, "device": "cpu", "blind": False}
+    content = {"models": [model], "benchmarks": [data], "attacks": ["loss"],
+               "settings": settings, **extra}  # fmt: skip
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump(content), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("plan", [False, True])
+def test_experiment_refuses_a_folder_that_is_not_a_study(tmp_path: Path, plan: bool) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "important.txt").write_text("keep", encoding="utf-8")
+    (mine / "tables.md").write_text("my tables", encoding="utf-8")
+    grid = _grid(tmp_path, "m", "x.jsonl")
+    code, output = _cli("experiment", grid, "--out", mine, *(["--plan"] if plan else []))
+    assert code == 2, output
+    assert "is a folder that imprint did not write (not an imprint experiment" in output
+    assert "add --overwrite" in output
+    assert (mine / "tables.md").read_text(encoding="utf-8") == "my tables"
+
+
+def test_experiment_refuses_a_run_folder_even_with_overwrite(tmp_path: Path) -> None:
+    run = _fake_run(tmp_path / "run")
+    code, output = _cli("experiment", _grid(tmp_path, "m", "x.jsonl"), "--out", run, "--overwrite")
+    assert code == 2, output
+    assert "is an imprint run folder; this command writes an imprint experiment" in output
+    assert sorted(p.name for p in run.iterdir()) == [
+        "manifest.json",
+        "metrics.json",
+        "scores.parquet",
+    ]
+
+
+def test_overwrite_empties_a_foreign_folder_and_a_study_folder_is_kept(tmp_path: Path) -> None:
+    from imprint.report.outdir import MARKER, claim_folder, output_kind
+
+    mine = tmp_path / "mine"
+    (mine / "sub").mkdir(parents=True)
+    (mine / "tables.md").write_text("my tables", encoding="utf-8")
+    claim_folder(mine, "study", overwrite=True)
+    assert [p.name for p in mine.iterdir()] == [MARKER] and output_kind(mine) == "study"
+    (mine / "cells").mkdir()
+    claim_folder(mine, "study")  # an earlier study: resumed, nothing removed
+    assert sorted(p.name for p in mine.iterdir()) == sorted([MARKER, "cells"])
+
+
+# -- item 12: --plan checks what the run checks, counts cells, costs them; one lock per study ------
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"benchmarks": ["missing.jsonl"]}, r"benchmark 'missing.jsonl'.*missing.jsonl"),
+        (
+            {"settings": {"dtype": "float99"}},
+            r"settings.dtype \(model .*\): backend 'hf', option "
+            r"'dtype'.*'float99'",
+        ),
+        ({"settings": {"device": "tpu"}}, r"settings.device \(model .*'tpu'"),
+        (
+            {"models": [{"name": "t", "model": "MODEL", "args": {"dtype": "float99"}}]},
+            r"models\[0\].args.dtype \(model 't'\)",
+        ),
+        ({"models": ["no-such-model"]}, r"models\[0\] \(model 'no-such-model'\): unknown model"),
+        ({"refs": {"base": "no-such-ref"}}, r"refs.base: unknown model 'no-such-ref'"),
+    ],
+)
+def test_plan_refuses_what_the_run_refuses(
+    tmp_path: Path, tiny_model_dir: Path, change: dict, match: str
+) -> None:
+    import yaml
+
+    data = _small_data(tmp_path)
+    base = {"models": [str(tiny_model_dir)], "benchmarks": [str(data)], "attacks": ["loss"],
+            "settings": {"n_bootstrap": 20, "device": "cpu", "blind": False}}  # fmt: skip
+    text = yaml.safe_dump({**base, **change}).replace("MODEL", str(tiny_model_dir))
+    grid = tmp_path / "g.yaml"
+    grid.write_text(text, encoding="utf-8")
+    code, output = _cli("experiment", grid, "--out", tmp_path / "study", "--plan")
+    assert code == 2, output
+    assert re.search(r"g\.yaml: " + match, output), output
+    assert not (tmp_path / "study").exists()  # a plan writes nothing
+
+
+def test_a_run_time_option_error_names_the_file_and_place(tmp_path: Path, tiny_model_dir) -> None:
+    from imprint.cli.study import orchestrator
+    from imprint.study.grid import run_grid
+    from imprint.study.spec import load_spec
+
+    grid = _grid(tmp_path, str(tiny_model_dir), str(_small_data(tmp_path)),
+                 settings={"dtype": "float99", "blind": False})  # fmt: skip
+    spec = load_spec(grid, out=tmp_path / "study")
+    with pytest.raises(ConfigError, match=r"g\.yaml: settings\.dtype \(model .*'float99'"):
+        run_grid(spec, orchestrator(), progress=False)
+
+
+def test_plan_counts_cells_shows_which_are_stored_and_what_the_rest_cost(
+    tmp_path: Path, tiny_model_dir: Path, one_torch_thread: None
+) -> None:
+    from imprint.cli.study import orchestrator
+    from imprint.study.grid import run_grid
+    from imprint.study.spec import load_spec
+
+    data, study = str(_small_data(tmp_path)), tmp_path / "study"
+    run_grid(load_spec(_grid(tmp_path, str(tiny_model_dir), data), out=study), orchestrator(),
+             progress=False)  # fmt: skip
+    grid = _grid(tmp_path, str(tiny_model_dir), data, attacks=["loss", "zlib", "min_k"],
+                 sweep={"min_k.k": [0.1, 0.2]})  # fmt: skip
+    code, output = _cli("experiment", grid, "--out", study, "--plan")
+    assert code == 0, output
+    assert "cells: 4 (1 distinct stored); to compute: 3 in 2 run(s)" in output
+    assert f"on {data}: 1 of 4 stored" in output
+    assert "estimated time: 10 s (3.3 s per cell" in output
+    assert "a large grid" not in output
+
+
+def test_plan_of_a_large_sweep_warns_with_its_cost(tmp_path: Path, tiny_model_dir: Path) -> None:
+    values = [round(0.005 * i, 3) for i in range(1, 151)]
+    grid = _grid(tmp_path, str(tiny_model_dir), str(_small_data(tmp_path)), attacks=["min_k"],
+                 sweep={"min_k.k": values})  # fmt: skip
+    code, output = _cli("experiment", grid, "--out", tmp_path / "study", "--plan")
+    assert code == 0, output
+    assert "to compute: 150 in 150 run(s)" in output
+    assert "warning: a large grid: 150 cells to compute, about 8 min" in output
+    assert "... and 130 more attack variants" in output
+
+
+def test_a_second_holder_of_the_study_lock_waits_for_the_first(tmp_path: Path) -> None:
+    import threading
+
+    from imprint.report.outdir import folder_lock
+
+    told: list[str] = []
+    order: list[str] = []
+    with folder_lock(tmp_path / "study"):
+        second = threading.Thread(
+            target=lambda: [order.append("second") for _ in [0] if folder_lock(
+                tmp_path / "study", on_wait=told.append).__enter__() is None],
+        )  # fmt: skip
+        second.start()
+        second.join(timeout=0.5)
+        assert second.is_alive()  # blocked on the lock while the first holds it
+        order.append("first done")
+    second.join(timeout=10)
+    assert order == ["first done", "second"]
+    assert told and told[0].startswith("pid ")
+
+
+# -- item 15: grid errors name the key ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        ("models: smollm2-135m\nbenchmarks: [x]\nattacks: [loss]\n", r"models: expected a list"),
+        ("models: []\nbenchmarks: [x]\nattacks: [loss]\n", r"models: is empty"),
+        ("models: [m]\nbenchmarks: x\nattacks: [loss]\n", r"benchmarks: expected a list"),
+        ("models: [m]\nbenchmarks: [x]\nattacks: loss\n", r"attacks: expected a list"),
+    ],
+)
+def test_grid_list_errors_name_their_key(tmp_path: Path, content: str, match: str) -> None:
+    from imprint.study.spec import load_spec
+
+    path = tmp_path / "g.yaml"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"g\.yaml: " + match):
+        load_spec(path)
+
+
+# -- item 11 and item 15: Ray addresses -----------------------------------------------------------
+
+
+def test_an_unreachable_ray_address_is_refused_at_once_before_any_work(tmp_path: Path) -> None:
+    import time
+
+    data = _small_data(tmp_path)
+    started = time.monotonic()
+    # the model does not exist: only a check made before any work can name the address
+    where = ("--executor", "ray", "--address", "127.0.0.1:1")
+    code, output = _cli("run", "--model", tmp_path / "no-such-model", "--data", data, "--out",
+                        tmp_path / "out", *where)  # fmt: skip
+    assert code == 2, output
+    assert "--address '127.0.0.1:1': nothing answers at 127.0.0.1:1" in output
+    assert "ray start --head" in output
+    assert time.monotonic() - started < 20  # Ray itself retried for 90-215 s
+
+
+def test_a_listening_ray_address_passes_the_check_and_odd_ones_are_refused() -> None:
+    import socket
+
+    from imprint.executors.ray_setup import check_address
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}", f"http://localhost:{port}"):
+            check_address(address)
+    check_address(None)
+    check_address("auto")
+    for bad in ("127.0.0.1:notaport", "ray://", ":6379"):
+        with pytest.raises(ConfigError, match="is not a Ray address; pass HOST:PORT"):
+            check_address(bad)
+
+
+def test_a_ray_address_with_credentials_never_repeats_the_password(tmp_path: Path) -> None:
+    from imprint.executors import ExecutorConfig
+    from imprint.executors.ray_setup import mask_address
+
+    assert mask_address("ray://user:s3cret@h:10001") == "ray://user:***@h:10001"
+    assert mask_address("tok@h:6379") == "***@h:6379"
+    with pytest.raises(ConfigError) as err:
+        ExecutorConfig(kind="ray", address="ray://user:s3cret@127.0.0.1:1")
+    assert "s3cret" not in str(err.value) and "ray://user:***@127.0.0.1:1" in str(err.value)
+    where = ("--executor", "ray", "--address", "u:s3cret@127.0.0.1:1")
+    code, output = _cli("run", "--model", tmp_path / "m", "--data", _small_data(tmp_path),
+                        "--out", tmp_path / "o", *where)  # fmt: skip
+    assert code == 2 and "s3cret" not in output and "u:***@127.0.0.1:1" in output, output

@@ -25,7 +25,14 @@ Out = Annotated[
 ]
 NoProgress = Annotated[bool, typer.Option("--no-progress", help="no progress bars")]
 Plan = Annotated[
-    bool, typer.Option("--plan", help="check the file and list the cells; run nothing")
+    bool,
+    typer.Option("--plan", help="check the file as a run would, list the cells and their cost"),
+]
+Overwrite = Annotated[
+    bool,
+    typer.Option(
+        "--overwrite", help="use an --out folder that is not a study (deletes its contents)"
+    ),
 ]
 
 
@@ -48,6 +55,7 @@ def experiment(
     address: Address = None,
     workers: Workers = None,
     worker_cpus: WorkerCpus = 1,
+    overwrite: Overwrite = False,
 ) -> None:
     """Run an experiment grid (reusing every finished cell and cached model pass) and write its
     tables: CSV, Markdown, LaTeX, an HTML heat-map and cells.parquet."""
@@ -58,22 +66,31 @@ def experiment(
     executor = ExecutorConfig(
         kind=executor_kind, address=address, workers=workers, worker_cpus=worker_cpus
     )
-    spec = load_spec(file, out=out)
-    if plan:
-        _print_plan(spec)
-        return
-    started = time.time()
-    games = _build_games(spec, progress=not no_progress)
-    from imprint.study.grid import run_grid
-    from imprint.study.table_render import write_outputs
-    from imprint.study.tables import build_tables
+    from imprint.report.outdir import claim_folder, folder_lock
 
-    result = run_grid(
-        spec, orchestrator(executor), games=games, console=console, progress=not no_progress
-    )
-    tables = build_tables(result)
-    written = write_outputs(result, tables, spec.out)
-    _record(spec.out, result, time.time() - started)
+    spec = load_spec(file, out=out)
+    claim_folder(spec.out, "study", overwrite=overwrite, dry=plan)  # never another kind's folder
+    if plan:
+        _print_plan(spec, orchestrator(executor))
+        return
+
+    def waiting(holder: str) -> None:
+        say(f"another imprint experiment ({holder}) is running on {spec.out}; waiting for it "
+            "to finish, then its cells are read back, not computed again")  # fmt: skip
+
+    with folder_lock(spec.out, on_wait=waiting):  # two invocations never compute one cell twice
+        started = time.time()
+        games = _build_games(spec, progress=not no_progress)
+        from imprint.study.grid import run_grid
+        from imprint.study.table_render import write_outputs
+        from imprint.study.tables import build_tables
+
+        result = run_grid(
+            spec, orchestrator(executor), games=games, console=console, progress=not no_progress
+        )
+        tables = build_tables(result)
+        written = write_outputs(result, tables, spec.out)
+        _record(spec.out, result, time.time() - started)
     _print_summary(result, tables, written)
 
 
@@ -119,21 +136,44 @@ def _record(out: Path, result: Any, elapsed: float) -> None:
         handle.write(json.dumps(line, ensure_ascii=False) + "\n")
 
 
-def _print_plan(spec: Any) -> None:
-    from imprint.study.grid import grid_models
+def _print_plan(spec: Any, orchestrator: Any) -> None:
+    """The grid checked as a run checks it (a grid the run refuses fails here), its cells,
+    which are stored, and the cost of the rest."""
+    from imprint.study.plan import plan_grid, seconds_per_cell
 
-    models = grid_models(spec)
-    say(f"{spec.source}: {len(models)} model(s), {len(spec.benchmarks)} benchmark(s), "
+    made = plan_grid(spec, orchestrator)
+    say(f"{spec.source}: {len(spec.models)} model(s), {len(spec.benchmarks)} benchmark(s), "
         f"{len(spec.variants)} attack variant(s), {len(spec.games)} game sweep(s)")  # fmt: skip
-    for model in models:
+    for model in spec.models:
         say(f"  model {model.name}: {model.model}")
     for bench in spec.benchmarks:
         say(f"  benchmark {bench.name}: {bench.data}")
-    for variant in spec.variants:
+    for variant in spec.variants[:20]:
         say(f"  attack {variant.label}")
+    if len(spec.variants) > 20:
+        say(f"  ... and {len(spec.variants) - 20} more attack variants")
     for sweep in spec.games:
-        say(f"  game {sweep.name}: epochs {list(sweep.epochs)}")
+        say(f"  game {sweep.name}: epochs {list(sweep.epochs)} (its cells are counted once built)")
+    say(f"cells: {len(made.places)} ({made.stored} distinct stored); to compute: "
+        f"{made.to_compute} in {made.runs} run(s)")  # fmt: skip
+    for (model, bench), (have, total) in made.by_column().items():
+        say(f"  {model or 'blind baseline'} on {bench}: {have} of {total} stored")
+    pace, source = seconds_per_cell(spec.out)
+    cost = made.to_compute * pace
+    say(f"estimated time: {_duration(cost)} ({pace:.1f} s per cell, from {source}); each run "
+        "writes a run folder with its HTML report and plots")  # fmt: skip
+    if made.to_compute > 100:
+        warn(f"a large grid: {made.to_compute} cells to compute, about {_duration(cost)}; a "
+             "sweep over fewer values, or fewer attacks, costs proportionally less")  # fmt: skip
     say(f"study folder {spec.out}, cache {spec.cache}")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _print_summary(result: Any, tables: Any, written: list[Path]) -> None:

@@ -21,6 +21,8 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from imprint.errors import ConfigError
@@ -34,6 +36,7 @@ RUN_FILES = ("metrics.json", "scores.parquet")
 #: the marker file an output folder holds, {"kind": KIND}; temporal benchmarks and games are
 #: known by their own manifests (manifest.json's "kind", game.json) instead
 MARKER = ".imprint-output.json"
+LOCK = ".imprint-lock"  # see folder_lock
 #: output kind -> what it is called in errors
 KINDS = {
     "run": "an imprint run folder",
@@ -54,7 +57,7 @@ def mark_output(folder: Path, kind: str) -> None:
 
 def output_kind(folder: Path) -> str | None:
     """The kind of imprint output ``folder`` holds (its marker; for folders written before the
-    marker, the signature of a run, a temporal benchmark or a game), or None."""
+    marker, the signature of a run, a temporal benchmark, a game or a study), or None."""
     try:
         marked = json.loads((folder / MARKER).read_text(encoding="utf-8")).get("kind")
     except (OSError, ValueError, AttributeError):
@@ -65,6 +68,10 @@ def output_kind(folder: Path) -> str | None:
         return "run"
     if (folder / "game.json").is_file():
         return "game"
+    if (folder / "cells").is_dir() and any(
+        (folder / name).exists() for name in ("invocations.jsonl", "runs", "cache.sqlite")
+    ):
+        return "study"  # a study folder written before the marker
     try:
         manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -239,3 +246,58 @@ def _remove(path: Path) -> None:
         path.unlink()
     else:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def claim_folder(out: Path, kind: str, *, overwrite: bool = False, dry: bool = False) -> Path:
+    """Check ``out`` for an output written in place over many steps (a study): by
+    :func:`check_kind`, then that a folder can be made there. Unless ``dry``, empty a folder
+    imprint did not write (``overwrite`` said so) and mark ``out`` as ``kind``. Returns it
+    absolute."""
+    out = Path(os.path.abspath(out))
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; pass a folder path (a new one is made)")
+    clear = check_kind(out, kind, overwrite=overwrite)
+    check_writable(out)
+    if clear and (out == out.parent or out == Path.cwd() or out in Path.cwd().parents):
+        raise ConfigError(
+            f"--out {out} is the current folder or one above it; --overwrite would delete it "
+            "whole. Pass a new folder"
+        )
+    if dry:
+        return out
+    if clear:
+        for entry in out.iterdir():
+            if entry.is_dir():
+                _remove(entry)
+            else:
+                entry.unlink()
+    mark_output(out, kind)
+    return out
+
+
+@contextmanager
+def folder_lock(folder: Path, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder`` (``.imprint-lock`` in it) while the block runs; a
+    second holder waits for the first (``on_wait`` is told who holds it) and then finds its
+    work done, instead of computing it again beside it."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / LOCK, "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            if on_wait is not None:
+                on_wait(holder)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()}")
+            handle.flush()
+            yield
+        finally:
+            handle.truncate(0)
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -135,10 +135,11 @@ def run_grid(
     models = grid_models(spec, games)
     if not models:
         raise ConfigError(f"{spec.source}: the grid has no models (and no built games)")
+    from imprint.report.outdir import claim_folder
+
     store = CellStore(spec.out / "cells")
-    data = _load_data(spec, models, orchestrator)
-    blind = _blind_cells(spec, models, data)
-    cells = [c for m in models for c in _model_cells(spec, m, data)]
+    blind, cells = prepare_grid(spec, models, orchestrator)
+    claim_folder(spec.out, "study")  # a new or earlier study folder, marked as one
     found = {key: store.get(key) for key in [*blind, *(c.key for c in cells)]}
     result = GridResult(spec, [], reused=sum(r is not None for r in found.values()))
     result.computed = len(found) - result.reused
@@ -146,9 +147,8 @@ def run_grid(
     try:
         advance = bars("grid", len(found), unit="cells")
         advance(result.reused)
-        for key, (bench, data_fp) in blind.items():
+        for key, (bench, data_fp, samples) in blind.items():
             if found[key] is None:
-                samples = data[_data_id(bench)]
                 found[key] = store_blind(spec, key, bench, samples, data_fp, store)
                 advance(1)
         missing = _unique_keys([c for c in cells if found[c.key] is None])
@@ -158,7 +158,7 @@ def run_grid(
     # labels come from the file as it is now: renaming a model or benchmark recomputes nothing.
     # One record per grid place, not per key: two names for one model (or one data set) share
     # their cells' keys, and each name keeps its column.
-    places = [(key, bench.name, "", "blind baseline") for key, (bench, _) in blind.items()]
+    places = [(key, bench.name, "", "blind baseline") for key, (bench, _, _) in blind.items()]
     places += [(c.key, c.benchmark.name, c.model.name, c.variant.label) for c in cells]
     result.cells = [
         replace(record, benchmark=b, model=m, row=r)
@@ -167,6 +167,20 @@ def run_grid(
     ]
     result.elapsed_s = round(time.time() - started, 2)
     return result
+
+
+def prepare_grid(
+    spec: StudySpec, models: Sequence[ModelEntry], orchestrator: Orchestrator
+) -> tuple[dict[str, tuple[BenchmarkEntry, str, list[Sample]]], list[_Cell]]:
+    """The checks made before any work (every model's options and files, then every
+    benchmark's data), then every cell's key: (blind cells, model cells)."""
+    from imprint.study.checks import check_models
+
+    check_models(spec, models, lambda m: _run_config(spec, orchestrator, m, _benchmarks(spec, m)[0],
+                                                     (), Path("unused")))  # fmt: skip
+    data = _load_data(spec, models, orchestrator)
+    blind = _blind_cells(spec, models, data)
+    return blind, [c for m in models for c in _model_cells(spec, m, data)]
 
 
 # -- data and keys --------------------------------------------------------------------------------
@@ -246,16 +260,17 @@ def _model_cells(
 
 def _blind_cells(
     spec: StudySpec, models: Sequence[ModelEntry], data: dict[tuple[Any, ...], list[Sample]]
-) -> dict[str, tuple[BenchmarkEntry, str]]:
-    """key -> (benchmark, data fingerprint): one model-less cell per benchmark name and data
-    set (game snapshots share their candidates, so one); none when blind is off."""
+) -> dict[str, tuple[BenchmarkEntry, str, list[Sample]]]:
+    """key -> (benchmark, data fingerprint, samples): one model-less cell per benchmark name
+    and data set (game snapshots share their candidates, so one); none when blind is off."""
     if not spec.settings.blind:
         return {}
-    out: dict[str, tuple[BenchmarkEntry, str]] = {}
+    out: dict[str, tuple[BenchmarkEntry, str, list[Sample]]] = {}
     for bench in (b for m in models for b in _benchmarks(spec, m)):
-        fp = fingerprint_samples(data[_data_id(bench)])
+        samples = data[_data_id(bench)]
+        fp = fingerprint_samples(samples)
         key = cell_key({"blind": fp, "name": bench.name, **_settings_key(spec)})
-        out.setdefault(key, (bench, fp))
+        out.setdefault(key, (bench, fp, samples))
     return out
 
 
@@ -318,6 +333,14 @@ def _run_config(
     if orchestrator.executor is not None:
         fields["executor"] = orchestrator.executor
     return orchestrator.run_config(**fields)
+
+
+def run_slots(cells: Sequence[_Cell]) -> int:
+    """How many runs (run folders) computing ``cells`` takes, as :func:`_compute` splits them."""
+    groups: dict[tuple[str, str], list[_Cell]] = {}
+    for cell in _unique_keys(cells):
+        groups.setdefault((cell.model.name, cell.benchmark.name), []).append(cell)
+    return sum(len(_slots(group)) for group in groups.values())
 
 
 def _slots(cells: Sequence[_Cell]) -> list[list[_Cell]]:

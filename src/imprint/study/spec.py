@@ -262,7 +262,8 @@ def _benchmark(value: Any, at: _At, defaults: Mapping[str, Any]) -> BenchmarkEnt
 def _variants(raw: dict[str, Any], at: _At, refs: Sequence[str]) -> tuple[AttackVariant, ...]:
     """The attacks crossed with their sweeps; every name and value checked as a run would
     (each variant is built once here: a k outside (0, 1] fails now, not after other cells)."""
-    attacks = [_text(a, at / "attacks" / i) for i, a in enumerate(_list(raw["attacks"], at))]
+    listed = _list(raw["attacks"], at / "attacks")
+    attacks = [_text(a, at / "attacks" / i) for i, a in enumerate(listed)]
     _unique(attacks, at / "attacks", "attack")
     fixed = _mapping(raw.get("params", {}), at / "params", attacks)
     fixed = {a: _mapping(v, at / "params" / a) for a, v in fixed.items()}
@@ -375,14 +376,16 @@ def parse_spec(raw: Any, source: Path, *, out: Path | None = None) -> StudySpec:
     games = _games(raw["games"], at / "games") if "games" in raw else ()
     models = tuple(
         _model(m, at / "models" / i)
-        for i, m in enumerate(_list(raw.get("models", []), at, allow_empty=bool(games)))
+        for i, m in enumerate(_list(raw.get("models", []), at / "models", allow_empty=bool(games)))
     )
     defaults = _mapping(raw.get("data", {}), at / "data", (*_BENCH_KEYS[2:], "dedupe", "pools"))
     if "benchmarks" not in raw and models:
         raise at.error("no 'benchmarks': list data specs, e.g. benchmarks: [wikimia:32]")
     benchmarks = tuple(
         _benchmark(b, at / "benchmarks" / i, defaults)
-        for i, b in enumerate(_list(raw.get("benchmarks", []), at, allow_empty=not models))
+        for i, b in enumerate(
+            _list(raw.get("benchmarks", []), at / "benchmarks", allow_empty=not models)
+        )
     )
     _unique([m.name for m in models], at / "models", "model name")
     _unique([b.name for b in benchmarks] + [g.name for g in games], at / "benchmarks", "benchmark")

@@ -1,0 +1,62 @@
+"""What a grid checks about its models before any work: each model's run options as its runs
+will get them (``RunConfig`` types and checks them, so a ``dtype: float99`` or ``device: tpu``
+fails as the run would), and that each local model's files exist (resolved as loading resolves
+them, without loading). Errors name the experiment file and the place in it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from imprint.errors import ConfigError
+from imprint.study.spec import ModelEntry, Settings, StudySpec
+
+__all__ = ["check_models"]
+
+
+def check_models(
+    spec: StudySpec, models: Sequence[ModelEntry], config_for: Callable[[ModelEntry], Any]
+) -> None:
+    """Refuse, before any data or model loads, a model whose options a run refuses or whose
+    files do not exist; ``config_for(model)`` builds one of its runs' configs."""
+    for name, ref in spec.refs:
+        _resolve(ref, spec, f"refs.{name}")
+    for model in models:
+        try:
+            config_for(model)
+            _resolve(model.model, spec, None)
+        except ConfigError as err:
+            if str(err).startswith(f"{spec.source}: "):
+                raise
+            raise ConfigError(f"{spec.source}: {_place(spec, model, err)}: {err}") from None
+
+
+def _resolve(model: str, spec: StudySpec, place: str | None) -> None:
+    """A local model's files, found as :func:`~imprint.backends.models.resolve_model` finds
+    them when the model loads (a hub id or an API is only named, not reached)."""
+    from imprint.backends.models import resolve_model
+    from imprint.backends.registry import provider_for
+
+    if not provider_for(model)[0].whole_spec:
+        return
+    try:
+        resolve_model(model)
+    except ConfigError as err:
+        if place is None:
+            raise
+        raise ConfigError(f"{spec.source}: {place}: {err}") from None
+
+
+def _place(spec: StudySpec, model: ModelEntry, err: Exception) -> str:
+    """Where in the file an error about ``model`` comes from: ``models[1].args.dtype``,
+    ``settings.dtype`` (a setting every model gets) or ``models[1]``."""
+    index = next((i for i, m in enumerate(spec.models) if m is model), None)
+    at = f"models[{index}]" if index is not None else f"game {model.name!r}"
+    found = re.search(r"option '([^']+)'", str(err))
+    key = found.group(1) if found else None
+    if key is not None and key in model.args:
+        return f"{at}.args.{key} (model {model.name!r})"
+    if key is not None and key in Settings.__dataclass_fields__:
+        return f"settings.{key} (model {model.name!r})"
+    return f"{at} (model {model.name!r})"
