@@ -59,6 +59,9 @@ class ExecutorConfig:
                 raise ConfigError(f"executor option {name} must be an integer >= 1, got {value!r}")
         if self.kind == "ray":
             check_ray_installed()
+            from imprint.executors.ray_setup import check_address
+
+            check_address(self.address)  # an unreachable head fails now, not after model loads
 
 
 def check_ray_installed() -> None:

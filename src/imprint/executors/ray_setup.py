@@ -4,13 +4,68 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from typing import Any
+from urllib.parse import urlsplit
 
 from imprint.errors import ConfigError
 from imprint.executors.base import ExecutorConfig
 
 #: environment passed on to the actors (offline switches, imprint's converted-model cache)
 ENV_KEYS = ("IMPRINT_CACHE_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME")
+#: the port each address form reaches when it names none: Ray client, dashboard, GCS
+DEFAULT_PORTS = {"ray": 10001, "http": 8265, "https": 8265, "": 6379}
+#: seconds the address check waits for a TCP connection (a live head answers in milliseconds)
+CONNECT_TIMEOUT_S = 3.0
+
+
+def mask_address(address: str) -> str:
+    """``address`` with any ``user:password@`` shown as ``user:***@`` (errors and logs never
+    repeat a password)."""
+    head, sep, rest = address.rpartition("@")
+    if not sep:
+        return address
+    scheme, colon, userinfo = head.rpartition("//")
+    user = userinfo.split(":", 1)[0]
+    return f"{scheme}{colon}{user}:***@{rest}" if ":" in userinfo else f"{scheme}{colon}***@{rest}"
+
+
+def _masked(text: str, address: str) -> str:
+    """``text`` with the address's password (if any) replaced, wherever Ray repeated it."""
+    userinfo = address.rpartition("@")[0].rpartition("//")[2]
+    password = userinfo.split(":", 1)[1] if ":" in userinfo else userinfo
+    return text.replace(password, "***") if password else text
+
+
+def check_address(address: str | None, *, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Refuse, before any work, a Ray address where nothing answers: one TCP connection to its
+    host and port, at most ``timeout`` seconds (``ray.init`` itself retries an unreachable GCS
+    for minutes). ``None`` (a private Ray) and ``auto`` (found by Ray on this machine) pass."""
+    if address is None or address.strip() in ("auto", "local"):
+        return
+    shown = mask_address(address)
+    host: str | None = None
+    port: int | None = None
+    try:
+        parts = urlsplit(address if "://" in address else f"//{address}")
+        host, port = parts.hostname, parts.port or DEFAULT_PORTS.get(parts.scheme)
+    except ValueError:  # a port that is no number, or out of range
+        pass
+    if not host or port is None:
+        raise ConfigError(
+            f"--address {shown!r} is not a Ray address; pass HOST:PORT (the head's GCS, e.g. "
+            "10.0.0.5:6379), ray://HOST:10001, or auto on the head machine"
+        )
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as err:
+        reason = "no answer" if isinstance(err, TimeoutError) else (err.strerror or str(err))
+        raise ConfigError(
+            f"--address {shown!r}: nothing answers at {host}:{port} ({reason}, within "
+            f"{timeout:g} s). Start the cluster with `ray start --head` on that machine (GCS port "
+            "6379, client port 10001) and check the address, or drop --address to start a "
+            "private Ray here"
+        ) from None
 
 
 def connect(config: ExecutorConfig) -> None:
@@ -24,9 +79,10 @@ def connect(config: ExecutorConfig) -> None:
         else:
             ray.init(address=config.address, **quiet)  # type: ignore[arg-type]
     except (ConnectionError, RuntimeError, ValueError) as err:
-        where = config.address or "a local Ray"
+        where = mask_address(config.address) if config.address else "a local Ray"
+        said = _masked(str(err), config.address) if config.address else str(err)
         raise ConfigError(
-            f"--executor ray could not start or join {where!r}: {err}. For a cluster, run "
+            f"--executor ray could not start or join {where!r}: {said}. For a cluster, run "
             "`ray start --head` on the head machine and pass --address auto there (or "
             "--address ray://HEAD:10001 from elsewhere); without --address a private Ray is "
             "started on this machine"
