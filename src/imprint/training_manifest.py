@@ -17,9 +17,11 @@ who trained their own reference models write one by hand. Two forms, JSON or YAM
           members: [id, ...]      # sample ids the model trained on
           nonmembers: [id, ...]   # optional; with it, ids in neither list are unknown
 
-Membership is looked up by sample id (``Sample.id``, the ``--id-field`` of the data). This module
-imports no torch; the run turns a manifest into extra backend roles and gives attacks the
-:class:`ReferenceSet` (``RunContext.references``).
+Membership is looked up by sample id (``Sample.id``, the ``--id-field`` of the data); a run
+refuses ids that match none of its samples (:func:`check_reference_ids`), since a wrong id would
+silently turn an IN sample into OUT, unless told to accept them (``--allow-unmatched-ids``).
+This module imports no torch; the run turns a manifest into extra backend roles and gives
+attacks the :class:`ReferenceSet` (``RunContext.references``).
 """
 
 from __future__ import annotations
