@@ -14,6 +14,7 @@ from imprint.documents import (
     DOC_ID,
     SEQ_INDEX,
     CurvePoint,
+    MeeusSettings,
     SplitConfig,
     aggregate_features,
     dataset_inference,
@@ -204,8 +205,8 @@ def test_token_values_hand_case() -> None:
 def test_aggregate_and_histogram_features_hand_case() -> None:
     values = np.array([1.0, 2.0, 3.0, 4.0])
     feats = aggregate_features(values)
-    assert feats[:4].tolist() == [2.5, math.sqrt(1.25), 1.0, 4.0]
-    assert feats[8] == 2.5  # the median (p50 is the 5th percentile feature)
+    assert feats[:5].tolist() == [2.5, math.sqrt(1.25), 1.0, 4.0, 4.0]  # ..., count
+    assert feats[9] == 2.5  # the median (p50 is the 5th percentile feature)
     hist = histogram_features(np.array([-5.0, 0.5, 1.5, 1.5, 10.0]), np.array([0.0, 1.0, 2.0, 3.0]))
     assert hist.tolist() == [0.4, 0.4, 0.2]  # -5 and 10 fall into the open end bins
     assert np.isnan(aggregate_features(np.zeros(0))).all()
@@ -218,14 +219,15 @@ def test_meeus_meta_classifier_separates_and_uses_other_documents_only() -> None
     doc_index = np.repeat(np.arange(n_docs), k)
     # members' tokens: the same mean, a fatter upper tail (what the mean alone would miss)
     seq_values = [rng.normal(size=40) * (2.0 if doc_labels[d] else 1.0) for d in doc_index]
-    scores = meeus_scores(seq_values, doc_index, doc_labels, n_splits=4, seed=0, n_trees=100)
+    cheap = MeeusSettings(n_trees=100)
+    scores = meeus_scores(seq_values, doc_index, doc_labels, n_splits=4, seed=0, settings=cheap)
     assert auc(doc_labels, scores) > 0.9
     means = mean_per_document(np.array([v.mean() for v in seq_values]), doc_index, n_docs)
-    assert auc(doc_labels, means) < 0.8  # the histogram/spread features carry the signal
+    assert auc(doc_labels, means) < 0.8  # the spread features carry the signal
     # a document's score does not depend on its own label: flipping one label leaves its score
     flipped = doc_labels.copy()
     flipped[0] = 1 - flipped[0]
-    again = meeus_scores(seq_values, doc_index, flipped, n_splits=4, seed=0, n_trees=100)
+    again = meeus_scores(seq_values, doc_index, flipped, n_splits=4, seed=0, settings=cheap)
     folds = sequence_folds(doc_index, doc_labels[doc_index], n_splits=4, seed=0)
     same_folds = sequence_folds(doc_index, flipped[doc_index], n_splits=4, seed=0)
     if all(np.array_equal(a[1], b[1]) for a, b in zip(folds, same_folds, strict=True)):
@@ -252,8 +254,9 @@ def test_document_summary_is_the_bootstrap_over_documents() -> None:
     labels, scores = np.array([1, 1, 0, 0, 1, 0]), np.array([0.9, 0.8, 0.3, np.nan, 0.2, 0.1])
     got = document_summary(labels, scores, n_resamples=200, seed=3)
     want = bootstrap_metrics(
-        labels[[0, 1, 2, 4, 5]], scores[[0, 1, 2, 4, 5]], n_resamples=200, seed=3
-    )
+        labels[[0, 1, 2, 4, 5]], scores[[0, 1, 2, 4, 5]], n_resamples=200, seed=3,
+        resamples="documents",
+    )  # fmt: skip
     assert got == want
 
 
@@ -305,7 +308,9 @@ def test_dataset_inference_one_feature_is_welch_on_document_means() -> None:
     rng = np.random.default_rng(0)
     xs, gs = _sets(rng, 10, 4, 1.0)
     xv, gv = _sets(rng, 10, 4, 0.0)
-    result = dataset_inference(xs[:, :1], xv[:, :1], gs, gv, feature_names=["loss"], seed=7)
+    result = dataset_inference(
+        xs[:, :1], xv[:, :1], gs, gv, feature_names=["loss"], seed=7, clip=0.0
+    )  # no clipping: the raw means
     # with one feature the learned score is an increasing affine map of it (the weight is > 0
     # here), so the test equals Welch on the raw document means of the test halves
     assert result.weights["loss"] > 0

@@ -94,8 +94,19 @@ def test_dataset_inference_and_report_section(doc_run) -> None:
     assert 0 <= test["p_value"] <= 1 and test["n_suspect_docs"] == 10
     assert dataset["false_positive_check"]["n_suspect_docs"] == 5
     assert [p["n_docs"] for p in dataset["curve"]] == [4, 6, 8, 10]
+    # one verdict of three states, from the test, its false-positive check and its power table
+    assert dataset["verdict"]["state"] in ("trained on", "not detected", "inconclusive")
     report = (config.out / "report.md").read_text(encoding="utf-8")
     assert "## Documents" in report and "document AUC" in report and "Dataset inference" in report
+    assert f"Verdict: {dataset['verdict']['state']}" in report
+    # the document aggregations' settings and their differences from the authors' code
+    manifest = json.loads((config.out / "manifest.json").read_text(encoding="utf-8"))
+    documents = manifest["config"]["documents"]
+    assert documents["meeus"] == {
+        "features": "agg", "n_bins": 1000, "n_trees": 500, "max_depth": 5, "min_leaf": 3
+    }  # fmt: skip
+    assert documents["di_clip"] == 0.05 and documents["di_clip_from"] == "fit"
+    assert set(documents["deviations"]) == {"meeus", "dataset_inference"}
     assert "Documents" in (config.out / "report.html").read_text(encoding="utf-8")
     # metrics.json reads back into the same typed document metrics
     assert read_metrics(config.out).documents == result.metrics.documents

@@ -12,6 +12,7 @@ from imprint.documents.dataset_inference import (
     p_value_curve,
     welch_greater,
 )
+from imprint.documents.di_verdict import Verdict, verdict
 from imprint.documents.doc_metrics import (
     PairedAuc,
     document_summary,
@@ -21,6 +22,7 @@ from imprint.documents.doc_metrics import (
 )
 from imprint.documents.folds import document_sides, sequence_folds
 from imprint.documents.meeus import (
+    MeeusSettings,
     aggregate_features,
     histogram_features,
     log_frequencies,
@@ -45,8 +47,10 @@ __all__ = [
     "CurvePoint",
     "DatasetInference",
     "DocumentSplit",
+    "MeeusSettings",
     "PairedAuc",
     "SplitConfig",
+    "Verdict",
     "aggregate_features",
     "dataset_inference",
     "document_sides",
@@ -66,6 +70,7 @@ __all__ = [
     "split_text",
     "token_values",
     "tune_threshold",
+    "verdict",
     "weighted_auc",
     "welch_greater",
 ]

@@ -11,12 +11,16 @@ cost no model call. The document-level evaluation itself is :mod:`imprint.report
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from imprint.backends.base import TokenStats
 from imprint.data import Sample
-from imprint.documents.dataset_inference import ALPHA
+from imprint.documents.dataset_inference import ALPHA, CLIP
+from imprint.documents.dataset_inference import DEVIATIONS as DI_DEVIATIONS
+from imprint.documents.di_verdict import DEFAULT_EFFECT_AUC, DEFAULT_POWER, check_power_options
+from imprint.documents.meeus import DEVIATIONS as MEEUS_DEVIATIONS
+from imprint.documents.meeus import MeeusSettings
 from imprint.documents.split import (
     DEFAULT_MAX_SEQS,
     DEFAULT_SEQ_WORDS,
@@ -36,13 +40,26 @@ UNITS = ("sequence", "document")
 class DocumentOptions:
     """``--unit document``: ``seq_words`` words per sequence, at most ``max_seqs`` per document;
     ``doc_field`` groups rows sharing that field into one document (else a row is a document).
-    ``n_splits`` folds for the learned aggregations; ``alpha`` for dataset inference."""
+    ``n_splits`` folds for the learned aggregations; ``meeus``: the Meeus et al. features and
+    forest; for dataset inference ``alpha``, the outlier share clipped (``di_clip``, bounds
+    from the fit halves or each set: ``di_clip_from``) and the
+    verdict's ``di_power`` against a document AUC of ``di_effect_auc``. The manifest records
+    these (``config.documents``) with every difference from the authors' code (``deviations``)."""
 
     doc_field: str | None = None
     seq_words: int = DEFAULT_SEQ_WORDS
     max_seqs: int = DEFAULT_MAX_SEQS
     n_splits: int = 5
     alpha: float = ALPHA
+    meeus: MeeusSettings = field(default_factory=MeeusSettings)
+    di_clip: float = CLIP
+    di_clip_from: str = "fit"
+    di_power: float = DEFAULT_POWER
+    di_effect_auc: float = DEFAULT_EFFECT_AUC
+    deviations: dict[str, tuple[str, ...]] = field(
+        init=False,
+        default_factory=lambda: {"meeus": MEEUS_DEVIATIONS, "dataset_inference": DI_DEVIATIONS},
+    )
 
     def __post_init__(self) -> None:
         SplitConfig(self.seq_words, self.max_seqs)  # validates both
@@ -54,6 +71,13 @@ class DocumentOptions:
             raise ConfigError(f"n_splits must be >= 2, got {self.n_splits}")
         if not 0 < self.alpha < 1:
             raise ConfigError(f"alpha must be in (0, 1), got {self.alpha!r}")
+        if isinstance(self.di_clip, bool) or not 0 <= self.di_clip < 1:
+            raise ConfigError(f"di_clip must be a share in [0, 1), got {self.di_clip!r}")
+        if self.di_clip_from not in ("fit", "set"):
+            raise ConfigError(
+                f"di_clip_from must be 'fit' or 'set' (the authors'), got {self.di_clip_from!r}"
+            )
+        check_power_options(self.di_power, self.di_effect_auc)
 
     @property
     def split(self) -> SplitConfig:

@@ -40,10 +40,11 @@ from imprint.documents import (
     meeus_scores,
     p_value_curve,
     paired_bootstrap,
-    shi_scores,
     token_values,
 )
 from imprint.documents.dataset_inference import MIN_DOCS
+from imprint.documents.di_verdict import verdict
+from imprint.documents.shi import shi_fold_summary
 from imprint.errors import DataError
 from imprint.metrics import DEFAULT_FPR_BOUNDS, Interval, UndefinedMetricWarning
 from imprint.report.cells import fmt, tpr_cell
@@ -96,6 +97,28 @@ def _row(
     return DocumentRow(attack, aggregation, metrics, paired.sequence, paired.gain)
 
 
+def _shi_row(
+    attack: str,
+    seq: tuple[np.ndarray, np.ndarray],
+    doc_labels: np.ndarray,
+    mean: np.ndarray,
+    *,
+    n_splits: int,
+    n_bootstrap: int,
+    seed: int,
+) -> DocumentRow:
+    """Shi et al.'s row: figures within each fold, averaged (pooled fold scores are biased
+    under the null, see :mod:`imprint.documents.shi`); the sequence AUC beside it, no gain (the
+    fold average has no single document score to pair)."""
+    summary = shi_fold_summary(
+        seq[0], seq[1], doc_labels, n_splits=n_splits, seed=seed, n_resamples=n_bootstrap
+    )
+    paired = paired_bootstrap(seq[0], seq[1], doc_labels, mean, n_resamples=n_bootstrap, seed=seed)
+    n_nan = len(doc_labels) - summary.n_members - summary.n_nonmembers
+    metrics = ColumnMetrics.from_summary(summary, n_nan=n_nan)
+    return DocumentRow(attack, "shi (per fold, averaged)", metrics, paired.sequence, None)
+
+
 def evaluate_documents(
     split: DocumentSplit,
     samples: Sequence[Sample],
@@ -118,14 +141,13 @@ def evaluate_documents(
             seq = (values, doc_index)
             mean = mean_per_document(values, doc_index, len(documents))
             rows[f"{column}: mean"] = _row(column, "mean", doc_labels, mean, seq, **kw)
-            shi, _ = shi_scores(
-                values, doc_index, doc_labels, n_splits=options.n_splits, seed=config.seed
+            rows[f"{column}: shi"] = _shi_row(
+                column, seq, doc_labels, mean, n_splits=options.n_splits, **kw
             )
-            rows[f"{column}: shi"] = _row(column, "shi", doc_labels, shi, seq, **kw)
         meeus = _meeus(samples, doc_index, doc_labels, config, manifest, notes)
         if meeus is not None:
             rows[MEEUS] = _row(None, "meeus", doc_labels, meeus, None, **kw)
-    dataset = _dataset(scores, doc_index, doc_labels, options.alpha, config.seed, notes)
+    dataset = _dataset(scores, doc_index, doc_labels, options, config.seed, notes)
     return DocumentMetrics(
         n_documents=len(documents),
         n_members=int((doc_labels == 1).sum()),
@@ -149,7 +171,7 @@ def _blind_row(
     from imprint.report.evaluate import evaluate_blind
 
     texts = [d.text for d in documents]
-    sok, _ = evaluate_blind(texts, doc_labels, seed=seed, n_bootstrap=n_bootstrap)
+    sok, _ = evaluate_blind(texts, doc_labels, seed=seed, n_bootstrap=n_bootstrap, unit="documents")
     if isinstance(sok, BlindMetrics):
         return DocumentRow(None, "blind", sok.summary)
     notes.append(f"document-level blind baseline not computed: {sok.error}")
@@ -185,8 +207,14 @@ def _meeus(
     vocab = manifest.get("attacks", {}).get("dc_pdd", {}).get("vocab_size")
     log_f = log_frequencies([s.token_ids for s in stats], vocab)
     values = [token_values(s.token_ids, s.logp, log_f) for s in stats]
+    options = config.documents
     return meeus_scores(
-        values, doc_index, doc_labels, n_splits=config.documents.n_splits, seed=config.seed
+        values,
+        doc_index,
+        doc_labels,
+        n_splits=options.n_splits,
+        seed=config.seed,
+        settings=options.meeus,
     )
 
 
@@ -202,18 +230,21 @@ def _dataset(
     scores: dict[str, np.ndarray],
     doc_index: np.ndarray,
     doc_labels: np.ndarray,
-    alpha: float,
+    options: Any,
     seed: int,
     notes: list[str],
 ) -> dict[str, Any]:
-    """Dataset inference: members vs non-members, the two-halves false-positive check, and the
-    p-value against documents per set; parts the data cannot support are left out with a note."""
+    """Dataset inference: members vs non-members, the two-halves false-positive check, the
+    p-value against documents per set and the verdict of the three (``options``: alpha, clip,
+    power, effect_auc); parts the data cannot support are left out with a note."""
     names, x = _features(scores)
     if not names:
         notes.append("dataset inference not run: no score column is finite for 90 % of sequences")
         return {}
     member = doc_labels[doc_index] == 1
-    kw: dict[str, Any] = {"alpha": alpha, "seed": seed}
+    alpha = options.alpha
+    kw: dict[str, Any] = {"alpha": alpha, "seed": seed, "clip": options.di_clip}
+    kw["clip_from"] = options.di_clip_from
     out: dict[str, Any] = {"features": names}
     try:
         test = dataset_inference(
@@ -226,9 +257,14 @@ def _dataset(
     except DataError as err:
         notes.append(f"dataset inference not run: {err}")
         return out
-    out["false_positive_check"] = _false_positive(
-        x, doc_index, doc_labels, names, alpha, seed, notes
-    )
+    out["false_positive_check"] = _false_positive(x, doc_index, doc_labels, names, kw, notes)
+    out["verdict"] = verdict(
+        test,
+        out["false_positive_check"],
+        curve,
+        power=options.di_power,
+        effect_auc=options.di_effect_auc,
+    ).to_dict()
     return out
 
 
@@ -237,11 +273,11 @@ def _false_positive(
     doc_index: np.ndarray,
     doc_labels: np.ndarray,
     names: list[str],
-    alpha: float,
-    seed: int,
+    kw: dict[str, Any],
     notes: list[str],
 ) -> dict[str, Any] | None:
-    """The test with two disjoint halves of the non-member documents (both unseen)."""
+    """The test with two disjoint halves of the non-member documents (both unseen); ``kw``:
+    alpha, seed, clip."""
     unseen = np.flatnonzero(doc_labels == 0)
     if len(unseen) < 2 * MIN_DOCS:
         notes.append(
@@ -249,12 +285,10 @@ def _false_positive(
             f"at least {MIN_DOCS}; this run has {len(unseen)}"
         )
         return None
-    half = np.random.default_rng([seed, 16]).permutation(unseen)[: len(unseen) // 2]
+    half = np.random.default_rng([kw["seed"], 16]).permutation(unseen)[: len(unseen) // 2]
     a = np.isin(doc_index, half)
     b = (doc_labels[doc_index] == 0) & ~a
-    test = dataset_inference(
-        x[a], x[b], doc_index[a], doc_index[b], feature_names=names, alpha=alpha, seed=seed
-    )
+    test = dataset_inference(x[a], x[b], doc_index[a], doc_index[b], feature_names=names, **kw)
     return test.to_dict()
 
 
@@ -289,13 +323,18 @@ def _dataset_lines(dataset: dict[str, Any]) -> list[str]:
     ):
         test = dataset.get(key)
         if test:
-            verdict = "flagged as trained on" if test["flagged"] else "not flagged"
+            below = "below" if test["flagged"] else "not below"
             lines.append(
                 f"Dataset inference, {what} ({test['n_suspect_docs']} vs "
-                f"{test['n_validation_docs']} documents): p = {test['p_value']:.3g}, {verdict} "
-                f"at alpha = {test['alpha']:g} (one-sided Welch t-test on per-document means "
-                f"of a linear combination of {len(dataset['features'])} attack scores)."
+                f"{test['n_validation_docs']} documents): p = {test['p_value']:.3g}, {below} "
+                f"alpha = {test['alpha']:g} (one-sided Welch t-test on per-document means "
+                f"of a linear combination of {len(dataset['features'])} attack scores, "
+                f"{test.get('clip', 0):.1%} outliers clipped)."
             )
+    found = dataset.get("verdict")
+    if found:
+        why = f": {'; '.join(found['reasons'])}" if found["reasons"] else ""
+        lines.append(f"Verdict: {found['state']}{why}.")
     needed = dataset.get("documents_needed", "absent")
     if needed != "absent":
         lines.append(
@@ -317,8 +356,11 @@ def document_blocks(metrics: DocumentMetrics) -> list[tuple[str, Any]]:
             "resample documents; the sequence AUC beside each row is the same attack on the "
             "same resampled documents, the gain their difference. 'mean': a document's mean "
             "sequence score; 'shi': the fraction of its sequences above a threshold tuned on "
-            "other documents (Shi et al.); meeus: a random forest over frequency-normalised "
-            "token probabilities, cross-validated over documents (Meeus et al.).",
+            "other documents (Shi et al.), AUC and TPR computed within each fold and averaged "
+            "(pooling the folds' scores biases the null AUC upward); meeus: a random forest over "
+            "frequency-normalised "
+            "token probabilities, cross-validated over documents (Meeus et al.; settings and "
+            "differences from the authors' code in the manifest, config.documents).",
         ),
         ("table", document_rows(metrics)),
     ]

@@ -1,0 +1,201 @@
+"""Dataset inference as the authors run it (outlier clipping, the Adam-trained linear model),
+its three-state verdict, and its size and power measured by simulation with correlated
+sequences. Simulation tolerances are binomial standard errors of the number of simulations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from imprint.documents import CurvePoint, dataset_inference
+from imprint.documents.dataset_inference import clip_outliers, fit_linear
+from imprint.documents.di_calibration import simulate_dataset_inference, simulated_set
+from imprint.documents.di_verdict import (
+    INCONCLUSIVE,
+    NOT_DETECTED,
+    TRAINED_ON,
+    docs_for_power,
+    t_test_power,
+    verdict,
+)
+from imprint.errors import ConfigError
+
+# -- the authors' clipping and linear model ---
+
+
+def test_clip_outliers_hand_cases() -> None:
+    """k = int(n * 0.05 / 2) values per tail are set to the k-th most extreme value, the
+    authors' rule: the k - 1 beyond it change, the k-th keeps its value."""
+    rng = np.random.default_rng(0)
+    y = rng.permutation(80).astype(float)  # k = 2: 0 -> 1 and 79 -> 78
+    got = clip_outliers(np.column_stack([y, -y]))
+    assert sorted(got[:, 0])[:3] == [1.0, 1.0, 2.0] and sorted(got[:, 0])[-3:] == [77.0, 78.0, 78.0]
+    assert got[y == 0, 0].item() == 1.0 and got[y == 79, 0].item() == 78.0
+    assert sorted(got[:, 1])[:2] == [-78.0, -78.0]  # each column on its own
+    z = rng.permutation(120).astype(float)  # k = 3: 0, 1 -> 2 and 118, 119 -> 117
+    assert sorted(clip_outliers(z[:, None])[:, 0])[:4] == [2.0, 2.0, 2.0, 3.0]
+    for n in (39, 40, 79):  # k = 0 (the authors' code fails) and k = 1: nothing changes
+        x = rng.normal(size=(n, 2))
+        assert np.array_equal(clip_outliers(x), x)
+    assert np.array_equal(clip_outliers(y[:, None], 0.0)[:, 0], y)
+
+
+def test_fit_linear_first_step_by_hand_and_the_authors_training() -> None:
+    x = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    y = np.array([1.0, 0.0, 1.0])
+    # from zero every prediction is 0.5: gradient X^T (0.5 - y) / n; Adam's first step moves
+    # each parameter by lr * g / (|g| + eps), i.e. -0.01 * sign(g)
+    w, b = fit_linear(x, y, steps=1)
+    design = np.column_stack([x, np.ones(3)])
+    g = design.T @ (0.5 - y) / 3
+    np.testing.assert_allclose([*w, b], -0.01 * g / (np.abs(g) + 1e-8))
+    # 1,000 steps equal PyTorch's nn.Linear + BCEWithLogitsLoss + Adam(lr=0.01) from zero
+    import torch
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(60, 3))
+    y = (x[:, 0] + rng.normal(size=60) > 0).astype(float)
+    model = torch.nn.Linear(3, 1).double()
+    torch.nn.init.zeros_(model.weight)
+    torch.nn.init.zeros_(model.bias)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    inputs, target = torch.tensor(x), torch.tensor(y)
+    for _ in range(1000):
+        opt.zero_grad()
+        torch.nn.BCEWithLogitsLoss()(model(inputs).squeeze(), target).backward()
+        opt.step()
+    w, b = fit_linear(x, y)
+    np.testing.assert_allclose(w, model.weight.detach().numpy()[0], atol=1e-10)
+    assert b == pytest.approx(model.bias.item(), abs=1e-10)
+
+
+def test_dataset_inference_clips_by_default_with_bounds_from_the_fit_halves() -> None:
+    rng = np.random.default_rng(2)
+    xs, gs = simulated_set(rng, n_docs=8, seqs_per_doc=10, shift=0.5)
+    xv, gv = simulated_set(rng, n_docs=8, seqs_per_doc=10)
+    xs[0, 0] = -1e6  # one wild sequence in a member document
+    # the authors' placement: each whole set clipped by its own rows
+    authors = dataset_inference(xs, xv, gs, gv, seed=3, clip_from="set")
+    by_hand = dataset_inference(clip_outliers(xs), clip_outliers(xv), gs, gv, seed=3, clip=0.0)
+    assert authors.p_value == by_hand.p_value and authors.clip == 0.05
+    # the default: bounds from the fit halves' rows pooled (the same halves the test draws)
+    halves = np.random.default_rng([3, 14])
+    s_fit = np.isin(gs, halves.permutation(np.unique(gs))[:4])
+    v_fit = np.isin(gv, halves.permutation(np.unique(gv))[:4])
+    fit = np.sort(np.concatenate([xs[s_fit], xv[v_fit]]), axis=0)  # 80 rows: k = 2
+    low, high = fit[1], fit[-2]
+    clipped = dataset_inference(xs, xv, gs, gv, seed=3)
+    want = dataset_inference(
+        np.clip(xs, low, high), np.clip(xv, low, high), gs, gv, seed=3, clip=0.0
+    )
+    assert clipped.clip_from == "fit" and clipped.p_value == want.p_value
+    assert dataset_inference(xs, xv, gs, gv, seed=3, clip=0.0).p_value != clipped.p_value
+    with pytest.raises(ConfigError, match="clip"):
+        dataset_inference(xs, xv, gs, gv, clip=1.0)
+    with pytest.raises(ConfigError, match="clip_from"):
+        dataset_inference(xs, xv, gs, gv, clip_from="both")  # type: ignore[arg-type]
+
+
+# -- the verdict ---
+
+
+def _test(p: float, n: int = 10) -> dict:
+    return {"p_value": p, "flagged": p < 0.05, "alpha": 0.05, "n_suspect_docs": n,
+            "n_validation_docs": n}  # fmt: skip
+
+
+def test_verdict_wikimia_case_is_inconclusive() -> None:
+    """The issue's 10-document WikiMIA run: p = 0.034 while the false-positive check has
+    p = 0.031 and the power table's median p at that size is 0.34."""
+    curve = [CurvePoint(4, 0.41, 0.05, 20), CurvePoint(10, 0.34, 0.15, 20)]
+    got = verdict(_test(0.034), _test(0.031, 5), curve)
+    assert got.state == INCONCLUSIVE
+    assert "false-positive check" in got.reasons[0] and "0.031" in got.reasons[0]
+    assert "15%" in got.reasons[1]
+    # the size needed: the shift the median p implies at 5 documents per half, t = d sqrt(m/2)
+    d = stats.t.isf(0.34, 8) * math.sqrt(2 / 5)
+    want = next(n for n in range(11, 10**5) if t_test_power(n - n // 2, n - n // 2, d) >= 0.8)
+    assert got.documents_needed == want and want > 100
+    # the false-positive check alone, or the low power alone, is enough
+    assert verdict(_test(0.034), _test(0.031, 5), [CurvePoint(10, 0.01, 0.9, 20)]).state == (
+        INCONCLUSIVE
+    )
+    assert verdict(_test(0.034), _test(0.4, 5), curve).state == INCONCLUSIVE
+
+
+def test_verdict_trained_on_and_not_detected() -> None:
+    strong = [CurvePoint(6, 0.04, 0.55, 20), CurvePoint(8, 0.01, 0.85, 20)]
+    strong.append(CurvePoint(10, 0.001, 0.95, 20))
+    got = verdict(_test(0.001), _test(0.5, 5), strong)
+    assert (got.state, got.documents_needed, got.power_here) == (TRAINED_ON, 8, 0.95)
+    # no flag on 10 documents: too few to rule out an effect of document AUC 0.6
+    d = math.sqrt(2) * stats.norm.ppf(0.6)
+    low = verdict(_test(0.5), _test(0.5, 5), strong)
+    assert low.state == INCONCLUSIVE and low.documents_needed == docs_for_power(d, 0.8)
+    assert "too few" in low.reasons[0]
+    enough = low.documents_needed
+    assert verdict(_test(0.5, enough), None, None).state == NOT_DETECTED
+    assert verdict(_test(0.5, enough - 1), None, None).state == INCONCLUSIVE
+    # a larger effect asked for needs fewer documents
+    assert verdict(_test(0.5, 60), None, None, effect_auc=0.75).state == NOT_DETECTED
+    with pytest.raises(ConfigError, match="power"):
+        verdict(_test(0.5), None, None, power=1.0)
+    with pytest.raises(ConfigError, match="effect AUC"):
+        verdict(_test(0.5), None, None, effect_auc=0.4)
+
+
+def test_t_test_power_and_docs_for_power() -> None:
+    # large samples: the normal approximation Phi(ncp - z_alpha)
+    d, m = 0.3, 400
+    want = stats.norm.cdf(d / math.sqrt(2 / m) - stats.norm.isf(0.05))
+    assert t_test_power(m, m, d) == pytest.approx(want, abs=2e-3)
+    assert t_test_power(5, 5, 0.0) == pytest.approx(0.05)
+    n = docs_for_power(0.5, 0.8)
+    assert n is not None
+    assert t_test_power(n - n // 2, n - n // 2, 0.5) >= 0.8
+    assert t_test_power(n - 1 - (n - 1) // 2, n - 1 - (n - 1) // 2, 0.5) < 0.8
+    assert docs_for_power(0.0, 0.8) is None
+
+
+# -- simulation: size with correlated sequences, power, clipping ---
+
+
+def _nominal_se(n_sims: int, alpha: float = 0.05) -> float:
+    return math.sqrt(alpha * (1 - alpha) / n_sims)
+
+
+def test_size_under_the_null_with_correlated_sequences() -> None:
+    """Sequences of one document correlated (rho = 0.5): the document-unit test keeps its size
+    (<= alpha + 2 binomial s.e.); the sequence-unit test does not."""
+    n = 300
+    null = simulate_dataset_inference(n, rho=0.5, seed=0)
+    assert null.rate <= 0.05 + 2 * _nominal_se(n)
+    seq = simulate_dataset_inference(100, rho=0.5, unit="sequence", seed=0)
+    assert seq.rate > 0.05 + 3 * _nominal_se(100)
+
+
+def test_power_rises_with_the_shift() -> None:
+    n = 150
+    small = simulate_dataset_inference(n, shift=0.5, seed=1)
+    large = simulate_dataset_inference(n, shift=1.5, seed=1)
+    assert small.rate > 0.05 + 3 * _nominal_se(n)
+    assert large.rate - small.rate > 3 * math.hypot(small.se, large.se)
+    assert large.rate >= 0.9
+
+
+def test_clipping_keeps_power_with_heavy_tails() -> None:
+    """Cauchy sequence noise: without clipping a few wild sequences drown the shift; with it the
+    test finds it and keeps its size. The authors' placement (bounds from each whole set) lets
+    the test halves shape the bounds the fit learns from: its size is far past alpha."""
+    n = 150
+    kw = {"tail_df": 1.0, "rho": 0.2}
+    clipped = simulate_dataset_inference(n, shift=1.0, seed=2, **kw)  # type: ignore[arg-type]
+    raw = simulate_dataset_inference(n, shift=1.0, clip=0.0, seed=2, **kw)  # type: ignore[arg-type]
+    assert clipped.rate - raw.rate > 3 * math.hypot(clipped.se, raw.se)
+    null = simulate_dataset_inference(n, seed=3, **kw)  # type: ignore[arg-type]
+    assert null.rate <= 0.05 + 2 * _nominal_se(n)
+    authors = simulate_dataset_inference(n, clip_from="set", seed=3, **kw)  # type: ignore[arg-type]
+    assert authors.rate > 0.05 + 3 * _nominal_se(n)
