@@ -87,6 +87,9 @@ def test_each_pass_runs_once_across_cells_and_a_rerun_calls_no_model(grid_files,
     assert passes["cache_hits"] == passes["requests"] - distinct
     runs = {c.provenance["run"] for c in first.cells}
     assert len(runs) == 6 and all((spec.out / r / "manifest.json").is_file() for r in runs)
+    # the table compares a column's attacks pairwise on the per-sample scores of their runs
+    compared = build_tables(first)[0].comparisons["tiny-1"]
+    assert not isinstance(compared, str) and compared.n_pairs == 10  # 5 attack rows
 
     again = run_grid(spec, orchestrator(), progress=False)
     assert (again.computed, again.reused, again.executed) == (0, 10, 0)

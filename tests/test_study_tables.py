@@ -9,6 +9,8 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -48,11 +50,34 @@ def cell(
 ) -> CellRecord:
     row = kw.pop("row", attack)
     prov = {"data": f"fp-{bench}", "evaluated": kw.pop("evaluated", f"ev-{bench}")}
+    if "run" in kw:
+        prov["run"] = str(kw.pop("run"))
     return CellRecord(f"{model}-{bench}-{row}", model, bench, attack, row, kw, columns, prov)
 
 
+def scores_run(folder: Path, columns: dict[str, np.ndarray], *, n: int = 240) -> Path:
+    """A run folder holding only scores.parquet: 120 members then 120 non-members."""
+    folder.mkdir(parents=True, exist_ok=True)
+    table = {"id": [f"s{i}" for i in range(n)], "label": [1] * (n // 2) + [0] * (n // 2),
+             "text": ["t"] * n, "meta": ["{}"] * n, **columns}  # fmt: skip
+    pq.write_table(pa.table(table), folder / "scores.parquet")
+    return folder
+
+
 @pytest.fixture
-def result() -> GridResult:
+def result(tmp_path: Path) -> GridResult:
+    # per-sample scores behind the cells: under "small" min_k is far better than loss (separate
+    # runs, as a sweep's variants are); under ODD the two are the same attack, nearly
+    rng = np.random.default_rng(0)
+    labels = np.repeat([1, 0], 120)
+    base = rng.normal(size=240) + 0.3 * labels
+    runs = {
+        "small-loss": scores_run(tmp_path / "r1", {"loss": base}),
+        "small-min_k": scores_run(tmp_path / "r2", {"min_k": base + 1.5 * labels}),
+        "odd": scores_run(
+            tmp_path / "r3", {"loss": base, "min_k": base + 0.01 * rng.normal(size=240)}
+        ),
+    }
     spec = parse_spec(
         {"models": ["small", ODD], "benchmarks": ["W32"], "attacks": ["loss", "min_k"],
          "sweep": {"min_k.k": [0.2]}},
@@ -61,12 +86,13 @@ def result() -> GridResult:
     cells = [
         cell("", "W32", BLIND, {"blind (SoK bag-of-words)": metrics(0.93, 0.90, 0.96, 0.2)},
              row="blind baseline"),
-        cell("small", "W32", "loss", {"loss": metrics(0.61, 0.55, 0.67, 0.03)}),
+        cell("small", "W32", "loss", {"loss": metrics(0.61, 0.55, 0.67, 0.03)},
+             run=runs["small-loss"]),
         cell("small", "W32", "min_k", {"min_k": metrics(0.64, 0.58, 0.70, None)},
-             row="min_k (k=0.2)"),
-        cell(ODD, "W32", "loss", {"loss": metrics(0.70, 0.64, 0.76, 0.051)}),
-        cell(ODD, "W32", "min_k", {"min_k": metrics(0.70, 0.65, 0.75, 0.04)},
-             row="min_k (k=0.2)"),
+             row="min_k (k=0.2)", run=runs["small-min_k"]),
+        cell(ODD, "W32", "loss", {"loss": metrics(0.70, 0.64, 0.76, 0.051)}, run=runs["odd"]),
+        cell(ODD, "W32", "min_k", {"min_k": metrics(0.71, 0.65, 0.75, 0.04)},
+             row="min_k (k=0.2)", run=runs["odd"]),
     ]  # fmt: skip
     return GridResult(spec, cells)
 
@@ -77,12 +103,16 @@ def test_layout_best_per_column_and_the_blind_row(result: GridResult):
     assert table.rows == ("loss", "min_k (k=0.2)", "blind (SoK bag-of-words)")
     assert table.blind_rows == ("blind (SoK bag-of-words)",)
     best = {k for k, e in table.entries.items() if e.best}
-    # the blind row (0.93) is never "best"; a tie (0.70, 0.70) marks both rows
-    assert best == {("min_k (k=0.2)", "small"), ("loss", ODD), ("min_k (k=0.2)", ODD)}
+    # the blind row (0.93) is never "best"; under ODD min_k has the larger point estimate (0.71
+    # against 0.70) but the paired test on the same samples shows no difference: nothing marked
+    assert best == {("min_k (k=0.2)", "small")}
+    small = table.comparisons["small"]
+    assert small.between("min_k (k=0.2)", "loss").verdict == "a" and small.n_pairs == 1
+    assert table.comparisons[ODD].between("min_k (k=0.2)", "loss").verdict == "none"
     blind = table.entries[("blind (SoK bag-of-words)", ODD)]
     assert blind.auc.estimate == 0.93  # model-less: the same figure under every model
     assert table.entries[("min_k (k=0.2)", "small")].tpr is None
-    assert table.notes == ()
+    assert len(table.notes) == 2 and "on the 240 samples they all scored" in table.notes[0]
 
 
 def test_markdown_shows_intervals_bold_best_and_escapes_names(result: GridResult):
@@ -94,7 +124,7 @@ def test_markdown_shows_intervals_bold_best_and_escapes_names(result: GridResult
     rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if "|" in line}
     assert "**0.640 [0.580, 0.700]** | n/m" in rows["min\\_k (k=0.2)"]
     assert "0.610 [0.550, 0.670] | 3.0%" in rows["loss"]
-    assert "**0.700 [0.640, 0.760]** | 5.1%" in rows["loss"]
+    assert "| 0.700 [0.640, 0.760] | 5.1%" in rows["loss"]  # no paired difference: not bold
     assert "| *blind (SoK bag-of-words)* | 0.930 [0.900, 0.960] | 20.0%" in text
 
 
@@ -114,7 +144,7 @@ def test_html_is_self_contained_escaped_and_coloured(result: GridResult):
     assert "<b>" not in page.replace("<body>", "") and "M|o*d_el &amp; 50% &lt;b&gt;" in page
     assert "&lt;T&gt;" in page and "a &amp; b" in page
     assert "<script" not in page and "http" not in page and "src=" not in page
-    assert page.count('class="auc best"') == 3
+    assert page.count('class="auc best"') == 1
     assert f"background:{heat_colour(0.93)}" in page
     assert 'title="needs 100 non-members"' in page
 
@@ -157,10 +187,12 @@ def test_columns_by_benchmark_and_a_note_for_mixed_evaluation_sets():
     ]
     (table,) = build_tables(GridResult(spec, cells))
     assert table.title == "m" and table.columns == ("A", "B")
-    assert table.entries[("recall", "A")].best and table.entries[("loss", "B")].best
+    # without per-sample scores nothing is marked, however far apart the estimates (0.6, 0.8)
+    assert not any(e.best for e in table.entries.values())
     assert ("recall", "B") not in table.entries  # a missing cell is shown as a dash
     assert "– | –" in to_markdown([table], title="x")
-    assert len(table.notes) == 1 and "column 'A'" in table.notes[0]
+    assert len(table.notes) == 2 and "column 'A'" in table.notes[0]
+    assert "no attack marked best: no per-sample scores for 'loss'" in table.notes[1]
 
 
 def test_outputs_and_long_parquet(result: GridResult, tmp_path: Path):
@@ -201,3 +233,9 @@ def test_long_parquet_row_names_each_score_column_of_a_two_column_attack():
     assert rows == {("zlib", "zlib"), ("zlib_char", "zlib_char"), ("min_k", "min_k (k=0.2)")}
     (table,) = build_tables(GridResult(spec, cells))
     assert set(table.rows) == {r for _, r in rows}  # the Parquet's rows are the table's rows
+
+
+def test_legend_says_bold_needs_the_paired_test(result: GridResult):
+    text = " ".join(to_markdown(build_tables(result), title="T").split())
+    assert "by DeLong's paired test on the samples they all scored" in text
+    assert "no attack is bold when none is, whatever the point estimates" in text

@@ -3,7 +3,8 @@ self-contained HTML page with a heat-map, and rich tables for the terminal.
 
 Every name (model, benchmark, attack, parameter) comes from the user's file and is escaped for
 each format: ``|`` and ``*`` in Markdown, ``&``, ``%``, ``_`` ... in LaTeX, ``<`` and ``&`` in
-HTML. The best AUC of each column is bold in every format; the TPR reads "n/m" (not
+HTML. An attack is bold (in every format; ``best`` = 1 in the CSV) only when the paired test on
+the same samples shows it better than every other attack of its column; the TPR reads "n/m" (not
 measurable) when the column has too few non-members for the FPR bound.
 """
 
@@ -140,9 +141,11 @@ def to_markdown(tables: Sequence[Table], *, title: str) -> str:
 
 def _legend(fpr: float) -> str:
     return (
-        f"Bold: best AUC of the column (attacks only). Blind rows (italic): model-less "
-        f"classifiers. n/m: the {fpr_label(fpr)} is not measurable with fewer than "
-        f"{math.ceil(1 / fpr)} non-members."
+        "Bold: the attack better than every other attack of its column by DeLong's paired test "
+        "on the samples they all scored (its Bonferroni-adjusted interval for each difference, "
+        "over the column's pairs, excludes 0); no attack is bold when none is, whatever the point "
+        "estimates. Blind rows (italic): model-less classifiers. n/m: the "
+        f"{fpr_label(fpr)} is not measurable with fewer than {math.ceil(1 / fpr)} non-members."
     )
 
 

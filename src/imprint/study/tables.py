@@ -3,8 +3,11 @@
 A table has attacks (score columns, with their swept parameters) as rows and models (or
 benchmarks) as columns; each entry is the AUC with its 95 % bootstrap interval and the TPR at
 the layout's FPR bound (1 % by default; "not measurable" with fewer non-members than 1/FPR).
-The best AUC of each column is marked; the blind baselines are their own rows, never marked
-best. Rendering to text formats and writing the files is :mod:`.table_render`'s job.
+An attack is marked best in its column only when a paired test on the same samples shows it
+better than every other attack of the column (:mod:`.paired_tables`: DeLong, Bonferroni over
+the column's pairs), never for the largest point estimate alone; the blind baselines are their
+own rows, never marked. Rendering to text formats and writing the files is
+:mod:`.table_render`'s job.
 """
 
 from __future__ import annotations
@@ -12,12 +15,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from imprint.metrics import Interval
 from imprint.metrics.bootstrap import fpr_key
+from imprint.metrics.pairwise import PairedComparisons
 from imprint.report.columns import ColumnMetrics
 from imprint.study.cells import BLIND, CellRecord
+from imprint.study.paired_tables import RunCache, column_comparisons, winners
 
 __all__ = ["Entry", "Table", "build_tables", "long_rows"]
 
@@ -25,7 +31,8 @@ __all__ = ["Entry", "Table", "build_tables", "long_rows"]
 @dataclass(frozen=True)
 class Entry:
     """One table entry: AUC and TPR at the table's FPR (None: not measurable, ``tpr_note``
-    says why), the class counts, and whether it is its column's best AUC."""
+    says why), the class counts, and whether it is its column's best attack by the paired test
+    (better than every other attack of the column on the same samples)."""
 
     auc: Interval
     tpr: Interval | None
@@ -55,6 +62,8 @@ class Table:
     blind_rows: tuple[str, ...] = ()
     fpr: float = 0.01
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # column -> the paired comparisons of its attack rows, or why there are none
+    comparisons: dict[str, PairedComparisons | str] = field(default_factory=dict)
 
 
 def _row_label(record: CellRecord, column: str) -> str:
@@ -63,23 +72,43 @@ def _row_label(record: CellRecord, column: str) -> str:
     return f"{column}{suffix}"
 
 
-def _mark_best(entries: dict[tuple[str, str], Entry], blind: set[str]) -> None:
-    """Mark, per column, every attack row whose AUC equals the column's best (ties all marked)."""
+def _mark_best(
+    entries: dict[tuple[str, str], Entry],
+    sources: dict[tuple[str, str], tuple[CellRecord, str]],
+    out: Path,
+) -> dict[str, PairedComparisons | str]:
+    """Per column, compare its attack rows pairwise on their shared samples and mark the row
+    better than every other (none when no row is); return each column's comparisons."""
     from dataclasses import replace
 
-    columns = {c for _, c in entries}
-    for column in columns:
-        scored = [
-            (r, e.auc.estimate)
-            for (r, c), e in entries.items()
-            if c == column and r not in blind and not math.isnan(e.auc.estimate)
-        ]
-        if not scored:
+    runs = RunCache(out)
+    found: dict[str, PairedComparisons | str] = {}
+    for column in dict.fromkeys(c for _, c in sources):
+        rows = [(r, *sources[(r, c)]) for (r, c) in sources if c == column]
+        compared = column_comparisons(rows, out, runs=runs)
+        found[column] = compared
+        if isinstance(compared, str):
             continue
-        top = max(v for _, v in scored)
-        for row, value in scored:
-            if value == top:
-                entries[(row, column)] = replace(entries[(row, column)], best=True)
+        for row in winners(compared, [r for r, _, _ in rows]):
+            entries[(row, column)] = replace(entries[(row, column)], best=True)
+    return found
+
+
+def _comparison_notes(found: dict[str, PairedComparisons | str]) -> tuple[str, ...]:
+    """What each column's paired comparison did, or why it could not be made."""
+    notes = []
+    for column, compared in found.items():
+        if isinstance(compared, str):
+            if compared != "one attack row":
+                notes.append(f"column {column!r}: no attack marked best: {compared}")
+            continue
+        pair = compared.pairs[0]
+        n = pair.n_members + pair.n_nonmembers
+        notes.append(
+            f"column {column!r}: attacks compared pairwise on the {n} samples they all scored "
+            f"({compared.n_pairs} pair(s), DeLong paired test, Bonferroni)"
+        )
+    return tuple(notes)
 
 
 def _notes(records: Sequence[tuple[str, CellRecord]]) -> tuple[str, ...]:
@@ -97,9 +126,11 @@ def _notes(records: Sequence[tuple[str, CellRecord]]) -> tuple[str, ...]:
     )
 
 
-def _table(title: str, placed: Sequence[tuple[str, CellRecord]], fpr: float) -> Table:
-    """``placed``: (column, record) pairs of one table, in grid order."""
+def _table(title: str, placed: Sequence[tuple[str, CellRecord]], fpr: float, out: Path) -> Table:
+    """``placed``: (column, record) pairs of one table, in grid order; ``out`` the grid's folder
+    (cells' run folders, with their per-sample scores, are under it)."""
     entries: dict[tuple[str, str], Entry] = {}
+    sources: dict[tuple[str, str], tuple[CellRecord, str]] = {}
     rows: list[str] = []
     blind: list[str] = []
     columns: list[str] = []
@@ -112,9 +143,12 @@ def _table(title: str, placed: Sequence[tuple[str, CellRecord]], fpr: float) -> 
             if row not in target:
                 target.append(row)
             entries[(row, column)] = Entry.of(metrics, fpr)
-    _mark_best(entries, set(blind))
+            if record.attack != BLIND:
+                sources[(row, column)] = (record, score_column)
+    found = _mark_best(entries, sources, out)
+    notes = _notes(placed) + _comparison_notes(found)
     return Table(title, tuple(columns), tuple(rows + blind), entries, tuple(blind), fpr,
-                 _notes(placed))  # fmt: skip
+                 notes, found)  # fmt: skip
 
 
 def build_tables(result: Any) -> list[Table]:
@@ -134,7 +168,7 @@ def build_tables(result: Any) -> list[Table]:
         if base is not None and (title, column, base.key) not in seen_blind:
             seen_blind.add((title, column, base.key))
             groups[title].append((column, base))
-    return [_table(title, placed, spec.table.fpr) for title, placed in groups.items()]
+    return [_table(title, placed, spec.table.fpr, spec.out) for title, placed in groups.items()]
 
 
 def long_rows(cells: Sequence[CellRecord]) -> list[dict[str, Any]]:
