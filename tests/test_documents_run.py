@@ -149,3 +149,19 @@ def test_document_flags_need_unit_document() -> None:
     with pytest.raises(ConfigError, match="seq_words"):
         DocumentOptions(seq_words=0)
     assert np.isclose(DocumentOptions().alpha, 0.05)
+
+
+def test_verdict_and_meeus_flags() -> None:
+    options = document_options("document", di_power=0.9, di_effect_auc=0.7, meeus_features="hist")
+    assert options is not None
+    assert (options.di_power, options.di_effect_auc, options.meeus.features) == (0.9, 0.7, "hist")
+    with pytest.raises(ConfigError, match="add --unit document"):
+        document_options("sequence", di_power=0.9)
+    with pytest.raises(ConfigError, match="power must be in"):
+        document_options("document", di_power=1.5)
+    with pytest.raises(ConfigError, match="effect AUC"):
+        document_options("document", di_effect_auc=0.5)
+    with pytest.raises(ConfigError, match="Meeus features"):
+        document_options("document", meeus_features="all")
+    result = runner.invoke(app, ["run", "--model", "x", "--data", "y", "--di-power", "0.9"])
+    assert result.exit_code == 2 and "add --unit document" in result.output

@@ -85,6 +85,26 @@ DocField = Annotated[
 ]
 SeqWords = Annotated[int, typer.Option(help="with --unit document: words per sequence")]
 MaxSeqs = Annotated[int, typer.Option(help="with --unit document: sequences per document")]
+DiPower = Annotated[
+    float,
+    typer.Option(
+        help="with --unit document: the power dataset inference's verdict asks for; under it "
+        "the verdict is 'inconclusive' with the documents needed"
+    ),
+]
+DiEffectAuc = Annotated[
+    float,
+    typer.Option(
+        help="with --unit document: the smallest effect worth detecting, as a document AUC; "
+        "'not detected' needs enough documents to find it with --di-power"
+    ),
+]
+MeeusFeatures = Annotated[
+    str,
+    typer.Option(
+        help="with --unit document: Meeus et al. features: agg (the authors'), hist, both"
+    ),
+]
 MinWords = Annotated[int | None, typer.Option(help="drop texts under N words")]
 NPerLabel = Annotated[int | None, typer.Option(help="sample N members, N non-members")]
 Breakdown = Annotated[str | None, typer.Option(help="meta field to break AUC down by")]
@@ -206,7 +226,8 @@ def _executor_config(options: dict[str, Any]) -> Any:
 
 
 def _document_options(options: dict[str, Any]) -> Any:
-    """``--unit --doc-field --seq-words --max-seqs`` as DocumentOptions (None: sequences)."""
+    """``--unit --doc-field --seq-words --max-seqs --di-power --di-effect-auc --meeus-features``
+    as DocumentOptions (None: sequences)."""
     from imprint.documents.run_hook import document_options
 
     return document_options(
@@ -214,6 +235,9 @@ def _document_options(options: dict[str, Any]) -> Any:
         doc_field=options.pop("doc_field"),
         seq_words=options.pop("seq_words"),
         max_seqs=options.pop("max_seqs"),
+        di_power=options.pop("di_power"),
+        di_effect_auc=options.pop("di_effect_auc"),
+        meeus_features=options.pop("meeus_features"),
     )
 
 
@@ -236,6 +260,9 @@ def run(
     doc_field: DocField = None,
     seq_words: SeqWords = 200,
     max_seqs: MaxSeqs = 25,
+    di_power: DiPower = 0.8,
+    di_effect_auc: DiEffectAuc = 0.6,
+    meeus_features: MeeusFeatures = "agg",
     min_words: MinWords = None,
     n_per_label: NPerLabel = None,
     breakdown: Breakdown = None,

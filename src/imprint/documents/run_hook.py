@@ -90,6 +90,9 @@ def document_options(
     doc_field: str | None = None,
     seq_words: int = DEFAULT_SEQ_WORDS,
     max_seqs: int = DEFAULT_MAX_SEQS,
+    di_power: float = DEFAULT_POWER,
+    di_effect_auc: float = DEFAULT_EFFECT_AUC,
+    meeus_features: str = "agg",
 ) -> DocumentOptions | None:
     """The run's document options from the CLI flags; None for ``--unit sequence`` (where the
     document flags are refused rather than ignored)."""
@@ -102,13 +105,23 @@ def document_options(
                 ("--doc-field", doc_field, None),
                 ("--seq-words", seq_words, DEFAULT_SEQ_WORDS),
                 ("--max-seqs", max_seqs, DEFAULT_MAX_SEQS),
+                ("--di-power", di_power, DEFAULT_POWER),
+                ("--di-effect-auc", di_effect_auc, DEFAULT_EFFECT_AUC),
+                ("--meeus-features", meeus_features, "agg"),
             )
             if value != default
         ]
         if given:
             raise ConfigError(f"{', '.join(given)} apply to documents: add --unit document")
         return None
-    return DocumentOptions(doc_field=doc_field, seq_words=seq_words, max_seqs=max_seqs)
+    return DocumentOptions(
+        doc_field=doc_field,
+        seq_words=seq_words,
+        max_seqs=max_seqs,
+        meeus=MeeusSettings(features=meeus_features),  # type: ignore[arg-type]
+        di_power=di_power,
+        di_effect_auc=di_effect_auc,
+    )
 
 
 def split_for_run(
