@@ -126,6 +126,7 @@ def test_written_buckets_load_as_wikimia_and_manifest_counts(dump: Path, tmp_pat
         "documents": len(_rows()) - 1,
         "dates": saved["read"]["dates"],
         "dropped": {"empty text": 1},
+        "duplicate_ids": 0,
     }
     assert saved["candidates"]["members"] == 41 and saved["candidates"]["nonmembers"] == 39
     assert saved["candidates"]["member_dates"][1] < "2020-01-01"
@@ -294,3 +295,46 @@ def test_read_options_are_checked() -> None:
         ReadOptions(revision="newest")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="--on-bad 'drop' is not one of error, skip"):
         ReadOptions(on_bad="drop")  # type: ignore[arg-type]
+
+
+def test_duplicate_ids_are_counted_warned_and_in_the_manifest(tmp_path: Path) -> None:
+    """Two documents with one id cannot be told apart in drawn.jsonl: counted and warned."""
+    rows = [{"id": f"d{i}", "date": "2019-01-01", "text": words(40, "m", i)} for i in range(6)]
+    rows += [{"id": f"d{i}", "date": "2022-01-01", "text": words(40, "n", i)} for i in range(4)]
+    path = write_jsonl(tmp_path / "d.jsonl", rows)
+    built = build_temporal(
+        path, _plain(), DrawOptions(buckets=(32,)), read=ReadOptions(id_field="id")
+    )
+    assert built.collected.duplicate_ids == 4
+    (warning,) = [w for w in built.warnings if "share an id" in w]
+    assert "4 document(s)" in warning and "'d0'" in warning and "line 1" in warning
+    assert "line 7" in warning and "--id-field" in warning
+    assert manifest(built)["read"]["duplicate_ids"] == 4
+    # ids numbered by line never collide: no warning
+    plain = build_temporal(path, _plain(), DrawOptions(buckets=(32,)))
+    assert plain.collected.duplicate_ids == 0
+    assert not [w for w in plain.warnings if "share an id" in w]
+
+
+def test_a_bucket_shrunk_by_dedupe_says_why(tmp_path: Path) -> None:
+    """8 identical members and 8 identical non-members leave 1 per side: the build says that
+    de-duplication merged them, and that the bucket is too small for the blind baseline."""
+    rows = [{"date": "2019-01-01", "text": words(40, "m", 0)}] * 8
+    rows += [{"date": "2022-01-01", "text": words(40, "n", 0)}] * 8
+    path = write_jsonl(tmp_path / "d.jsonl", rows)
+    built = build_temporal(path, _plain(), DrawOptions(buckets=(32,)))
+    assert [len(b.rows) for b in built.buckets] == [2]
+    (dedupe,) = [w for w in built.warnings if w.startswith("de-duplication")]
+    assert "14 of the 16" in dedupe and "14 exact" in dedupe and "earliest" in dedupe
+    (small,) = [w for w in built.warnings if w.startswith("bucket 32")]
+    assert "1 text(s) per side" in small and "blind baseline" in small and "5 per side" in small
+
+
+def test_a_side_emptied_by_dedupe_says_so_not_move_the_dates(tmp_path: Path) -> None:
+    rows = [{"date": "2019-01-01", "text": words(40, "s", 0)}] * 4
+    rows += [{"date": "2022-01-01", "text": words(40, "s", 0)}] * 4  # the same text, later
+    with pytest.raises(DataError) as err:
+        build_temporal(write_jsonl(tmp_path / "d.jsonl", rows), _plain(), DrawOptions((32,)))
+    message = str(err.value)
+    assert "no non-members" in message and "7 were copies of an earlier-dated text" in message
+    assert "earliest copy" in message and "Move --member-before" not in message

@@ -52,7 +52,8 @@ def test_parse_date_reads_iso_forms_in_utc(text: str, expected: datetime) -> Non
         ("18/02/2023", "ISO 8601"),
         ("", "ISO 8601"),
         (1676678400, "a number"),
-        (None, "NoneType"),
+        (True, "true or false"),
+        (["2023-02-18"], "a list"),
     ],
 )
 def test_parse_date_refuses_what_it_would_have_to_guess(value: object, hint: str) -> None:
@@ -60,6 +61,14 @@ def test_parse_date_refuses_what_it_would_have_to_guess(value: object, hint: str
         parse_date(value, where="dump.jsonl line 7")
     assert "dump.jsonl line 7" in str(err.value)
     assert repr(value) in str(err.value) and hint in str(err.value)
+
+
+def test_a_null_date_is_called_missing_not_a_number() -> None:
+    with pytest.raises(DataError) as err:
+        parse_date(None, where="dump.jsonl line 7")
+    message = str(err.value)
+    assert "dump.jsonl line 7" in message and "null" in message and "no date" in message
+    assert "number" not in message and "NoneType" not in message
 
 
 def test_dump_format_by_suffix(tmp_path: Path) -> None:

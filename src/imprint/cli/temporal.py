@@ -4,6 +4,7 @@ baseline measured on what it wrote. The work is done by :mod:`imprint.data.tempo
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -128,7 +129,7 @@ def _cell(entry: dict[str, Any] | None) -> str:
     if entry is None:
         return "-"
     if "error" in entry:
-        return f"n/a ({entry['error'][:60]})"
+        return f"n/a ({textwrap.shorten(entry['error'], 60, placeholder=' ...')})"  # see warnings
     return f"{entry['auc']:.3f} [{entry['low']:.3f}, {entry['high']:.3f}]"
 
 

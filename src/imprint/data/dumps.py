@@ -64,6 +64,7 @@ R_REDIRECT = "redirect page"
 R_NOT_ARTICLE = "not an article (namespace other than 0)"
 _CHUNK = 1 << 20  # bytes fed to the XML parser at most at once (a one-line dump stays bounded)
 _DATE_FIX = "use ISO 8601, e.g. 2023-02-18 or 2023-02-18T12:00:00Z"
+_JSON_KIND = {list: "list", dict: "JSON object"}
 
 
 @dataclass(frozen=True)
@@ -81,10 +82,23 @@ class DatedDoc:
 def parse_date(value: Any, *, where: str) -> datetime:
     """``value`` as a UTC datetime; a teaching :class:`DataError` naming ``where`` if it is not
     an ISO 8601 day or time (a time without offset is UTC)."""
-    if not isinstance(value, str):
-        kind = "a number" if isinstance(value, int | float) else type(value).__name__
+    if value is None:  # JSON null: the document has no date, whatever the format would be
         raise DataError(
-            f"{where}: the date {value!r} is {kind}, not an ISO 8601 text ({_DATE_FIX}); a "
+            f"{where}: the date is null, so the document has no date and cannot be placed "
+            f"before or after a cutoff; give it one ({_DATE_FIX}) or leave the row out"
+        )
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        kind = (
+            "true or false"
+            if isinstance(value, bool)
+            else f"a {_JSON_KIND.get(type(value), type(value).__name__)}"
+        )
+        raise DataError(
+            f"{where}: the date {value!r} is {kind}, not an ISO 8601 text ({_DATE_FIX})"
+        )
+    if not isinstance(value, str):
+        raise DataError(
+            f"{where}: the date {value!r} is a number, not an ISO 8601 text ({_DATE_FIX}); a "
             "number is refused because its unit (seconds or milliseconds) would be a guess"
         )
     try:

@@ -225,6 +225,8 @@ class Collected:
     dates: tuple[datetime, datetime] | None
     revisions: tuple[int, int] = (0, 0)  # documents read with exactly one / several revisions
     earlier_copies: tuple[int, ...] = ()  # per design: non-members whose text was dated earlier
+    duplicate_ids: int = 0  # documents whose id an earlier document already had
+    duplicate_id_example: str = ""  # the first such id and where its two documents were read
 
     def members(self, k: int) -> list[Candidate]:
         return [c for c in self.candidates if self.designs[k].label(c.date) == MEMBER]
@@ -255,8 +257,10 @@ def collect(
     low = high = None
     revisions = [0, 0]
     n_read = 0
+    ids = _IdCount()
     for order, doc in enumerate(docs):
         n_read += 1
+        ids.add(doc)
         low = doc.date if low is None or doc.date < low else low
         high = doc.date if high is None or doc.date > high else high
         revisions[doc.revisions > 1] += 1
@@ -274,7 +278,25 @@ def collect(
                 (Candidate(doc.id, doc.source, doc.date, text, n_words, order), exact, norm)
             )
     dates = None if low is None or high is None else (low, high)
-    return _dedupe(designs, kept, first_exact, first_norm, window, n_read, dates, revisions)
+    out = _dedupe(designs, kept, first_exact, first_norm, window, n_read, dates, revisions)
+    return replace(out, duplicate_ids=ids.repeated, duplicate_id_example=ids.example)
+
+
+class _IdCount:
+    """Counts documents whose id was seen before (drawn.jsonl could not tell them apart)."""
+
+    def __init__(self) -> None:
+        self.first: dict[str, str] = {}
+        self.repeated = 0
+        self.example = ""
+
+    def add(self, doc: DatedDoc) -> None:
+        where = self.first.get(doc.id)
+        if where is None:
+            self.first[doc.id] = doc.source
+        else:
+            self.repeated += 1
+            self.example = self.example or f"{doc.id!r} ({where} and {doc.source})"
 
 
 def _dedupe(

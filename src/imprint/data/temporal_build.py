@@ -13,6 +13,7 @@ import json
 import os
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +21,8 @@ from typing import Any, Literal
 from imprint.data.dumps import Advance, OnBad, Revision, dump_format, read_dump
 from imprint.data.sample import MEMBER
 from imprint.data.temporal import (
+    R_EXACT,
+    R_NORMAL,
     Bucket,
     Collected,
     DrawOptions,
@@ -123,7 +126,7 @@ def build_temporal(
     if len(designs) > 1:
         p_buckets, p_skipped = draw(collected, 1, options)
         plain = (tuple(p_buckets), p_skipped)
-    warnings = _warnings(collected, fmt, skipped)
+    warnings = _warnings(collected, fmt, skipped) + _size_warnings(collected, buckets)
     return TemporalBuild(
         path,
         fmt,
@@ -159,11 +162,19 @@ def check_sides(collected: Collected, k: int, read_dropped: dict[str, int], path
     }
     drops = {**read_dropped, **collected.dropped[k]}
     shown = ", ".join(f"{n} {why}" for why, n in drops.items()) or "none"
+    copies = drops.get(R_EXACT, 0) + drops.get(R_NORMAL, 0)
+    fix = (
+        f"; {copies} were copies of an earlier-dated text, and only a text's earliest copy is "
+        "kept (a text dated as a member is never also a non-member): add distinct documents or"
+        if copies
+        else ". Move --member-before / --nonmember-after (or --cutoff / --bandwidth) into that "
+        "range, or"
+    )
     raise DataError(
         f"no {empty[0]} in {path}: {empty[0]} must be dated {wanted[empty[0]]}, but the "
         f"{collected.n_read} documents read are {_span(collected.dates)} ({counts['members']} "
-        f"members, {counts['non-members']} non-members kept; dropped: {shown}). Move "
-        "--member-before / --nonmember-after (or --cutoff / --bandwidth) into that range"
+        f"members, {counts['non-members']} non-members kept; dropped: {shown}){fix} check "
+        "the dump"
     )
 
 
@@ -183,11 +194,46 @@ def _warnings(collected: Collected, fmt: str, skipped: dict[int, str]) -> tuple[
             "its last edit, not its creation: old articles may be labelled non-members. "
             "Export the full history (or at least the first revision) for creation dates"
         )
+    if collected.duplicate_ids:
+        out.append(
+            f"{collected.duplicate_ids} document(s) share an id with an earlier document, e.g. "
+            f"{collected.duplicate_id_example}: drawn.jsonl cannot tell them apart. Name a "
+            "unique field with --id-field, or leave it out to number documents by line"
+        )
     if collected.earlier_copies and collected.earlier_copies[0]:
         out.append(
             f"{collected.earlier_copies[0]} non-member text(s) were dropped because the same "
             "text (exact or normalised) is dated earlier in the dump"
         )
+    return tuple(out)
+
+
+#: the blind baseline's cross-validation folds (diagnostics.temporal_blind): texts per side needed
+_BLIND_FOLDS = 5
+
+
+def _size_warnings(collected: Collected, buckets: Sequence[Bucket]) -> tuple[str, ...]:
+    """Say what de-duplication merged, and which buckets it (or the dump) left too small for
+    the blind baseline, so a tiny bucket is never a mystery."""
+    drops = collected.dropped[0]
+    exact, norm = drops.get(R_EXACT, 0), drops.get(R_NORMAL, 0)
+    windowed = len(collected.members(0)) + len(collected.nonmembers(0)) + exact + norm
+    out = []
+    if exact + norm:
+        out.append(
+            f"de-duplication dropped {exact + norm} of the {windowed} documents in the date "
+            f"windows ({exact} exact and {norm} normalised copies of an earlier-dated text; only "
+            "the earliest copy of a text is kept)"
+        )
+    for b in buckets:
+        n = len(b.rows) // 2
+        if n < _BLIND_FOLDS:
+            why = " after de-duplication" if exact + norm else ""
+            out.append(
+                f"bucket {b.words} has only {n} text(s) per side{why}: too few for the blind "
+                f"baseline (its {_BLIND_FOLDS}-fold check needs {_BLIND_FOLDS} per side) or a "
+                "meaningful AUC; add documents or widen the date windows"
+            )
     return tuple(out)
 
 
@@ -239,6 +285,7 @@ def manifest(
             "documents": c.n_read,
             "dates": _dates_pair(c.dates),
             "dropped": build.read_dropped,
+            "duplicate_ids": c.duplicate_ids,  # documents sharing an earlier document's id
         },
         "candidates": {
             "members": len(members),
