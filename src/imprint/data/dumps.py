@@ -64,7 +64,7 @@ R_REDIRECT = "redirect page"
 R_NOT_ARTICLE = "not an article (namespace other than 0)"
 _CHUNK = 1 << 20  # bytes fed to the XML parser at most at once (a one-line dump stays bounded)
 _DATE_FIX = "use ISO 8601, e.g. 2023-02-18 or 2023-02-18T12:00:00Z"
-_JSON_KIND = {list: "list", dict: "JSON object"}
+_JSON_KIND: dict[type, str] = {list: "list", dict: "JSON object"}
 
 
 @dataclass(frozen=True)
