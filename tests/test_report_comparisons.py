@@ -70,3 +70,15 @@ def test_document_runs_resample_documents():
     assert pair.n_member_units == 20 and pair.n_nonmember_units == 20
     assert not math.isnan(pair.p_value)
     assert "cluster-robust" in result.describe()
+
+
+def test_run_metrics_keep_the_comparisons_in_metrics_json():
+    from imprint.report.results import RunMetrics
+
+    samples, scores = _samples_and_scores()
+    compared = run_comparisons(samples, scores, n_bootstrap=50, seed=0)
+    metrics = RunMetrics(attacks={}, comparisons=compared)
+    data = json.loads(json.dumps(metrics.to_dict()))
+    assert data["comparisons"]["n_pairs"] == 6 and data["comparisons"]["resamples"] == "samples"
+    assert RunMetrics.from_dict(data).to_dict() == data
+    assert "comparisons" not in RunMetrics(attacks={}).to_dict()  # none with fewer than 2 columns

@@ -13,7 +13,9 @@ Layout (every figure an ``{"estimate", "low", "high"}`` object, NaN written as n
   either is ``{"error": why}`` (:class:`BlindFailure`) when it could not be fitted;
 - ``breakdown``: per value of a meta field, a column -> :class:`ColumnMetrics` map or
   ``{"error", "n"}`` for a group lacking a class (:class:`SkippedGroup`);
-- ``blind_warn_delta``: the ``|AUC - 0.5|`` above which the blind warning fires.
+- ``blind_warn_delta``: the ``|AUC - 0.5|`` above which the blind warning fires;
+- ``comparisons``: every pair of score columns compared on the same samples (what is
+  resampled, the number of pairs and the Bonferroni correction; :mod:`.comparisons`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any, Literal, get_args
 
 from imprint.diagnostics.blind import BLIND_WARN_DELTA
 from imprint.errors import ConfigError, DataError
+from imprint.metrics.pairwise import PairedComparisons
 from imprint.report import jsonread as js
 from imprint.report.blind_results import (
     BlindClassifierMetrics,
@@ -35,6 +38,7 @@ from imprint.report.blind_results import (
     Spread,
 )
 from imprint.report.columns import ColumnMetrics
+from imprint.report.comparisons import comparisons_from_dict
 from imprint.report.document_results import DocumentMetrics
 
 __all__ = [
@@ -133,6 +137,8 @@ class RunMetrics:
     breakdown: Breakdown | None = None
     blind_warn_delta: float = BLIND_WARN_DELTA
     documents: DocumentMetrics | None = None  # --unit document (imprint.report.documents)
+    # every pair of score columns on the same samples (imprint.report.comparisons)
+    comparisons: PairedComparisons | None = None
 
     def warnings_of(self, kind: WarningKind) -> list[str]:
         """The messages of the warnings of ``kind``."""
@@ -154,6 +160,8 @@ class RunMetrics:
         out["blind_warn_delta"] = self.blind_warn_delta
         if self.documents is not None:
             out["documents"] = self.documents.to_dict()
+        if self.comparisons is not None:
+            out["comparisons"] = self.comparisons.to_dict()
         return out
 
     @classmethod
@@ -175,6 +183,7 @@ class RunMetrics:
                 data.get("blind_warn_delta", BLIND_WARN_DELTA), f"{where}.blind_warn_delta"
             ),
             documents=_documents(data, where),
+            comparisons=js.optional(data, "comparisons", comparisons_from_dict, where),
         )
 
 
