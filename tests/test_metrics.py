@@ -12,13 +12,17 @@ from hypothesis import strategies as st
 
 from imprint.errors import ConfigError, DataError
 from imprint.metrics import (
+    NotMeasurableWarning,
     UndefinedMetricWarning,
     auc,
     confusion_at_thresholds,
+    min_nonmembers,
     roc_curve,
     tpr_at_fpr,
 )
 from imprint.metrics._validation import allowed_false_positives
+
+pytestmark = pytest.mark.filterwarnings("ignore::imprint.metrics.NotMeasurableWarning")
 
 # ---------------------------------------------------------------- brute-force references
 
@@ -34,10 +38,13 @@ def brute_auc(labels: np.ndarray, scores: np.ndarray) -> float:
     return twice / (2 * len(pos) * len(neg))
 
 
-def brute_tpr_at_fpr(labels: np.ndarray, scores: np.ndarray, max_fpr: float) -> float:
-    """Try every candidate threshold (each distinct score and +inf)."""
+def brute_tpr_at_fpr(labels: np.ndarray, scores: np.ndarray, max_fpr: float) -> float | None:
+    """Try every candidate threshold (each distinct score and +inf); None when fewer than
+    1/max_fpr non-members (the resolution rule)."""
     pos = scores[labels == 1]
     neg = scores[labels == 0]
+    if len(neg) < min_nonmembers(max_fpr):
+        return None
     best = 0.0
     for t in [math.inf, *np.unique(scores).tolist()]:
         fpr = int(np.sum(neg >= t)) / len(neg)
@@ -132,15 +139,26 @@ def test_roc_hand_example() -> None:
 def test_tpr_at_fpr_hand_example() -> None:
     labels, scores = [1, 1, 0, 0], [0.9, 0.4, 0.5, 0.1]
     assert tpr_at_fpr(labels, scores, 0.0) == 0.5
-    assert tpr_at_fpr(labels, scores, 0.49) == 0.5  # no interpolation toward (0.5, 1)
     assert tpr_at_fpr(labels, scores, 0.5) == 1.0
     assert tpr_at_fpr(labels, scores, 1.0) == 1.0
+    # no interpolation toward (0.5, 1): with 4 non-members, 0.26 allows one false positive
+    labels4, scores4 = [1, 1, 0, 0, 0, 0], [0.9, 0.4, 0.5, 0.45, 0.1, 0.05]
+    assert tpr_at_fpr(labels4, scores4, 0.26) == 0.5
+
+
+def test_tpr_at_fpr_unresolvable_is_none_with_reason() -> None:
+    """Two non-members cannot resolve an FPR of 49 %: None and the reason, as reports say."""
+    with pytest.warns(NotMeasurableWarning, match="needs at least 3 non-members; there are 2"):
+        assert tpr_at_fpr([1, 1, 0, 0], [0.9, 0.4, 0.5, 0.1], 0.49) is None
+    with pytest.warns(NotMeasurableWarning, match="at least 1000"):
+        assert tpr_at_fpr([1] * 5 + [0] * 999, list(range(1004)), 0.001) is None
 
 
 def test_tpr_at_fpr_tie_straddling_the_bound() -> None:
-    # Non-member tied with the best member: that threshold has FPR 1/4 > 0.1 -> TPR 0.
-    assert tpr_at_fpr([1, 0, 0, 0, 0], [5, 5, 1, 1, 1], 0.1) == 0.0
-    assert tpr_at_fpr([1, 0, 0, 0, 0], [5, 5, 1, 1, 1], 0.25) == 1.0
+    # Two non-members tied with the member: that threshold has FPR 2/20 > 0.05 -> TPR 0.
+    labels, scores = [1] + [0] * 20, [5, 5, 5] + [1] * 18
+    assert tpr_at_fpr(labels, scores, 0.05) == 0.0
+    assert tpr_at_fpr(labels, scores, 0.25) == 1.0
 
 
 def test_tpr_at_fpr_exact_bound_arithmetic() -> None:
@@ -226,7 +244,9 @@ def test_roc_shape_and_monotonicity(data) -> None:
 def test_tpr_at_fpr_monotone_in_bound(data, a: float, b: float) -> None:
     labels, scores = data
     lo, hi = sorted((a, b))
-    assert tpr_at_fpr(labels, scores, lo) <= tpr_at_fpr(labels, scores, hi)
+    low, high = tpr_at_fpr(labels, scores, lo), tpr_at_fpr(labels, scores, hi)
+    if low is not None and high is not None:  # None: the non-members cannot resolve it
+        assert low <= high
 
 
 @settings(max_examples=300, deadline=None)

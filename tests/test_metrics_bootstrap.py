@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from imprint.errors import ConfigError
+from imprint.errors import ConfigError, DataError
 from imprint.metrics import (
     DEFAULT_FPR_BOUNDS,
     Interval,
@@ -19,10 +19,18 @@ from imprint.metrics import (
     auc,
     bootstrap_metrics,
     evaluate,
-    tpr_at_fpr,
+    min_nonmembers,
 )
 from imprint.metrics import bootstrap as bootstrap_module
+from imprint.metrics.binary import confusion_at_thresholds, tpr_from_counts
 from imprint.metrics.bootstrap import _resample_chunks, _resample_statistics
+
+
+def tpr_at_fpr(labels, scores, bound: float) -> float:
+    """The ROC read-out without the resolution rule (the bootstrap's per-resample value)."""
+    _, tp, fp, n_pos, n_neg = confusion_at_thresholds(labels, scores)
+    return tpr_from_counts(tp, fp, n_pos, n_neg, bound)
+
 
 BOUNDS = (0.0, 0.001, 0.01, 0.05, 0.1, 0.3, 1.0)
 
@@ -94,8 +102,13 @@ def test_bootstrap_matches_reference_loop(seed, n, ties, chunk_elements, monkeyp
     )
     assert (summary.auc.low, summary.auc.high) == quantiles(ref_auc, 0.9)
     assert summary.auc.estimate == auc(labels, scores)
+    n_neg = int((labels == 0).sum())
     for i, b in enumerate(BOUNDS):
         interval = summary.tpr_at_fpr[b]
+        if n_neg < min_nonmembers(b):  # the resolution rule: None and the reason
+            assert interval is None and "non-members" in summary.not_measurable[b]
+            continue
+        assert interval is not None and b not in summary.not_measurable
         assert (interval.low, interval.high) == quantiles(ref_tpr[i], 0.9)
         assert interval.estimate == tpr_at_fpr(labels, scores, b)
 
@@ -127,7 +140,7 @@ def two_class_data(draw):
 def test_interval_contains_estimate(data, seed: int) -> None:
     labels, scores = data
     summary = bootstrap_metrics(labels, scores, n_resamples=400, seed=seed)
-    for interval in (summary.auc, *summary.tpr_at_fpr.values()):
+    for interval in (summary.auc, *filter(None, summary.tpr_at_fpr.values())):
         assert interval.low <= interval.estimate <= interval.high
         assert 0.0 <= interval.low <= interval.high <= 1.0
 
@@ -158,9 +171,9 @@ def test_interval_narrows_with_more_data() -> None:
 def test_estimate_is_full_data_not_bootstrap_mean() -> None:
     labels = np.array([1, 1, 1, 0, 0, 0])
     scores = np.array([3.0, 2.0, 0.5, 1.0, 0.0, 2.5])
-    summary = bootstrap_metrics(labels, scores, n_resamples=50, seed=0)
+    summary = bootstrap_metrics(labels, scores, n_resamples=50, seed=0, fpr_bounds=(0.5,))
     assert summary.auc.estimate == auc(labels, scores)
-    assert summary.tpr_at_fpr[0.1].estimate == tpr_at_fpr(labels, scores, 0.1)
+    assert summary.tpr_at_fpr[0.5].estimate == tpr_at_fpr(labels, scores, 0.5)
 
 
 def test_default_run_is_fast_enough() -> None:
@@ -176,10 +189,13 @@ def test_default_run_is_fast_enough() -> None:
 
 
 def test_to_dict_keys_and_json() -> None:
-    summary = bootstrap_metrics(*make_data(0, 200), n_resamples=100, seed=7)
+    summary = bootstrap_metrics(*make_data(0, 400), n_resamples=100, seed=7)
     out = summary.to_dict()
-    for key in ("auc", "tpr@0.1%", "tpr@1%", "tpr@5%", "tpr@10%"):
+    for key in ("auc", "tpr@1%", "tpr@5%", "tpr@10%"):
         assert set(out[key]) == {"estimate", "low", "high"}
+    # about 200 non-members cannot resolve 0.1 %: no number, the reason instead
+    assert out["tpr@0.1%"]["estimate"] is None and "1000" in out["tpr@0.1%"]["not_measurable"]
+    assert out["resamples"] == "samples"
     assert out["tpr@1%"]["estimate"] == summary.tpr_at_fpr[0.01].estimate
     assert out["n_resamples"] == 100 and out["seed"] == 7 and out["confidence"] == 0.95
     json.dumps(out, allow_nan=False)
@@ -236,3 +252,71 @@ def test_nan_scores_raise() -> None:
 def test_invalid_settings(kwargs, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         bootstrap_metrics([1, 0], [0.5, 0.1], **kwargs)
+
+
+# ---------------------------------------------------------------- groups (cluster bootstrap)
+
+
+def grouped_data(seed: int, n_docs: int, per_doc: int, *, ties: bool = False):
+    rng = np.random.default_rng(seed)
+    doc_labels = np.arange(n_docs) % 2
+    docs = np.repeat(np.arange(n_docs), per_doc)
+    labels = doc_labels[docs]
+    scores = rng.normal(size=n_docs)[docs] + rng.normal(size=docs.size) + 0.5 * labels
+    return labels, (np.round(scores) if ties else scores), docs
+
+
+def reference_grouped(labels, scores, docs, *, n_resamples, seed, bounds):
+    """One resample at a time: documents drawn per class (the implementation's draw order, one
+    chunk), their rows concatenated."""
+    member_docs = np.unique(docs[labels == 1])
+    other_docs = np.unique(docs[labels == 0])
+    rng = np.random.default_rng(seed)
+    draws = [
+        pool[rng.integers(0, pool.size, size=(n_resamples, pool.size))]
+        for pool in (member_docs, other_docs)
+    ]
+    aucs, tprs = [], []
+    for r in range(n_resamples):
+        picks = np.concatenate([draws[0][r], draws[1][r]])
+        rows = np.concatenate([np.flatnonzero(docs == d) for d in picks])
+        aucs.append(auc(labels[rows], scores[rows]))
+        tprs.append([tpr_at_fpr(labels[rows], scores[rows], b) for b in bounds])
+    return np.array(aucs), np.array(tprs).T
+
+
+@pytest.mark.parametrize(("seed", "ties"), [(0, False), (1, True)])
+def test_grouped_bootstrap_matches_reference_loop(seed: int, ties: bool, monkeypatch) -> None:
+    monkeypatch.setattr(bootstrap_module, "_CHUNK_ELEMENTS", 10**9)  # one chunk, as the loop
+    labels, scores, docs = grouped_data(seed, 12, 5, ties=ties)
+    bounds = (0.0, 0.05, 0.3)
+    summary = bootstrap_metrics(
+        labels, scores, n_resamples=60, seed=seed, fpr_bounds=bounds, groups=docs,
+        resamples="documents",
+    )  # fmt: skip
+    ref_auc, ref_tpr = reference_grouped(
+        labels, scores, docs, n_resamples=60, seed=seed, bounds=bounds
+    )
+    assert (summary.auc.low, summary.auc.high) == quantiles(ref_auc, 0.95)
+    assert summary.auc.estimate == auc(labels, scores)
+    for i, b in enumerate(bounds):
+        interval = summary.tpr_at_fpr[b]
+        assert interval is not None
+        assert (interval.low, interval.high) == quantiles(ref_tpr[i], 0.95)
+    assert summary.resamples == "documents" and summary.n_units == 12
+    assert summary.to_dict()["resamples"] == "documents"
+
+
+def test_grouped_interval_is_wider_for_correlated_rows() -> None:
+    """Sequences sharing a document effect: resampling them one by one is too narrow."""
+    labels, scores, docs = grouped_data(3, 40, 10)
+    plain = bootstrap_metrics(labels, scores, n_resamples=400, seed=0)
+    grouped = bootstrap_metrics(labels, scores, n_resamples=400, seed=0, groups=docs)
+    assert grouped.auc.high - grouped.auc.low > 1.5 * (plain.auc.high - plain.auc.low)
+
+
+def test_groups_must_not_mix_classes() -> None:
+    with pytest.raises(DataError, match="both members and non-members"):
+        bootstrap_metrics([1, 0, 1, 0], [0.1, 0.2, 0.3, 0.4], groups=[0, 0, 1, 1])
+    with pytest.raises(DataError, match="one group per sample"):
+        bootstrap_metrics([1, 0], [0.1, 0.2], groups=[0, 1, 2])

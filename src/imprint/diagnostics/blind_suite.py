@@ -255,6 +255,7 @@ def _one_baseline(
     seed: int,
     n_bootstrap: int,
     fpr_bounds: Sequence[float],
+    groups: NDArray | None = None,
 ) -> BlindSuiteResult:
     description, fit = BASELINES[name]
     scores = np.full(y.size, np.nan)
@@ -270,8 +271,9 @@ def _one_baseline(
     except (DataError, ValueError) as err:
         return BlindSuiteResult(name, description, None, scores, error=str(err))
     summary = bootstrap_metrics(
-        y, scores, n_resamples=n_bootstrap, seed=seed, fpr_bounds=fpr_bounds
-    )
+        y, scores, n_resamples=n_bootstrap, seed=seed, fpr_bounds=fpr_bounds, groups=groups,
+        resamples="texts" if groups is None else "documents",
+    )  # fmt: skip
     return BlindSuiteResult(name, description, summary, scores, _rank(summed))
 
 
@@ -285,6 +287,7 @@ def run_blind_suite(
     fpr_bounds: Sequence[float] = DEFAULT_FPR_BOUNDS,
     baselines: Sequence[str] | None = None,
     sok_protocol: bool = True,
+    groups: Sequence[Any] | None = None,
 ) -> list[BlindSuiteResult]:
     """Run every blind classifier (or those named in ``baselines``) with out-of-fold scores.
 
@@ -292,29 +295,49 @@ def run_blind_suite(
     ``StratifiedKFold(n_folds, shuffle=True, random_state=seed)``, the same for every
     classifier. ``sok_protocol`` also runs :func:`imprint.diagnostics.blind.blind_baseline`
     (80/20 x 5) for the SoK entry's ``protocol_auc``. A classifier that cannot be fitted gets
-    ``summary=None`` and an ``error``; bad input raises :class:`DataError`.
+    ``summary=None`` and an ``error``; bad input raises :class:`DataError`. ``groups``
+    (shape (n,), e.g. each sequence's document) keeps a group's texts on one side of every fold
+    (``StratifiedGroupKFold``) and makes every interval resample whole groups; the SoK 80/20
+    protocol, which splits texts, is then not run.
     """
-    from sklearn.model_selection import StratifiedKFold
-
     y = _validate(texts, labels, n_folds)
     names = list(BASELINES) if baselines is None else list(baselines)
     unknown = [n for n in names if n not in BASELINES]
     if unknown:
         raise ConfigError(f"unknown blind baseline(s) {unknown}; choose from {list(BASELINES)}")
     text_list = list(texts)
-    splitter = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
-    folds = list(splitter.split(np.zeros(y.size), y))
+    group_arr = None if groups is None else np.asarray([str(g) for g in groups])
+    folds = _folds(y, group_arr, n_folds, seed)
     results = []
+    kw: dict[str, Any] = {"seed": seed, "n_bootstrap": n_bootstrap, "fpr_bounds": fpr_bounds}
     for name in names:
-        result = _one_baseline(
-            name, text_list, y, folds, seed=seed, n_bootstrap=n_bootstrap, fpr_bounds=fpr_bounds
-        )
+        result = _one_baseline(name, text_list, y, folds, groups=group_arr, **kw)
         config = {"n_folds": n_folds, "seed": seed, "n_bootstrap": n_bootstrap}
         result = replace(result, config=config)
-        if name == "sok_bag_of_words" and sok_protocol and result.error is None:
+        if name == "sok_bag_of_words" and sok_protocol and result.error is None and groups is None:
             result = _with_protocol(result, text_list, y, seed=seed)
         results.append(result)
-    return _with_adjusted(results, y, seed=seed, n_bootstrap=n_bootstrap, fpr_bounds=fpr_bounds)
+    return _with_adjusted(results, y, groups=group_arr, **kw)
+
+
+def _folds(
+    y: NDArray[np.int64], groups: NDArray | None, n_folds: int, seed: int
+) -> list[tuple[NDArray, NDArray]]:
+    """Stratified folds over texts, or over groups (a group's texts on one side) when given."""
+    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+
+    if groups is None:
+        splitter = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
+        return list(splitter.split(np.zeros(y.size), y))
+    per_class = [np.unique(groups[y == c]).size for c in (1, 0)]
+    if min(per_class) < n_folds:
+        raise DataError(
+            f"{n_folds}-fold cross-validation over documents needs at least {n_folds} documents "
+            f"per class; got {per_class[0]} member and {per_class[1]} non-member documents. Add "
+            "documents or lower n_folds"
+        )
+    grouped = StratifiedGroupKFold(n_splits=n_folds, shuffle=True, random_state=seed)
+    return list(grouped.split(np.zeros(y.size), y, groups))
 
 
 def _with_protocol(
@@ -335,6 +358,7 @@ def _with_adjusted(
     seed: int,
     n_bootstrap: int,
     fpr_bounds: Sequence[float],
+    groups: NDArray | None = None,
 ) -> list[BlindSuiteResult]:
     """Each fitted classifier's Bonferroni interval over the m fitted: level 1 - 0.05/m. The
     same seed draws the same resamples, so only the quantiles differ from ``summary``."""
@@ -345,7 +369,7 @@ def _with_adjusted(
         if r.summary is not None:
             adjusted = bootstrap_metrics(
                 y, r.scores, n_resamples=n_bootstrap, seed=seed, fpr_bounds=fpr_bounds,
-                confidence=level,
+                confidence=level, groups=groups, resamples=r.summary.resamples,
             )  # fmt: skip
             r = replace(r, adjusted=adjusted, config={**r.config, "adjusted_confidence": level})
         out.append(r)
@@ -397,7 +421,7 @@ def blind_suite_warning(
     interval = summary.auc
     tpr = summary.tpr_at_fpr.get(0.01)
     tpr_text = f", TPR {tpr.estimate:.1%} at 1 % FPR" if tpr is not None else ""
-    if tpr is not None and unresolvable((0.01,), summary.n_nonmembers):
+    if 0.01 in summary.tpr_at_fpr and unresolvable((0.01,), summary.n_nonmembers):
         tpr_text = f", TPR at 1 % FPR not measurable with {summary.n_nonmembers} non-members"
     level = f"{100 * summary.confidence:.2f}".rstrip("0").rstrip(".") + " %"
     how = f"Bonferroni {level} interval, strongest of {m}" if m > 1 else f"{level} interval"
@@ -421,12 +445,13 @@ def blind_suite_report(
     n_bootstrap: int = 1000,
     n_folds: int = 5,
     baselines: Sequence[str] | None = None,
+    groups: Sequence[Any] | None = None,
 ) -> dict[str, Any]:
     """The ``metrics.json`` "blind_suite" entry: the strongest classifier's name, its ``auc`` and
     ``tpr@x%`` with Bonferroni-adjusted intervals at top level (``selection`` says how;
     ``auc_unadjusted`` keeps its own 95 % interval), ``warning``, and every classifier under
     ``baselines`` (each with its own 95 % intervals and the warning it alone would give).
-    Unusable input gives ``{"error": message}``."""
+    Unusable input gives ``{"error": message}``. ``groups``: as :func:`run_blind_suite`."""
     try:
         results = run_blind_suite(
             texts,
@@ -435,6 +460,7 @@ def blind_suite_report(
             n_bootstrap=n_bootstrap,
             n_folds=n_folds,
             baselines=baselines,
+            groups=groups,
         )
     except DataError as err:
         return {"error": str(err)}

@@ -53,6 +53,7 @@ def document_summary(
         n_resamples=n_resamples,
         seed=seed,
         fpr_bounds=DEFAULT_FPR_BOUNDS,
+        resamples="documents",  # one row per document
     )
 
 

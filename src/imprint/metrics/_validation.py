@@ -18,6 +18,11 @@ class UndefinedMetricWarning(UserWarning):
     """A metric is undefined for this input (e.g. only one class); the metric is NaN."""
 
 
+class NotMeasurableWarning(UserWarning):
+    """A TPR at an FPR the non-members cannot resolve (fewer than 1/t): the figure is None and
+    this warning says why (see :mod:`imprint.metrics.resolution`)."""
+
+
 def warn_undefined(what: str, n_members: int, n_nonmembers: int, *, stacklevel: int = 3) -> None:
     """Warn that ``what`` is undefined because a class is missing; callers then return NaN."""
     warnings.warn(

@@ -8,19 +8,23 @@ a member when ``score >= threshold``. Signs are never flipped here (attacks do t
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from imprint.metrics._validation import (
+    NotMeasurableWarning,
     UndefinedMetricWarning,
     allowed_false_positives,
     as_labels_and_scores,
     check_fraction,
     warn_undefined,
 )
+from imprint.metrics.resolution import unresolvable_reason
 
 __all__ = [
+    "NotMeasurableWarning",
     "UndefinedMetricWarning",
     "auc",
     "confusion_at_thresholds",
@@ -109,11 +113,16 @@ def auc(labels: ArrayLike, scores: ArrayLike) -> float:
     return twice_area / (2 * n_pos * n_neg)
 
 
-def tpr_at_fpr(labels: ArrayLike, scores: ArrayLike, max_fpr: float) -> float:
+def tpr_at_fpr(labels: ArrayLike, scores: ArrayLike, max_fpr: float) -> float | None:
     """Largest true-positive rate over ROC points whose false-positive rate is <= ``max_fpr``.
 
     No interpolation: a point is eligible only if its FPR is at most ``max_fpr``; the point
     (0, 0) is always eligible, so the result is 0 when no threshold qualifies.
+
+    One resolution rule (:mod:`imprint.metrics.resolution`), as in every report: with fewer than
+    ``1 / max_fpr`` non-members no false positive is allowed at all, so the figure would only be
+    the TPR at zero false positives. It is then None, with a :class:`NotMeasurableWarning` that
+    gives the reason.
 
     Args:
         labels: shape (n,), 1 = member, 0 = non-member.
@@ -121,13 +130,30 @@ def tpr_at_fpr(labels: ArrayLike, scores: ArrayLike, max_fpr: float) -> float:
         max_fpr: FPR bound in [0, 1], e.g. 0.01 for TPR at 1 % FPR.
 
     Returns:
-        TPR in [0, 1]; NaN with an :class:`UndefinedMetricWarning` if a class is missing.
+        TPR in [0, 1]; NaN with an :class:`UndefinedMetricWarning` if a class is missing; None
+        with a :class:`NotMeasurableWarning` if the non-members cannot resolve ``max_fpr``.
     """
     bound = check_fraction(max_fpr, name="max_fpr")
     _, tp, fp, n_pos, n_neg = confusion_at_thresholds(labels, scores)
     if n_pos == 0 or n_neg == 0:
         warn_undefined(f"TPR at FPR <= {bound:g}", n_pos, n_neg)
         return math.nan
+    reason = unresolvable_reason(bound, n_neg)
+    if reason is not None:
+        warnings.warn(
+            f"TPR at FPR <= {bound:g} is not measurable: {reason}.",
+            NotMeasurableWarning,
+            stacklevel=2,
+        )
+        return None
+    return tpr_from_counts(tp, fp, n_pos, n_neg, bound)
+
+
+def tpr_from_counts(
+    tp: NDArray[np.int64], fp: NDArray[np.int64], n_pos: int, n_neg: int, bound: float
+) -> float:
+    """The ROC read-out behind :func:`tpr_at_fpr`, without the resolution rule (both classes
+    present; ``tp``, ``fp`` as :func:`confusion_at_thresholds` returns them)."""
     k = allowed_false_positives(bound, n_neg)
     # fp is non-decreasing, so the eligible points form a prefix; tp is largest at its end.
     n_eligible = int(np.searchsorted(fp, k, side="right"))

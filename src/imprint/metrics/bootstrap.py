@@ -1,8 +1,11 @@
 """Stratified, seeded, vectorised bootstrap intervals for AUC and TPR at fixed FPR.
 
 Members and non-members are resampled separately (with replacement, keeping their counts),
-so every resample has both classes. All resamples are evaluated together: scores are mapped
-once to integer levels (their rank among the distinct scores), each resample becomes a
+so every resample has both classes. With ``groups`` (e.g. the document of each sequence) whole
+groups are resampled instead, each bringing all its rows: rows of one group are correlated, so
+resampling them one by one gives intervals that are too narrow (a cluster bootstrap). Every
+summary names what it resampled (``resamples``). All resamples are evaluated together: scores
+are mapped once to integer levels (their rank among the distinct scores), each resample becomes a
 histogram over levels, and AUC and TPR@FPR follow from cumulative sums of those histograms.
 The per-resample values equal :func:`~imprint.metrics.binary.auc` and
 :func:`~imprint.metrics.binary.tpr_at_fpr` applied to that resample, exactly.
@@ -12,20 +15,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from imprint.errors import ConfigError
+from imprint.errors import ConfigError, DataError
 from imprint.metrics._validation import (
-    allowed_false_positives,
     as_labels_and_scores,
     check_fraction,
     warn_undefined,
 )
-from imprint.metrics.binary import auc, tpr_at_fpr
+from imprint.metrics.binary import auc, confusion_at_thresholds, tpr_from_counts
+from imprint.metrics.resolution import unresolvable
 
 __all__ = [
     "DEFAULT_FPR_BOUNDS",
@@ -33,6 +36,7 @@ __all__ = [
     "MetricSummary",
     "bootstrap_metrics",
     "evaluate",
+    "weighted_statistics",
 ]
 
 DEFAULT_FPR_BOUNDS: tuple[float, ...] = (0.001, 0.01, 0.05, 0.1)
@@ -75,30 +79,48 @@ _NAN_INTERVAL = Interval(math.nan, math.nan, math.nan)
 class MetricSummary:
     """AUC and TPR at each FPR bound, each with a bootstrap interval.
 
-    ``tpr_at_fpr`` maps an FPR bound (e.g. 0.01) to its :class:`Interval`.
+    ``tpr_at_fpr`` maps an FPR bound (e.g. 0.01) to its :class:`Interval`, or to None when the
+    non-members cannot resolve it (fewer than 1/t); ``not_measurable`` then says why.
+    ``resamples`` names the unit the bootstrap drew ("samples", or e.g. "documents" when whole
+    groups were resampled); ``n_units`` counts those units (None when they are the rows).
     """
 
     auc: Interval
-    tpr_at_fpr: dict[float, Interval]
+    tpr_at_fpr: dict[float, Interval | None]
     n_members: int
     n_nonmembers: int
     n_resamples: int
     confidence: float
     seed: int
+    not_measurable: dict[float, str] = field(default_factory=dict)
+    resamples: str = "samples"
+    n_units: int | None = None
+
+    def tpr(self, bound: float) -> Interval | None:
+        """The TPR interval at FPR ``bound``; None when not measurable (or not asked for)."""
+        return self.tpr_at_fpr.get(bound)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict: ``"auc"``, ``"tpr@1%"``, ... each ``{"estimate", "low", "high"}``,
         plus the counts and bootstrap settings. NaN is written as ``None``."""
         out: dict[str, Any] = {"auc": self.auc.to_dict()}
         for bound, interval in self.tpr_at_fpr.items():
-            out[fpr_key(bound)] = interval.to_dict()
+            if interval is None:
+                reason = self.not_measurable.get(bound)
+                out[fpr_key(bound)] = {"estimate": None, "low": None, "high": None}
+                out[fpr_key(bound)]["not_measurable"] = reason
+            else:
+                out[fpr_key(bound)] = interval.to_dict()
         out.update(
             n_members=self.n_members,
             n_nonmembers=self.n_nonmembers,
             n_resamples=self.n_resamples,
             confidence=self.confidence,
             seed=self.seed,
+            resamples=self.resamples,
         )
+        if self.n_units is not None:
+            out["n_units"] = self.n_units
         return out
 
 
@@ -162,9 +184,28 @@ def _resample_statistics(
     Returns:
         ``(auc, tpr)`` with shapes (c,) and (b, c).
     """
-    n_pos, n_neg = pos_levels.shape[1], neg_levels.shape[1]
     h_pos = _histograms(pos_levels, n_levels)
     h_neg = _histograms(neg_levels, n_levels)
+    return _histogram_statistics(h_pos, h_neg, bounds)
+
+
+def _allowed_per_row(bound: float, n_neg: NDArray[np.int64]) -> NDArray[np.int64]:
+    """:func:`allowed_false_positives` for each entry of ``n_neg`` (same float comparisons)."""
+    k = np.minimum(np.floor(bound * n_neg), n_neg).astype(np.int64)
+    while True:
+        up = (k < n_neg) & ((k + 1) / n_neg <= bound)
+        down = (k > 0) & (k / n_neg > bound)
+        if not (up.any() or down.any()):
+            return k
+        k = k + up - down
+
+
+def _histogram_statistics(
+    h_pos: NDArray[np.int64], h_neg: NDArray[np.int64], bounds: Sequence[float]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """AUC, shape (c,), and TPR@FPR, shape (b, c), of resamples given as per-level counts
+    (shape (c, n_levels) per class); the class sizes may differ between resamples."""
+    n_pos, n_neg = h_pos.sum(axis=1), h_neg.sum(axis=1)
     neg_below = np.cumsum(h_neg, axis=1) - h_neg
     # Twice the Mann-Whitney U: each member scores 2 per lower non-member and 1 per tie.
     twice_u = np.sum(h_pos * (2 * neg_below + h_neg), axis=1)
@@ -176,7 +217,7 @@ def _resample_statistics(
     tpr_values = np.empty((len(bounds), h_pos.shape[0]), dtype=np.float64)
     rows = np.arange(h_pos.shape[0])
     for i, bound in enumerate(bounds):
-        k = allowed_false_positives(bound, n_neg)
+        k = _allowed_per_row(bound, n_neg)[:, None]
         # Levels with too many false positives form a prefix; the first level after it is
         # the lowest eligible threshold and so has the largest TPR.
         first_ok = np.sum(neg_at_or_above > k, axis=1)
@@ -214,6 +255,98 @@ def _bootstrap_distribution(
     return np.concatenate(auc_parts), np.concatenate(tpr_parts, axis=1)
 
 
+def _group_index(groups: ArrayLike, is_member: NDArray[np.bool_]) -> tuple[NDArray[np.int64], int]:
+    """(each row's group position, shape (n,), number of groups); a group mixing members and
+    non-members is an error (the bootstrap keeps each class's group count)."""
+    arr = np.asarray(groups)
+    if arr.shape != is_member.shape:
+        raise DataError(
+            f"groups must give one group per sample; got shape {arr.shape} for "
+            f"{is_member.size} samples."
+        )
+    _, index = np.unique(arr, return_inverse=True)
+    index = index.astype(np.int64).ravel()
+    n_groups = int(index.max()) + 1 if index.size else 0
+    members = np.bincount(index, weights=is_member, minlength=n_groups)
+    sizes = np.bincount(index, minlength=n_groups)
+    mixed = int(np.sum((members > 0) & (members < sizes)))
+    if mixed:
+        raise DataError(
+            f"{mixed} group(s) hold both members and non-members; a resampled group (e.g. a "
+            "document) must have one label. Pass groups that do not cross the classes."
+        )
+    return index, n_groups
+
+
+def _weighted_histograms(
+    levels: NDArray[np.int64], weights: NDArray[np.int64], n_levels: int
+) -> NDArray[np.int64]:
+    """Per row of ``weights`` (shape (c, k)), counts over ``n_levels`` bins of ``levels`` (shape
+    (k,)) with row r counting level i ``weights[r, i]`` times: shape (c, n_levels)."""
+    c = weights.shape[0]
+    offsets = (np.arange(c, dtype=np.int64) * n_levels)[:, None]
+    flat = np.bincount(
+        (levels[None, :] + offsets).ravel(), weights=weights.ravel(), minlength=c * n_levels
+    )
+    return np.rint(flat).astype(np.int64).reshape(c, n_levels)
+
+
+def _grouped_distribution(
+    is_member: NDArray[np.bool_],
+    scores: NDArray[np.float64],
+    group: NDArray[np.int64],
+    n_groups: int,
+    *,
+    n_resamples: int,
+    seed: int,
+    bounds: Sequence[float],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """As :func:`_bootstrap_distribution`, resampling whole groups within each class: a group
+    drawn twice counts each of its rows twice. Draw order: member groups, then non-member
+    groups, per chunk."""
+    distinct, levels = np.unique(scores, return_inverse=True)
+    n_levels = distinct.size
+    group_member = np.zeros(n_groups, dtype=bool)
+    group_member[group[is_member]] = True
+    pools = (np.flatnonzero(group_member), np.flatnonzero(~group_member))
+    rng = np.random.default_rng(seed)
+    chunk = max(1, _CHUNK_ELEMENTS // max(n_levels + 1, scores.size, n_groups))
+    auc_parts, tpr_parts = [], []
+    for start in range(0, n_resamples, chunk):
+        c = min(chunk, n_resamples - start)
+        offsets = (np.arange(c, dtype=np.int64) * n_groups)[:, None]
+        counts = np.zeros(c * n_groups, dtype=np.int64)
+        for pool in pools:
+            draws = pool[rng.integers(0, pool.size, size=(c, pool.size))]
+            counts += np.bincount((draws + offsets).ravel(), minlength=c * n_groups)
+        weights = counts.reshape(c, n_groups)[:, group]  # (c, n): copies of each row
+        h_pos = _weighted_histograms(levels[is_member], weights[:, is_member], n_levels)
+        h_neg = _weighted_histograms(levels[~is_member], weights[:, ~is_member], n_levels)
+        a, t = _histogram_statistics(h_pos, h_neg, bounds)
+        auc_parts.append(a)
+        tpr_parts.append(t)
+    return np.concatenate(auc_parts), np.concatenate(tpr_parts, axis=1)
+
+
+def weighted_statistics(
+    labels: ArrayLike, scores: ArrayLike, weights: NDArray[np.int64], fpr_bounds: Sequence[float]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """AUC, shape (c,), and TPR at each bound, shape (b, c), of ``c`` weighted copies of one
+    sample set: row r of ``weights`` (shape (c, n), non-negative integers) counts sample i
+    ``weights[r, i]`` times, as a resample does. NaN for a row that leaves a class empty; no
+    resolution rule applied (the caller's)."""
+    is_member, score_arr = as_labels_and_scores(labels, scores)
+    distinct, levels = np.unique(score_arr, return_inverse=True)
+    w = np.asarray(weights, dtype=np.int64)
+    h_pos = _weighted_histograms(levels[is_member], w[:, is_member], distinct.size)
+    h_neg = _weighted_histograms(levels[~is_member], w[:, ~is_member], distinct.size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        auc_values, tpr_values = _histogram_statistics(h_pos, h_neg, fpr_bounds)
+    empty = (h_pos.sum(axis=1) == 0) | (h_neg.sum(axis=1) == 0)
+    auc_values[empty], tpr_values[:, empty] = np.nan, np.nan
+    return auc_values, tpr_values
+
+
 def bootstrap_metrics(
     labels: ArrayLike,
     scores: ArrayLike,
@@ -222,6 +355,8 @@ def bootstrap_metrics(
     confidence: float = 0.95,
     seed: int = 0,
     fpr_bounds: Sequence[float] = DEFAULT_FPR_BOUNDS,
+    groups: ArrayLike | None = None,
+    resamples: str | None = None,
 ) -> MetricSummary:
     """AUC and TPR at each FPR bound, with stratified percentile bootstrap intervals.
 
@@ -232,37 +367,56 @@ def bootstrap_metrics(
         confidence: two-sided confidence level of the percentile intervals.
         seed: seed of the ``np.random.default_rng`` that draws the resamples.
         fpr_bounds: FPR bounds for TPR@FPR (fractions, e.g. 0.01 for 1 %).
+        groups: shape (n,), the group of each sample (e.g. its document id) when samples of a
+            group are correlated: whole groups are then resampled within each class (a
+            cluster bootstrap). A group must not mix members and non-members.
+        resamples: the name of what is resampled, recorded in the summary (default
+            "samples", or "groups" with ``groups``), e.g. "texts" or "documents".
 
     Returns:
         A :class:`MetricSummary`. Point estimates come from the full data (not the bootstrap
         mean). With a class missing, an :class:`UndefinedMetricWarning` is emitted once and
-        every estimate and interval is NaN.
+        every estimate and interval is NaN. A TPR@FPR the non-members cannot resolve (fewer
+        than 1/t of them) is None, its reason in ``not_measurable``, as in every report.
     """
     bounds, confidence = _check_settings(n_resamples, confidence, seed, fpr_bounds)
     is_member, score_arr = as_labels_and_scores(labels, scores)
     n_pos = int(is_member.sum())
     n_neg = int(is_member.size - n_pos)
+    grouped = None if groups is None else _group_index(groups, is_member)
+    reasons = unresolvable(bounds, n_neg) if n_pos and n_neg else {}
+    kept = [b for b in bounds if b not in reasons]
+    tpr_intervals: dict[float, Interval | None] = {b: None for b in reasons}
     if n_pos == 0 or n_neg == 0:
         warn_undefined("Bootstrap metrics", n_pos, n_neg)
         auc_interval = _NAN_INTERVAL
         tpr_intervals = {b: _NAN_INTERVAL for b in bounds}
     else:
-        auc_boot, tpr_boot = _bootstrap_distribution(
-            is_member, score_arr, n_resamples=int(n_resamples), seed=int(seed), bounds=bounds
-        )
+        n_r, sd = int(n_resamples), int(seed)
+        if grouped is None:
+            auc_boot, tpr_boot = _bootstrap_distribution(
+                is_member, score_arr, n_resamples=n_r, seed=sd, bounds=kept
+            )
+        else:
+            auc_boot, tpr_boot = _grouped_distribution(
+                is_member, score_arr, *grouped, n_resamples=n_r, seed=sd, bounds=kept
+            )
         auc_interval = _percentile_interval(auc(is_member, score_arr), auc_boot, confidence)
-        tpr_intervals = {
-            b: _percentile_interval(tpr_at_fpr(is_member, score_arr, b), tpr_boot[i], confidence)
-            for i, b in enumerate(bounds)
-        }
+        _, tp, fp, _, _ = confusion_at_thresholds(is_member, score_arr)
+        for i, b in enumerate(kept):
+            estimate = tpr_from_counts(tp, fp, n_pos, n_neg, b)
+            tpr_intervals[b] = _percentile_interval(estimate, tpr_boot[i], confidence)
     return MetricSummary(
         auc=auc_interval,
-        tpr_at_fpr=tpr_intervals,
+        tpr_at_fpr={b: tpr_intervals[b] for b in bounds},
         n_members=n_pos,
         n_nonmembers=n_neg,
         n_resamples=int(n_resamples),
         confidence=confidence,
         seed=int(seed),
+        not_measurable=reasons,
+        resamples=resamples or ("samples" if grouped is None else "groups"),
+        n_units=None if grouped is None else grouped[1],
     )
 
 
@@ -274,6 +428,8 @@ def evaluate(
     confidence: float = 0.95,
     seed: int = 0,
     fpr_bounds: Sequence[float] = DEFAULT_FPR_BOUNDS,
+    groups: ArrayLike | None = None,
+    resamples: str | None = None,
 ) -> MetricSummary:
     """Every headline metric with its interval; same as :func:`bootstrap_metrics`."""
     return bootstrap_metrics(
@@ -283,4 +439,6 @@ def evaluate(
         confidence=confidence,
         seed=seed,
         fpr_bounds=fpr_bounds,
+        groups=groups,
+        resamples=resamples,
     )

@@ -10,6 +10,7 @@ with :func:`unresolvable_reason`.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable
 
 __all__ = ["min_nonmembers", "unresolvable", "unresolvable_reason"]
@@ -21,7 +22,8 @@ def min_nonmembers(max_fpr: float) -> int:
     A bound of 0 needs none: "no false positive" is what it asks for, at any n."""
     if max_fpr <= 0:
         return 0
-    return math.ceil(1 / max_fpr - 1e-9)  # 1e-9: 1 / 0.001 must give 1000, not 1001
+    need = 1 / max_fpr - 1e-9  # 1e-9: 1 / 0.001 must give 1000, not 1001
+    return math.ceil(need) if math.isfinite(need) else sys.maxsize  # a subnormal bound
 
 
 def unresolvable_reason(

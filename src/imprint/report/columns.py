@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,8 @@ class ColumnMetrics:
     ``tpr_at_fpr`` maps a bound (0.01 for 1 %) to its interval, NaN for a bound listed in
     ``not_measurable`` (bound -> why: fewer than 1/t non-members). ``n_nan`` counts samples
     the column gave no score (left out); None for a blind classifier, which scores every sample.
+    ``resamples`` names what the bootstrap resampled ("texts", "documents"; None when not
+    recorded, as in run folders written before it was).
     """
 
     auc: Interval
@@ -28,12 +31,16 @@ class ColumnMetrics:
     seed: int
     not_measurable: dict[float, str] = field(default_factory=dict)
     n_nan: int | None = None
+    resamples: str | None = None
 
     @classmethod
     def from_summary(cls, summary: MetricSummary, *, n_nan: int | None = None) -> ColumnMetrics:
+        nan = Interval(math.nan, math.nan, math.nan)  # a not measurable TPR: no number
         return cls(
             auc=summary.auc,
-            tpr_at_fpr=dict(summary.tpr_at_fpr),
+            tpr_at_fpr={b: nan if v is None else v for b, v in summary.tpr_at_fpr.items()},
+            not_measurable=dict(summary.not_measurable),
+            resamples=summary.resamples,
             n_members=summary.n_members,
             n_nonmembers=summary.n_nonmembers,
             n_resamples=summary.n_resamples,
@@ -63,6 +70,8 @@ class ColumnMetrics:
         )
         if self.n_nan is not None:
             out["n_nan"] = self.n_nan
+        if self.resamples is not None:
+            out["resamples"] = self.resamples
         return out
 
     @classmethod
@@ -79,11 +88,13 @@ class ColumnMetrics:
             for k in ("n_members", "n_nonmembers", "n_resamples", "seed")
         }
         n_nan = data.get("n_nan")
+        resamples = data.get("resamples")
         return cls(
             auc=js.interval(js.get(data, "auc", where), f"{where}.auc"),
             tpr_at_fpr=tprs,
             confidence=js.num(js.get(data, "confidence", where), f"{where}.confidence"),
             not_measurable=reasons,
             n_nan=None if n_nan is None else js.integer(n_nan, f"{where}.n_nan"),
+            resamples=None if resamples is None else js.text(resamples, f"{where}.resamples"),
             **ints,
         )

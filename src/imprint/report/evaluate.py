@@ -42,14 +42,27 @@ SKIPPED_GROUP = "needs members and non-members"
 
 
 def column_metrics(
-    labels: np.ndarray, scores: np.ndarray, *, n_bootstrap: int, seed: int
+    labels: np.ndarray,
+    scores: np.ndarray,
+    *,
+    n_bootstrap: int,
+    seed: int,
+    groups: np.ndarray | None = None,
 ) -> ColumnMetrics:
-    """Bootstrap metrics of one score column; NaN scores are excluded and counted, not hidden."""
+    """Bootstrap metrics of one score column; NaN scores are excluded and counted, not hidden.
+    With ``groups`` (each sample's document) whole documents are resampled: sequences of one
+    document are correlated, and resampling them one by one gives intervals far too narrow."""
     finite = ~np.isnan(scores)
+    unit = "texts" if groups is None else "documents"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedMetricWarning)  # reported as a run warning
         summary = bootstrap_metrics(
-            labels[finite], scores[finite], n_resamples=n_bootstrap, seed=seed
+            labels[finite],
+            scores[finite],
+            n_resamples=n_bootstrap,
+            seed=seed,
+            groups=None if groups is None else groups[finite],
+            resamples=unit,
         )
     return mark_unmeasurable(ColumnMetrics.from_summary(summary, n_nan=int((~finite).sum())))
 
@@ -74,30 +87,45 @@ def mark_unmeasurable(column: ColumnMetrics) -> ColumnMetrics:
     return replace(column, tpr_at_fpr=tprs, not_measurable=reasons)
 
 
-def _unmeasurable_row(row: BlindClassifierMetrics) -> BlindClassifierMetrics:
-    return replace(
-        row,
-        summary=mark_unmeasurable(row.summary) if row.summary is not None else None,
-        adjusted=mark_unmeasurable(row.adjusted) if row.adjusted is not None else None,
-    )
+def _unmeasurable_row(row: BlindClassifierMetrics, unit: str) -> BlindClassifierMetrics:
+    def fix(column: ColumnMetrics | None) -> ColumnMetrics | None:
+        return None if column is None else replace(mark_unmeasurable(column), resamples=unit)
+
+    return replace(row, summary=fix(row.summary), adjusted=fix(row.adjusted))
 
 
 def evaluate_blind(
-    texts: Sequence[str], labels: np.ndarray, *, seed: int, n_bootstrap: int
+    texts: Sequence[str],
+    labels: np.ndarray,
+    *,
+    seed: int,
+    n_bootstrap: int,
+    groups: np.ndarray | None = None,
+    unit: str | None = None,
 ) -> tuple[BlindMetrics | BlindFailure, BlindSuiteMetrics | BlindFailure]:
     """Fit the blind suite once: (the SoK forest's row, the suite). The SoK row's ``auc`` is the
     95 % bootstrap interval of its pooled out-of-fold scores (a classifier fixed in advance, so
     no selection adjustment) and its protocol's 80/20 split AUCs a ``spread``; the suite's
-    strongest classifier carries the Bonferroni intervals any claim about it needs."""
+    strongest classifier carries the Bonferroni intervals any claim about it needs. ``groups``
+    (each text's document) keeps documents whole in folds and resamples; ``unit`` names what
+    the intervals resample (default "texts", or "documents" with ``groups``)."""
     # blind_suite_report owns the suite's layout and selection rule; read it as typed results
-    report = blind_suite_report(list(texts), labels.tolist(), seed=seed, n_bootstrap=n_bootstrap)
+    report = blind_suite_report(
+        list(texts),
+        labels.tolist(),
+        seed=seed,
+        n_bootstrap=n_bootstrap,
+        groups=None if groups is None else groups.tolist(),
+    )
+    unit = unit or ("texts" if groups is None else "documents")
     suite = BlindSuiteMetrics.from_dict(report, "blind_suite")
     if isinstance(suite, BlindFailure):
         return suite, suite
     # TPR at an FPR the non-members cannot resolve is "not measurable" in every row, not only in
     # the one the report shows
-    baselines = {name: _unmeasurable_row(row) for name, row in suite.baselines.items()}
-    suite = replace(suite, selected=mark_unmeasurable(suite.selected), baselines=baselines)
+    baselines = {name: _unmeasurable_row(row, unit) for name, row in suite.baselines.items()}
+    selected = replace(mark_unmeasurable(suite.selected), resamples=unit)
+    suite = replace(suite, selected=selected, baselines=baselines)
     sok = suite.baselines.get("sok_bag_of_words")
     return (BlindMetrics.from_classifier(sok) if sok else BlindFailure("not run")), suite
 
@@ -109,20 +137,31 @@ def evaluate_scores(
     breakdown group (``config.breakdown``, a meta field), and the warnings they call for.
     ``config`` supplies ``n_bootstrap``, ``seed``, ``blind`` and ``breakdown``."""
     labels = np.array([s.label for s in samples])
-    kwargs = {"n_bootstrap": config.n_bootstrap, "seed": config.seed}
+    kwargs: dict[str, Any] = {"n_bootstrap": config.n_bootstrap, "seed": config.seed}
+    kwargs["groups"] = document_groups(samples, config)
     attacks = {c: column_metrics(labels, v, **kwargs) for c, v in scores.items()}
     blind: BlindMetrics | BlindFailure | None = None
     suite: BlindSuiteMetrics | BlindFailure | None = None
     if config.blind:
         texts = [s.text for s in samples]
         blind, suite = evaluate_blind(
-            texts, labels, seed=config.seed, n_bootstrap=config.n_bootstrap
+            texts, labels, seed=config.seed, n_bootstrap=config.n_bootstrap, groups=kwargs["groups"]
         )
     breakdown = None
     if config.breakdown:
         breakdown = breakdown_metrics(samples, scores, config.breakdown, **kwargs)
     metrics = RunMetrics(attacks, (), blind, suite, breakdown, BLIND_WARN_DELTA)
     return replace(metrics, warnings=run_warnings(metrics, int((labels == 0).sum())))
+
+
+def document_groups(samples: Sequence[Sample], config: Any) -> np.ndarray | None:
+    """Each sample's document in a ``--unit document`` run (its sequences are resampled
+    together), else None (every text is its own unit)."""
+    if getattr(config, "documents", None) is None:
+        return None
+    from imprint.documents.split import DOC_ID
+
+    return np.array([str(s.meta[DOC_ID]) for s in samples])
 
 
 def run_warnings(metrics: RunMetrics, n_nonmembers: int) -> tuple[RunWarning, ...]:
@@ -202,21 +241,26 @@ def breakdown_metrics(
     *,
     n_bootstrap: int,
     seed: int,
+    groups: np.ndarray | None = None,
 ) -> Breakdown:
-    """Metrics per value of ``meta[field]``; groups lacking a class are reported, not scored."""
+    """Metrics per value of ``meta[field]``; groups lacking a class are reported, not scored.
+    ``groups``: each sample's document, resampled whole (see :func:`column_metrics`)."""
     values = [str(s.meta.get(field, "(missing)")) for s in samples]
     labels = np.array([s.label for s in samples])
-    groups: dict[str, dict[str, ColumnMetrics] | SkippedGroup] = {}
+    groups_out: dict[str, dict[str, ColumnMetrics] | SkippedGroup] = {}
     for group in sorted(set(values), key=_natural):
         mask = np.array([v == group for v in values])
         if len(set(labels[mask])) < 2:
-            groups[group] = SkippedGroup(SKIPPED_GROUP, int(mask.sum()))
+            groups_out[group] = SkippedGroup(SKIPPED_GROUP, int(mask.sum()))
             continue
-        groups[group] = {
-            c: column_metrics(labels[mask], v[mask], n_bootstrap=n_bootstrap, seed=seed)
+        docs = None if groups is None else groups[mask]
+        groups_out[group] = {
+            c: column_metrics(
+                labels[mask], v[mask], n_bootstrap=n_bootstrap, seed=seed, groups=docs
+            )
             for c, v in scores.items()
         }
-    return Breakdown(field, groups)
+    return Breakdown(field, groups_out)
 
 
 def _natural(text: str) -> tuple[Any, ...]:

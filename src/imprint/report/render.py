@@ -115,6 +115,18 @@ def blind_description(metrics: RunMetrics) -> str:
     )
 
 
+def resampling(metrics: RunMetrics) -> str:
+    """What the Attacks table's intervals resample, in words (from the columns' ``resamples``)."""
+    units = sorted({c.resamples for c in metrics.attacks.values() if c.resamples})
+    if units == ["documents"]:
+        return (
+            "resampling documents (a document's sequences are drawn together: they are correlated)"
+        )
+    if units:
+        return "resampling " + " and ".join(units)
+    return "resampled unit not recorded"
+
+
 def report_blocks(metrics: RunMetrics, manifest: dict[str, Any], plots: list[str]) -> list[Block]:
     """The report's content in order, as plain-text blocks (see :data:`Block`)."""
     cfg, data = manifest["config"], manifest["data"]
@@ -130,8 +142,8 @@ def report_blocks(metrics: RunMetrics, manifest: dict[str, Any], plots: list[str
         (
             "p",
             "Higher score = more likely member. Intervals: 95 % stratified "
-            f"bootstrap, {cfg['n_bootstrap']} resamples, seed {cfg['seed']}. "
-            + blind_description(metrics),
+            f"bootstrap, {cfg['n_bootstrap']} resamples, seed {cfg['seed']}, "
+            f"{resampling(metrics)}. " + blind_description(metrics),
         ),
         ("table", (HEADER, metric_rows(metrics))),
         *(("p", note) for note in measurability_notes(metrics)),
@@ -244,7 +256,9 @@ def rich_table(metrics: RunMetrics) -> Any:
 
     notes = measurability_notes(metrics)
     table = Table(
-        title="membership inference (higher score = member)",
+        title="membership inference (higher score = member; intervals "
+        + resampling(metrics).split(" (")[0]
+        + ")",
         caption=escape("\n".join(notes)) if notes else None,
     )
     for h in HEADER:
