@@ -186,5 +186,9 @@ def test_api_targets_keep_the_parsing_rule_and_record_it(tmp_path):
 
 
 def test_decision_is_validated():
+    from imprint.attacks.params import check_params
+
     with pytest.raises(ConfigError, match="decision must be one of"):
         DECOP(decision="logits")
+    with pytest.raises(ConfigError, match="de_cop.decision=auto"):  # --param, before any work
+        check_params({"de_cop": {"decision": "logits"}})

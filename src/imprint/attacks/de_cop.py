@@ -42,7 +42,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import permutations
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -58,6 +58,7 @@ from imprint.requests.client import ModelRequests, local_transformers
 log = logging.getLogger(__name__)
 
 LETTERS = "ABCD"
+Decision = Literal["auto", "letter_logits", "parse"]
 DECISIONS = ("auto", "letter_logits", "parse")
 ORDERINGS: tuple[tuple[int, ...], ...] = tuple(permutations(range(4)))  # option 0 = verbatim
 INSTRUCTION = (
@@ -194,7 +195,7 @@ class DECOP(ModelCallAttack):
     answer_max_tokens: int = 8
     paraphrase_max_tokens: int = 0  # 0 = 3 tokens per unit of the text, at least 16, at most 512
     seed: int = 0
-    decision: str = "auto"  # auto: letter_logits for a local model, parse for a text-only one
+    decision: Decision = "auto"  # auto: letter_logits for a local model, parse for a text-only one
     # text -> (3 paraphrases, source title or None), read from the data by prepare()
     given: dict[str, tuple[tuple[str, ...] | None, str | None]] | None = prepared_field()
     # the rule ``auto`` resolved to for this run's target (written to the manifest)
