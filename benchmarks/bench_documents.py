@@ -167,6 +167,9 @@ def _print(summary: dict[str, Any]) -> None:
     fp = summary["unseen_run"]["dataset"].get("members_vs_nonmembers", {})
     print("unseen A vs unseen B:", fp.get("p_value"))
     print("documents needed:", ds.get("documents_needed"))
+    for run in ("members_run", "unseen_run"):  # the report's own three-state verdict
+        found = summary[run]["dataset"].get("verdict") or {}
+        print(f"{run} verdict:", found.get("state"), "; ".join(found.get("reasons", [])))
     for key in ("seeds", "seeds_reference_free"):
         seeds = summary[key]
         print(

@@ -199,3 +199,12 @@ def test_clipping_keeps_power_with_heavy_tails() -> None:
     assert null.rate <= 0.05 + 2 * _nominal_se(n)
     authors = simulate_dataset_inference(n, clip_from="set", seed=3, **kw)  # type: ignore[arg-type]
     assert authors.rate > 0.05 + 3 * _nominal_se(n)
+
+
+def test_calibration_rows_cover_every_setting() -> None:
+    from imprint.documents.di_calibration import SETTINGS, calibration_rows
+
+    rows = calibration_rows(n_sims=4, seed=0)
+    assert [r["name"] for r in rows] == [name for name, _, _ in SETTINGS]
+    assert all(("within" in r) == (r["kind"] == "size") for r in rows)
+    assert all(r["n_sims"] == 4 and 0 <= r["rate"] <= 1 for r in rows)

@@ -11,7 +11,9 @@ suspect set is as unseen as the validation set).
 
 :func:`simulate_dataset_inference` returns the share of simulations flagged with its binomial
 standard error: under the null that share is the test's size (nominal ``alpha``), otherwise its
-power. The calibration suite (``benchmarks/bench_calibration.py``) and the tests call it.
+power. The calibration suite (``benchmarks/bench_calibration.py``) and the tests call it;
+:func:`calibration_rows` runs every setting of :data:`SETTINGS` (``python -m
+imprint.documents.di_calibration [N_SIMS]`` prints them as a table).
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ import numpy as np
 from imprint.documents.dataset_inference import ALPHA, CLIP, ClipFrom, Unit, dataset_inference
 from imprint.errors import ConfigError
 
-__all__ = ["FlagRate", "simulate_dataset_inference", "simulated_set"]
+__all__ = [
+    "SETTINGS",
+    "FlagRate",
+    "calibration_rows",
+    "simulate_dataset_inference",
+    "simulated_set",
+]
 
 
 @dataclass(frozen=True)
@@ -104,3 +112,55 @@ def simulate_dataset_inference(
     setting: dict[str, Any] = {**shape, "rho": rho, "shift": shift, "tail_df": tail_df}
     setting.update(unit=unit, clip=clip, clip_from=clip_from, seed=seed)
     return FlagRate(rate, math.sqrt(rate * (1 - rate) / n_sims), n_sims, alpha, setting)
+
+
+#: (name, kind, simulate_dataset_inference arguments): ``kind`` "size" rows should stay at or
+#: under alpha (within binomial error), "power" rows are the power at that shift, "anticonservative"
+#: rows show a test that does not hold its size (the sequence unit, the authors' clip placement).
+SETTINGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("null, normal, rho 0.5, document unit", "size", {"rho": 0.5}),
+    ("null, normal, rho 0.5, sequence unit", "anticonservative", {"rho": 0.5, "unit": "sequence"}),
+    ("shift 0.5, normal, rho 0.5", "power", {"rho": 0.5, "shift": 0.5}),
+    ("shift 1.0, normal, rho 0.5", "power", {"rho": 0.5, "shift": 1.0}),
+    (
+        "null, Cauchy, rho 0.2, clip bounds from the fit halves",
+        "size",
+        {"rho": 0.2, "tail_df": 1.0},
+    ),
+    (
+        "null, Cauchy, rho 0.2, clip bounds per set (authors)",
+        "anticonservative",
+        {"rho": 0.2, "tail_df": 1.0, "clip_from": "set"},
+    ),
+    ("null, Cauchy, rho 0.2, no clipping", "size", {"rho": 0.2, "tail_df": 1.0, "clip": 0.0}),
+    ("shift 1.0, Cauchy, rho 0.2, clipped", "power", {"rho": 0.2, "tail_df": 1.0, "shift": 1.0}),
+    (
+        "shift 1.0, Cauchy, rho 0.2, no clipping",
+        "power",
+        {"rho": 0.2, "tail_df": 1.0, "shift": 1.0, "clip": 0.0},
+    ),
+)
+
+
+def calibration_rows(n_sims: int = 400, seed: int = 11) -> list[dict[str, Any]]:
+    """Every setting of :data:`SETTINGS` simulated ``n_sims`` times: name, kind, rate, se, and
+    for size rows ``within`` (rate <= alpha + 2 binomial s.e. at alpha)."""
+    rows = []
+    for name, kind, kw in SETTINGS:
+        found = simulate_dataset_inference(n_sims, seed=seed, **kw)
+        limit = found.nominal + 2 * math.sqrt(found.nominal * (1 - found.nominal) / n_sims)
+        row = {"name": name, "kind": kind, **found.to_dict()}
+        if kind == "size":
+            row["within"] = found.rate <= limit
+        rows.append(row)
+    return rows
+
+
+if __name__ == "__main__":  # pragma: no cover - a command for the README's figures
+    import sys
+
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 400
+    print("| setting | kind | share flagged | s.e. | n |")
+    print("|---|---|---|---|---|")
+    for r in calibration_rows(n):
+        print(f"| {r['name']} | {r['kind']} | {r['rate']:.3f} | {r['se']:.3f} | {r['n_sims']} |")
