@@ -208,3 +208,13 @@ def test_calibration_rows_cover_every_setting() -> None:
     assert [r["name"] for r in rows] == [name for name, _, _ in SETTINGS]
     assert all(("within" in r) == (r["kind"] == "size") for r in rows)
     assert all(r["n_sims"] == 4 and 0 <= r["rate"] <= 1 for r in rows)
+
+
+def test_power_table_sizes_end_at_the_set_size_and_stay_few() -> None:
+    from imprint.documents.dataset_inference import curve_sizes
+
+    assert curve_sizes(12) == [4, 6, 8, 10, 12]
+    assert curve_sizes(13)[-2:] == [12, 13]  # the set's own size is the last row
+    big = curve_sizes(1000)
+    assert big[:11] == list(range(4, 25, 2)) and big[-1] == 1000 and len(big) < 30
+    assert all(b / a <= 1.3 for a, b in zip(big[10:], big[11:], strict=False))

@@ -49,6 +49,7 @@ __all__ = [
     "clip_outliers",
     "dataset_inference",
     "documents_needed",
+    "curve_sizes",
     "fit_linear",
     "p_value_curve",
     "welch_greater",
@@ -283,6 +284,16 @@ def _subset(groups: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     return np.isin(groups, rng.choice(np.unique(groups), size=n, replace=False))
 
 
+def curve_sizes(n_max: int) -> list[int]:
+    """The power table's sizes: 4, 6, 8, ... to 24, then about 25 % apart (even), and ``n_max``
+    itself, so a large set costs tens of sizes, not hundreds."""
+    sizes = list(range(MIN_DOCS, min(n_max, 24) + 1, 2))
+    n = 24
+    while (n := 2 * round(n * 1.25 / 2)) < n_max:
+        sizes.append(n)
+    return sorted({*sizes, n_max}) if n_max >= MIN_DOCS else [n_max]
+
+
 def p_value_curve(
     suspect: np.ndarray,
     validation: np.ndarray,
@@ -297,10 +308,11 @@ def p_value_curve(
     clip: float = CLIP,
     clip_from: ClipFrom = "fit",
 ) -> list[CurvePoint]:
-    """p-value against set size: for each ``n`` (documents per set; default 4, 6, 8, ... up to
-    the smaller set), the median p and the share of ``repeats`` random subsets flagged."""
+    """p-value against set size: for each ``n`` (documents per set; default
+    :func:`curve_sizes` up to the smaller set), the median p and the share of ``repeats`` random
+    subsets flagged."""
     n_max = min(len(np.unique(suspect_docs)), len(np.unique(validation_docs)))
-    sizes = sizes or list(range(MIN_DOCS, n_max + 1, 2)) or [n_max]
+    sizes = sizes or curve_sizes(n_max)
     rng = np.random.default_rng([seed, 15])
     points = []
     for n in sizes:
