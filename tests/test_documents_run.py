@@ -165,3 +165,18 @@ def test_verdict_and_meeus_flags() -> None:
         document_options("document", meeus_features="all")
     result = runner.invoke(app, ["run", "--model", "x", "--data", "y", "--di-power", "0.9"])
     assert result.exit_code == 2 and "add --unit document" in result.output
+
+
+def test_attacks_are_compared_pairwise_resampling_documents(doc_run) -> None:
+    config, _ = doc_run
+    data = json.loads((config.out / "metrics.json").read_text())
+    compared = data["comparisons"]
+    n_columns = len(data["attacks"])
+    assert compared["n_pairs"] == n_columns * (n_columns - 1) // 2 and n_columns >= 3
+    assert compared["resamples"] == "documents" and compared["clustered"]
+    assert compared["correction"] == "bonferroni"
+    pair = compared["pairs"][0]
+    assert (pair["n_member_units"], pair["n_nonmember_units"]) == (10, 10)  # documents, not seqs
+    report = (config.out / "report.md").read_text()
+    assert "## Paired comparisons" in report and "same documents" in report
+    assert read_metrics(config.out).comparisons.n_pairs == compared["n_pairs"]

@@ -34,7 +34,7 @@ def _samples_and_scores(n: int = 120):
 def test_every_pair_is_kept_and_read_back_unchanged():
     samples, scores = _samples_and_scores()
     result = run_comparisons(samples, scores, n_bootstrap=100, seed=0)
-    assert result is not None and result.n_pairs == 6 and result.resamples == "samples"
+    assert result is not None and result.n_pairs == 6 and result.resamples == "texts"
     data = json.loads(json.dumps(result.to_dict()))
     back = comparisons_from_dict(data, "comparisons")
     assert back.to_dict() == result.to_dict()
@@ -56,7 +56,7 @@ def test_report_shows_each_attack_against_the_best_and_against_loss():
     assert verdicts[("loss", "zlib")] == "no difference shown"
     assert "Bonferroni" in header[3] and "99.1667%" in header[3]  # 1 - 0.05 / 6
     (_, title), (_, text), _ = comparison_blocks(result)
-    assert title == "Paired comparisons" and "6 pair(s)" in text and "samples" in text
+    assert title == "Paired comparisons" and "6 pair(s)" in text and "same texts" in text
     recall = result.between("loss", "recall")
     assert recall.n_members + recall.n_nonmembers == 115  # its 5 NaN samples left out
 
@@ -79,6 +79,6 @@ def test_run_metrics_keep_the_comparisons_in_metrics_json():
     compared = run_comparisons(samples, scores, n_bootstrap=50, seed=0)
     metrics = RunMetrics(attacks={}, comparisons=compared)
     data = json.loads(json.dumps(metrics.to_dict()))
-    assert data["comparisons"]["n_pairs"] == 6 and data["comparisons"]["resamples"] == "samples"
+    assert data["comparisons"]["n_pairs"] == 6 and data["comparisons"]["resamples"] == "texts"
     assert RunMetrics.from_dict(data).to_dict() == data
     assert "comparisons" not in RunMetrics(attacks={}).to_dict()  # none with fewer than 2 columns

@@ -70,6 +70,11 @@ def test_run_folder_is_complete(tiny_model_dir, tiny_ref_dir, tmp_path):
     # WikiMIA is temporally shifted: the blind baseline sees it and the report warns
     assert metrics["blind"]["auc"]["estimate"] > 0.8
     assert "blind_not_at_chance" in metrics["warning_kinds"]
+    # every pair of score columns, compared on the same texts, with the Bonferroni count
+    k = len(metrics["attacks"])
+    assert metrics["comparisons"]["n_pairs"] == k * (k - 1) // 2
+    assert metrics["comparisons"]["resamples"] == "texts"
+    assert "## Paired comparisons" in (out / "report.md").read_text()
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["data"]["evaluated"] == 60
     assert manifest["data"]["dropped"] == {"not sampled (n_per_label=30)": 776 - 60}

@@ -38,7 +38,9 @@ def run_comparisons(
     if len(scores) < 2:
         return None
     labels = np.array([s.label for s in samples])
-    return compare_scores(labels, scores, groups=groups, n_resamples=n_bootstrap, seed=seed)
+    unit = "texts" if groups is None else "documents"  # the Attacks table's words for its units
+    return compare_scores(labels, scores, groups=groups, n_resamples=n_bootstrap, seed=seed,
+                          resamples=unit)  # fmt: skip
 
 
 def _shown_pairs(comparisons: PairedComparisons) -> list[PairedDifference]:

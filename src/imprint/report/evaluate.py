@@ -26,6 +26,7 @@ from imprint.metrics import (
     bootstrap_metrics,
     min_nonmembers,
 )
+from imprint.report.comparisons import run_comparisons
 from imprint.report.results import (
     BlindClassifierMetrics,
     BlindFailure,
@@ -134,7 +135,8 @@ def evaluate_scores(
     samples: Sequence[Sample], scores: dict[str, np.ndarray], *, config: Any
 ) -> RunMetrics:
     """Every figure of a run: per score column, blind baselines (when ``config.blind``), per
-    breakdown group (``config.breakdown``, a meta field), and the warnings they call for.
+    breakdown group (``config.breakdown``, a meta field), every pair of score columns compared
+    on the same samples (:mod:`.comparisons`), and the warnings they call for.
     ``config`` supplies ``n_bootstrap``, ``seed``, ``blind`` and ``breakdown``."""
     labels = np.array([s.label for s in samples])
     kwargs: dict[str, Any] = {"n_bootstrap": config.n_bootstrap, "seed": config.seed}
@@ -150,7 +152,9 @@ def evaluate_scores(
     breakdown = None
     if config.breakdown:
         breakdown = breakdown_metrics(samples, scores, config.breakdown, **kwargs)
-    metrics = RunMetrics(attacks, (), blind, suite, breakdown, BLIND_WARN_DELTA)
+    compared = run_comparisons(samples, scores, **kwargs)  # every pair, on the same samples
+    metrics = RunMetrics(attacks, (), blind, suite, breakdown, BLIND_WARN_DELTA,
+                         comparisons=compared)  # fmt: skip
     return replace(metrics, warnings=run_warnings(metrics, int((labels == 0).sum())))
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from imprint.metrics import DEFAULT_FPR_BOUNDS
 from imprint.metrics.bootstrap import fpr_key
 from imprint.report.cells import NOT_MEASURABLE, fmt, tpr_cell
+from imprint.report.comparisons import comparison_blocks
 from imprint.report.documents import document_blocks
 from imprint.report.results import BlindMetrics, BlindSuiteMetrics, ColumnMetrics, RunMetrics
 
@@ -153,6 +154,7 @@ def report_blocks(metrics: RunMetrics, manifest: dict[str, Any], plots: list[str
             ("h2", f"AUC by {metrics.breakdown.field}"),
             ("table", breakdown_rows(metrics)),
         ]
+    blocks += comparison_blocks(metrics.comparisons)
     if metrics.documents is not None:
         blocks += document_blocks(metrics.documents)
     if data["dropped"]:
