@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -73,12 +74,35 @@ def handle_errors(command: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(command)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return command(*args, **kwargs)
-        except (ImprintError, ValueError) as err:
-            fail(err)
+        with warnings.catch_warnings():  # restores the previous handler after the command
+            warnings.showwarning = functools.partial(_show_warning, warnings.showwarning)
+            try:
+                return command(*args, **kwargs)
+            except (ImprintError, ValueError) as err:
+                fail(err)
 
     return wrapper
+
+
+_PACKAGE = str(Path(__file__).resolve().parents[1])  # the imprint package folder
+
+
+def _show_warning(
+    fallback: Callable[..., None],
+    message: Any,
+    category: type,
+    filename: str,
+    *args: Any,
+    **kwargs: Any,
+) -> None:
+    """imprint's own warnings (its classes, e.g. LabelConflictWarning, or raised in its code) as
+    one ``warning:`` line, without Python's ``path:line: Category:`` prefix; other libraries'
+    warnings go to ``fallback``."""
+    ours = category.__module__.split(".")[0] == "imprint" or filename.startswith(_PACKAGE)
+    if ours:
+        warn(str(message))
+    else:
+        fallback(message, category, filename, *args, **kwargs)
 
 
 @overload

@@ -11,6 +11,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from imprint.data import LoadedData, Sample, apply_transforms, resolve_data
+from imprint.errors import DataError
 
 __all__ = ["Candidates", "evaluation_samples", "load_candidates"]
 
@@ -46,11 +47,17 @@ def evaluation_samples(
     loaded, truncated to ``truncate`` words, under ``min_words`` dropped, exact duplicates
     removed. The warnings are returned for the caller to show, not printed here."""
     loaded = load_candidates(data, text_field=text_field, label_field=label_field)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        samples, dropped = apply_transforms(
-            loaded.samples, truncate=truncate, min_words=min_words, dedupe=True
-        )
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            samples, dropped = apply_transforms(
+                loaded.samples, truncate=truncate, min_words=min_words, dedupe=True
+            )
+    except DataError:  # the warnings say why (e.g. texts under both labels): not lost
+        for w in caught:
+            warnings.warn(w.message, stacklevel=2)
+        raise
     return Candidates(
         samples=list(samples),
         dropped={**loaded.dropped, **dropped},
