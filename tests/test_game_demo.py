@@ -81,6 +81,13 @@ def test_run_demo_on_tiny_model(tiny_model_dir, pool_file, tmp_path):
     assert written["checks"][3]["claim"].startswith("LOSS AUC rises with epochs")
     assert written["checks"][4]["claim"].startswith("LOSS tells x3 from x1 canaries (e2)")
     assert "Measured claims" in (tmp_path / "demo" / "demo.md").read_text()
+    # dataset inference through the report's code: the same three-state verdict
+    verdict = fig["dataset_inference"]["verdict"]
+    assert verdict["state"] in ("trained on", "not detected", "inconclusive")
+    assert (
+        f"dataset inference, members vs non-members (each text a document): {verdict['state']}"
+        in (tmp_path / "demo" / "demo.md").read_text()
+    )
     assert (result.runs["e1"] / "metrics.json").exists()
     # games live in the cache and are reused by a second demo
     assert all(read_manifest(g) for g in result.games.values())

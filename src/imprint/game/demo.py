@@ -114,7 +114,47 @@ def _attack_games(
             )
             runs[label] = result.out
             figures[label] = _figures(result.metrics)
+            figures[label]["dataset_inference"] = _dataset_inference(result, settings["seed"])
     return games, runs, figures
+
+
+def _dataset_inference(result: Any, seed: int) -> dict[str, Any]:
+    """Dataset inference on the run's members against its non-members, each text one document,
+    through the report's code and verdict rule (trained on / not detected / inconclusive)."""
+    import numpy as np
+
+    from imprint.documents.run_hook import DocumentOptions
+    from imprint.report.documents import dataset_section
+
+    labels = np.array([s.label for s in result.samples])
+    found, notes = dataset_section(
+        result.scores, np.arange(len(labels)), labels, options=DocumentOptions(), seed=seed
+    )
+    test = found.get("members_vs_nonmembers") or {}
+    check = found.get("false_positive_check") or {}
+    return {
+        "verdict": found.get("verdict"),
+        "p_value": test.get("p_value"),
+        "false_positive_p": check.get("p_value"),
+        "notes": notes,
+    }
+
+
+def _di_line(fig: dict[str, Any]) -> str:
+    """The demo's dataset-inference line: the report's verdict, its p-values and reasons."""
+    di = fig.get("dataset_inference") or {}
+    found = di.get("verdict")
+    if not found:
+        return "dataset inference (members vs non-members): not run; " + "; ".join(
+            di.get("notes", [])
+        )
+    p, fp = di["p_value"], di["false_positive_p"]
+    why = f": {'; '.join(found['reasons'])}" if found["reasons"] else ""
+    return (
+        f"dataset inference, members vs non-members (each text a document): {found['state']} "
+        f"(p = {p:.3g}; false-positive check p = "
+        f"{'not run' if fp is None else f'{fp:.3g}'}){why}"
+    )
 
 
 def _run_settings(
@@ -286,6 +326,7 @@ def _markdown(demo: DemoResult, config: GameConfig) -> str:
             f"- blind baseline AUC: {_fmt(fig['blind'])}",
         ]
         lines += [f"- {name}: {_fmt(auc)}" for name, auc in fig["attacks"].items()]
+        lines.append(f"- {_di_line(fig)}")
         lines += ["", "LOSS AUC by group:", ""]
         lines += [f"- {g}: {_fmt(row.get(LEAD))}" for g, row in fig["groups"].items()]
         lines += [f"- warning: {w}" for w in fig["warnings"]]
@@ -326,6 +367,8 @@ def _print(demo: DemoResult, console: Any) -> None:
             *canary,
         )
     console.print(table)
+    for label, fig in demo.figures.items():
+        console.print(f"{label}: {escape(_di_line(fig))}")
     for c in demo.checks:
         mark = "[green]PASS[/]" if c["passed"] else "[red]FAIL[/]"
         console.print(f"{mark} {escape(c['claim'])}: {escape(c['value'])}")

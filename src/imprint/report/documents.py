@@ -51,7 +51,7 @@ from imprint.report.cells import fmt, tpr_cell
 from imprint.report.columns import ColumnMetrics
 from imprint.report.document_results import DocumentMetrics, DocumentRow
 
-__all__ = ["document_blocks", "evaluate_documents"]
+__all__ = ["dataset_section", "document_blocks", "evaluate_documents"]
 
 MEEUS = "meeus (token probability / corpus frequency, random forest)"
 BLIND = "blind (bag-of-words on whole documents, no model)"
@@ -216,6 +216,21 @@ def _meeus(
         seed=config.seed,
         settings=options.meeus,
     )
+
+
+def dataset_section(
+    scores: dict[str, np.ndarray],
+    doc_index: np.ndarray,
+    doc_labels: np.ndarray,
+    *,
+    options: Any,
+    seed: int,
+) -> tuple[dict[str, Any], list[str]]:
+    """Dataset inference as a document run reports it (members vs non-members, the
+    false-positive check, the power table, the verdict) and its notes: the one code path the
+    demo shares with the report."""
+    notes: list[str] = []
+    return _dataset(scores, doc_index, doc_labels, options, seed, notes), notes
 
 
 def _features(scores: dict[str, np.ndarray]) -> tuple[list[str], np.ndarray]:
