@@ -18,7 +18,8 @@ narrow. Two paired methods:
 - **Paired bootstrap**: members and non-members (or member and non-member documents) are
   resampled with replacement, class counts kept, and both AUCs are computed on the same resample;
   the percentile interval of AUC(A)* - AUC(B)*. A resample is a vector of multiplicities, one per
-  unit, applied to both columns (:func:`resample_weights`).
+  unit, applied to both columns (:func:`resample_weights`); each column's AUC on it is
+  :func:`imprint.metrics.bootstrap.weighted_statistics`, the cluster bootstrap's own.
 
 A score column's NaN samples are left out of every pair it is in (the pair is compared on the
 samples both columns scored). Higher score = more likely member, as everywhere.
@@ -36,7 +37,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from imprint.errors import DataError
 from imprint.metrics._validation import as_labels_and_scores
-from imprint.metrics.bootstrap import Interval, _check_settings
+from imprint.metrics.bootstrap import Interval, _check_settings, _group_index, weighted_statistics
 
 __all__ = [
     "DeLongResult",
@@ -133,19 +134,8 @@ def unit_index(
     if groups is None:
         return np.arange(lab.size, dtype=np.int64), lab.copy()
     keys = np.asarray(groups).astype(str)  # ids may be ints or text: one type to sort
-    if keys.shape != lab.shape:
-        raise DataError(f"groups must give one id per sample; got {keys.size} for {lab.size}")
-    names, unit_of = np.unique(keys, return_inverse=True)
-    members = np.bincount(unit_of, weights=lab, minlength=names.size)
-    sizes = np.bincount(unit_of, minlength=names.size)
-    mixed = np.flatnonzero((members > 0) & (members < sizes))
-    if mixed.size:
-        raise DataError(
-            f"{mixed.size} document(s) hold both members and non-members (e.g. "
-            f"{names[mixed[0]]!r}); a document's sequences must share its label: check the "
-            "document field (--doc-field)"
-        )
-    return unit_of.astype(np.int64), members > 0
+    unit_of, n_units = _group_index(keys, lab)  # refuses a group holding both classes
+    return unit_of, np.bincount(unit_of, weights=lab, minlength=n_units) > 0
 
 
 def delong_covariance(
@@ -212,7 +202,7 @@ def resample_weights(
     unit_is_member: NDArray[np.bool_],
     n_resamples: int,
     rng: np.random.Generator,
-) -> Iterator[NDArray[np.float64]]:
+) -> Iterator[NDArray[np.int64]]:
     """Yield chunks of bootstrap multiplicities per sample, shape (c, n), c rows per chunk.
 
     Units (samples, or clusters) are drawn with replacement within their class, keeping the
@@ -226,30 +216,11 @@ def resample_weights(
     for start in range(0, n_resamples, chunk):
         c = min(chunk, n_resamples - start)
         offsets = (np.arange(c, dtype=np.int64) * n_units)[:, None]
-        counts = np.zeros(c * n_units, dtype=np.float64)
+        counts = np.zeros(c * n_units, dtype=np.int64)
         for units in (member_units, other_units):
             drawn = units[rng.integers(0, units.size, size=(c, units.size))]
             counts += np.bincount((drawn + offsets).ravel(), minlength=c * n_units)
         yield counts.reshape(c, n_units)[:, unit_of]
-
-
-def _weighted_aucs(
-    levels: NDArray[np.int64], n_levels: int, is_member: NDArray[np.bool_], w: NDArray[np.float64]
-) -> NDArray[np.float64]:
-    """AUC of each weighted resample: ``levels`` (n,) the scores' ranks among their distinct
-    values, ``w`` (c, n) multiplicities. Mann-Whitney with ties 1/2, weighted."""
-    c = w.shape[0]
-    offsets = (np.arange(c, dtype=np.int64) * n_levels)[:, None]
-
-    def hist(mask: NDArray[np.bool_]) -> NDArray[np.float64]:
-        idx = (levels[mask][None, :] + offsets).ravel()
-        flat = np.bincount(idx, weights=w[:, mask].ravel(), minlength=c * n_levels)
-        return flat.reshape(c, n_levels).astype(np.float64)
-
-    h_pos, h_neg = hist(is_member), hist(~is_member)
-    twice_u = np.sum(h_pos * (2 * np.cumsum(h_neg, axis=1) - h_neg), axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return twice_u / (2 * h_pos.sum(axis=1) * h_neg.sum(axis=1))
 
 
 def paired_bootstrap_aucs(
@@ -270,11 +241,10 @@ def paired_bootstrap_aucs(
     unit_of, unit_member = unit_index(is_member, groups)
     if unit_member.all() or not unit_member.any():
         raise DataError("a paired bootstrap needs member and non-member units")
-    coded = [np.unique(row, return_inverse=True) for row in cols]
     parts = []
     rng = np.random.default_rng(seed)
     for w in resample_weights(unit_of, unit_member, int(n_resamples), rng):
-        parts.append(np.stack([_weighted_aucs(lv, d.size, is_member, w) for d, lv in coded]))
+        parts.append(np.stack([weighted_statistics(is_member, row, w, ())[0] for row in cols]))
     return np.concatenate(parts, axis=1)
 
 
