@@ -22,6 +22,8 @@ from imprint.metrics.bootstrap import (
     bootstrap_metrics,
     evaluate,
 )
+from imprint.metrics.paired import delong_test, paired_bootstrap
+from imprint.metrics.pairwise import PairedComparisons, PairedDifference, compare_scores
 from imprint.metrics.resolution import min_nonmembers, unresolvable, unresolvable_reason
 from imprint.metrics.transfer import fpr_at_threshold, threshold_at_fpr, threshold_transfer
 
@@ -30,13 +32,18 @@ __all__ = [
     "Interval",
     "MetricSummary",
     "NotMeasurableWarning",
+    "PairedComparisons",
+    "PairedDifference",
     "UndefinedMetricWarning",
     "auc",
     "bootstrap_metrics",
+    "compare_scores",
     "confusion_at_thresholds",
+    "delong_test",
     "evaluate",
     "fpr_at_threshold",
     "min_nonmembers",
+    "paired_bootstrap",
     "roc_curve",
     "threshold_at_fpr",
     "threshold_transfer",
