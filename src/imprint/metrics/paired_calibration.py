@@ -11,6 +11,9 @@ document and the document is the independent unit.
 difference; :func:`paired_size` how often the test calls two attacks of equal AUC different.
 Both return a :class:`Calibration` with the binomial standard error of the measured rate, so a
 tolerance follows from the number of simulations (``Calibration.within``), not from a guess.
+The bootstrap uses 1,000 resamples by default, as a run does: with 200 its 2.5 % tails rest on
+five resamples and the measured size rose (0.09 against DeLong's 0.075 on the same 600 data
+sets of 40 + 40 documents).
 """
 
 from __future__ import annotations
@@ -111,7 +114,7 @@ def paired_coverage(
     seed: int = 0,
     method: Method = "delong",
     confidence: float = 0.95,
-    n_resamples: int = 200,
+    n_resamples: int = 1000,
     use_groups: bool = True,
     **simulation: Any,
 ) -> Calibration:
@@ -138,7 +141,7 @@ def paired_size(
     seed: int = 0,
     method: Method = "delong",
     alpha: float = 0.05,
-    n_resamples: int = 200,
+    n_resamples: int = 1000,
     use_groups: bool = True,
     **simulation: Any,
 ) -> Calibration:
