@@ -25,7 +25,12 @@ from imprint.metrics.bootstrap import (
 from imprint.metrics.paired import delong_test, paired_bootstrap
 from imprint.metrics.pairwise import PairedComparisons, PairedDifference, compare_scores
 from imprint.metrics.resolution import min_nonmembers, unresolvable, unresolvable_reason
-from imprint.metrics.transfer import fpr_at_threshold, threshold_at_fpr, threshold_transfer
+from imprint.metrics.transfer import (
+    fpr_at_threshold,
+    threshold_at_fpr,
+    threshold_transfer,
+    transfer_interval,
+)
 
 __all__ = [
     "DEFAULT_FPR_BOUNDS",
@@ -48,6 +53,7 @@ __all__ = [
     "threshold_at_fpr",
     "threshold_transfer",
     "tpr_at_fpr",
+    "transfer_interval",
     "unresolvable",
     "unresolvable_reason",
 ]

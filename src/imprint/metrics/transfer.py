@@ -16,13 +16,16 @@ from numpy.typing import ArrayLike, NDArray
 
 from imprint.errors import ConfigError, DataError
 from imprint.metrics._validation import (
+    NotMeasurableWarning,
     UndefinedMetricWarning,
     allowed_false_positives,
     as_scores,
     check_fraction,
 )
+from imprint.metrics.bootstrap import Interval
+from imprint.metrics.resolution import unresolvable_reason
 
-__all__ = ["fpr_at_threshold", "threshold_at_fpr", "threshold_transfer"]
+__all__ = ["fpr_at_threshold", "threshold_at_fpr", "threshold_transfer", "transfer_interval"]
 
 
 def _warn_empty(name: str) -> None:
@@ -125,3 +128,47 @@ def threshold_transfer(
         _warn_empty("scores_a_nonmembers" if a.size == 0 else "scores_b_nonmembers")
         return {f: math.nan for f in bounds}
     return {f: _fpr(b, _threshold(a, f)) for f in bounds}
+
+
+def transfer_interval(
+    scores_a_nonmembers: ArrayLike,
+    scores_b_nonmembers: ArrayLike,
+    fpr: float,
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Interval | None:
+    """The FPR on set B of the threshold set at ``fpr`` on set A, with a percentile bootstrap
+    interval that resamples both sets (the threshold is re-estimated on each resample of A).
+
+    Args:
+        scores_a_nonmembers: shape (n_a,), non-member scores where the threshold is set.
+        scores_b_nonmembers: shape (n_b,), non-member scores where its FPR is measured.
+        fpr: the target FPR on A.
+
+    Returns:
+        An :class:`Interval` for the FPR on B, or None (with a :class:`NotMeasurableWarning`)
+        when A has fewer than 1/``fpr`` non-members, the package's resolution rule.
+    """
+    bound = check_fraction(fpr, name="fpr")
+    conf = check_fraction(confidence, name="confidence")
+    a = as_scores(scores_a_nonmembers, name="scores_a_nonmembers")
+    b = as_scores(scores_b_nonmembers, name="scores_b_nonmembers")
+    if a.size == 0 or b.size == 0:
+        raise DataError("transfer_interval needs non-member scores in both sets; one is empty.")
+    reason = unresolvable_reason(bound, a.size, where="set A, where the threshold is set")
+    if reason is not None:
+        warnings.warn(f"transfer FPR at {bound:g}: {reason}.", NotMeasurableWarning, stacklevel=2)
+        return None
+    k = allowed_false_positives(bound, a.size)
+    rng = np.random.default_rng(seed)
+    a_star = a[rng.integers(0, a.size, size=(n_resamples, a.size))]
+    b_star = b[rng.integers(0, b.size, size=(n_resamples, b.size))]
+    if k >= a.size:
+        fprs = np.ones(n_resamples)
+    else:
+        pivot = -np.partition(-a_star, k, axis=1)[:, k]  # the (k+1)-th largest of each A*
+        fprs = np.mean(b_star > pivot[:, None], axis=1)  # the threshold is just above it
+    low, high = np.quantile(fprs, [(1 - conf) / 2, (1 + conf) / 2])
+    return Interval(_fpr(b, _threshold(a, bound)), float(low), float(high))

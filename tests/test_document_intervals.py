@@ -1,0 +1,92 @@
+"""Issue 20: in a ``--unit document`` run every interval resamples documents (the main Attacks
+table too), and every interval says in metrics.json and the report what it resamples."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from imprint.data import Sample
+from imprint.documents.split import DOC_ID
+from imprint.metrics import bootstrap_metrics
+from imprint.report.evaluate import evaluate_scores
+from imprint.report.render import resampling
+from imprint.report.results import RunMetrics
+
+
+def _sequences(n_docs: int = 24, per_doc: int = 6):
+    rng = np.random.default_rng(0)
+    docs = np.repeat(np.arange(n_docs), per_doc)
+    labels = (docs % 2).astype(int)
+    scores = rng.normal(size=n_docs)[docs] + rng.normal(size=docs.size) + 0.7 * labels
+    samples = [
+        Sample(id=f"d{d}-{i}", text=f"text {i}", label=int(labels[i]), meta={DOC_ID: f"d{d}"})
+        for i, d in enumerate(docs)
+    ]
+    return samples, {"loss": scores}, labels, docs
+
+
+def _config(documents: object | None) -> SimpleNamespace:
+    return SimpleNamespace(
+        n_bootstrap=300, seed=4, blind=False, breakdown=None, documents=documents
+    )
+
+
+def test_document_run_attacks_table_resamples_documents() -> None:
+    samples, scores, labels, _ = _sequences()
+    metrics = evaluate_scores(samples, scores, config=_config(documents=object()))
+    column = metrics.attacks["loss"]
+    names = np.array([s.meta[DOC_ID] for s in samples])
+    grouped = bootstrap_metrics(labels, scores["loss"], n_resamples=300, seed=4, groups=names)
+    assert column.resamples == "documents"
+    assert (column.auc.low, column.auc.high) == (grouped.auc.low, grouped.auc.high)
+    plain = bootstrap_metrics(labels, scores["loss"], n_resamples=300, seed=4)
+    assert (column.auc.low, column.auc.high) != (plain.auc.low, plain.auc.high)
+    out = metrics.to_dict()
+    assert out["attacks"]["loss"]["resamples"] == "documents"
+    again = RunMetrics.from_dict(out)
+    assert again.attacks["loss"].resamples == "documents"
+    assert resampling(metrics).startswith("resampling documents")
+
+
+def test_sequence_run_resamples_texts() -> None:
+    samples, scores, labels, _ = _sequences()
+    metrics = evaluate_scores(samples, scores, config=_config(documents=None))
+    column = metrics.attacks["loss"]
+    plain = bootstrap_metrics(labels, scores["loss"], n_resamples=300, seed=4)
+    assert column.resamples == "texts"
+    assert (column.auc.low, column.auc.high) == (plain.auc.low, plain.auc.high)
+    assert resampling(metrics) == "resampling texts"
+
+
+def test_breakdown_in_a_document_run_resamples_documents() -> None:
+    samples, scores, labels, docs = _sequences()
+    samples = [
+        Sample(s.id, s.text, s.label, {**s.meta, "half": str(int(docs[i]) < 12)})
+        for i, s in enumerate(samples)
+    ]
+    config = _config(documents=object())
+    config.breakdown = "half"
+    metrics = evaluate_scores(samples, scores, config=config)
+    assert metrics.breakdown is not None
+    for group in metrics.breakdown.groups.values():
+        assert group["loss"].resamples == "documents"
+
+
+def test_shi_fold_summary_is_the_pair_weighted_mean_of_fold_aucs() -> None:
+    from imprint.documents.shi import shi_fold_scores, shi_fold_summary
+    from imprint.metrics import auc
+
+    _, scores, _, docs = _sequences(n_docs=30)
+    doc_labels = np.arange(30) % 2
+    folds = shi_fold_scores(scores["loss"], docs, doc_labels, n_splits=3, seed=1)
+    pairs = np.array([f.labels.sum() * (f.labels.size - f.labels.sum()) for f in folds])
+    want = np.dot(pairs / pairs.sum(), [auc(f.labels, f.scores) for f in folds])
+    got = shi_fold_summary(scores["loss"], docs, doc_labels, n_splits=3, seed=1, n_resamples=200)
+    assert got.auc.estimate == pytest.approx(want)
+    assert got.auc.low <= got.auc.estimate <= got.auc.high
+    assert got.resamples == "documents" and got.n_members + got.n_nonmembers == 30
+    # 5 non-member documents per fold cannot resolve 10 %: None and a reason naming the folds
+    assert got.tpr_at_fpr[0.1] is None and "per fold" in got.not_measurable[0.1]
