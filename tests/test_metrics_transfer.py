@@ -19,6 +19,7 @@ from imprint.metrics import (
     threshold_at_fpr,
     threshold_transfer,
     tpr_at_fpr,
+    transfer_interval,
 )
 
 TEN = np.arange(1.0, 11.0)  # non-member scores 1..10
@@ -156,3 +157,15 @@ def test_too_many_infinite_nonmembers_raise() -> None:
     with pytest.raises(DataError, match=r"\+inf"):
         threshold_at_fpr([math.inf, math.inf, 0.0], 0.1)
     assert threshold_at_fpr([math.inf, 0.0, 1.0], 0.5) == np.nextafter(1.0, np.inf)
+
+
+def test_transfer_interval_estimate_resolution_and_width() -> None:
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=300), rng.normal(size=300) + 0.5
+    interval = transfer_interval(a, b, 0.05, n_resamples=300, seed=1)
+    assert interval is not None
+    assert interval.estimate == threshold_transfer(a, b, fprs=(0.05,))[0.05]
+    assert interval.low <= interval.estimate <= interval.high
+    assert interval == transfer_interval(a, b, 0.05, n_resamples=300, seed=1)  # seeded
+    with pytest.warns(NotMeasurableWarning, match="at least 100 non-members; there are 50"):
+        assert transfer_interval(a[:50], b, 0.01) is None
