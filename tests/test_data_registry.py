@@ -356,3 +356,23 @@ def test_cli_datasets_table_and_json(data_dir: Path) -> None:
     assert "Das et al. 2024" in table.output
     unknown = runner.invoke(app, ["datasets", "bookmai"])
     assert unknown.exit_code == 2 and "Did you mean bookmia" in unknown.output
+
+
+def test_an_empty_file_is_not_a_local_copy(data_dir: Path) -> None:
+    """A 0-byte file (an interrupted download, a placeholder) is not listed as a local copy by
+    `imprint datasets`, and loading says the file is empty rather than 'no usable texts'."""
+    name = "mimir:pubmed_central/ngram_13_0.2"
+    base = data_dir / "mimir" / "cache_100_200_1000_512"
+    for folder in ("train", "test"):
+        (base / folder).mkdir(parents=True, exist_ok=True)
+        (base / folder / "pubmed_central_ngram_13_0.2.jsonl").write_bytes(b"")
+    (info,) = [i for i in list_benchmarks("mimir") if i.name == name]
+    assert info.local_path is None and not info.available
+    listed = CliRunner().invoke(app, ["datasets", "--json", "mimir"])
+    (row,) = [r for r in json.loads(listed.output) if r["name"] == name]
+    assert row["local_copy"] is None
+    with pytest.raises(DataError) as exc:
+        resolve_data(name)
+    message = str(exc.value)
+    assert "not available here" in message and "is empty (0 bytes)" in message
+    assert str(base / "train" / "pubmed_central_ngram_13_0.2.jsonl") in message

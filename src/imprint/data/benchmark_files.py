@@ -45,16 +45,28 @@ def find_local(file: DataFile) -> Path | None:
     ``all``) may also sit directly in a data dir under its own file name when no other
     benchmark uses that name (MIMIR's member and non-member files share one; WikiMIA-24's
     Parquet is named like WikiMIA's)."""
+    for path in _local_candidates(file):
+        # an empty file (an interrupted download, a placeholder) is no copy: look further
+        if (path.is_file() and path.stat().st_size > 0) or (path.is_dir() and not path.suffix):
+            return path
+    return None
+
+
+def _local_candidates(file: DataFile) -> list[Path]:
+    """Every path :func:`find_local` tries for ``file``, in order."""
     flat = file.role == "all" and PurePosixPath(file.local).name not in shared_file_names()
+    out = []
     for d in data_dirs():
         for rel in file.locals:
-            candidates = [d / rel]
+            out.append(d / rel)
             if flat and rel == file.local:
-                candidates.append(d / PurePosixPath(rel).name)
-            for path in candidates:
-                if path.is_file() or (path.is_dir() and not path.suffix):
-                    return path
-    return None
+                out.append(d / PurePosixPath(rel).name)
+    return out
+
+
+def _empty_copy(file: DataFile) -> Path | None:
+    """An empty (0-byte) file where ``file`` would be, for the error to name."""
+    return next((p for p in _local_candidates(file) if p.is_file() and not p.stat().st_size), None)
 
 
 @dataclass(frozen=True)
@@ -212,7 +224,9 @@ def missing_message(entry: BenchmarkEntry, missing: list[DataFile], reasons: lis
         role = {"all": "labelled", "member": "member", "nonmember": "non-member"}[file.role]
         url = file_url(entry, file)
         fetch = f"; download it on a connected machine from {url}" if url else ""
-        lines.append(f"  {target / file.local} ({role} {kind}){fetch}.")
+        empty = _empty_copy(file)
+        there = f" (the file at {empty} is empty (0 bytes): replace it)" if empty else ""
+        lines.append(f"  {target / file.local} ({role} {kind}){there}{fetch}.")
     lines.append(f"Looked in: {', '.join(str(d) for d in dirs)}.")
     if entry.layout_note:
         lines.append(f"Layout: {entry.layout_note}.")
