@@ -295,6 +295,7 @@ def test_plan_counts_cells_shows_which_are_stored_and_what_the_rest_cost(
     assert "cells: 4 (1 distinct stored); to compute: 3 in 2 run(s)" in output
     assert f"on {data}: 1 of 4 stored" in output
     assert "estimated time: 10 s (3.3 s per cell" in output
+    assert "plus the model passes: up to 8 texts to score" in output
     assert "a large grid" not in output
 
 
@@ -400,3 +401,76 @@ def test_a_ray_address_with_credentials_never_repeats_the_password(tmp_path: Pat
     code, output = _cli("run", "--model", tmp_path / "m", "--data", _small_data(tmp_path),
                         "--out", tmp_path / "o", *where)  # fmt: skip
     assert code == 2 and "s3cret" not in output and "u:***@127.0.0.1:1" in output, output
+
+
+def test_a_second_experiment_on_one_folder_waits_and_reads_the_cells_back(
+    tmp_path: Path, tiny_model_dir: Path, one_torch_thread: None
+) -> None:
+    import os
+    import select
+    import subprocess
+    import sys
+
+    from imprint.cli.study import orchestrator
+    from imprint.report.outdir import folder_lock
+    from imprint.study.grid import run_grid
+    from imprint.study.spec import load_spec
+
+    grid, study = _grid(tmp_path, str(tiny_model_dir), str(_small_data(tmp_path))), tmp_path / "s"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+    command = [sys.executable, "-m", "imprint", "experiment", str(grid), "--out", str(study),
+               "--no-progress"]  # fmt: skip
+    with folder_lock(study):  # a first invocation, still computing
+        second = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, env=env)  # fmt: skip
+        assert second.stdout is not None
+        seen = ""
+        while "waiting for it" not in seen:
+            ready, _, _ = select.select([second.stdout], [], [], 120)
+            assert ready and second.poll() is None, seen
+            seen += second.stdout.readline()
+        run_grid(load_spec(grid, out=study), orchestrator(), progress=False)
+    rest, _ = second.communicate(timeout=300)
+    assert second.returncode == 0, seen + rest
+    assert "cells: 0 computed, 1 read back; models loaded: 0" in " ".join(rest.split())
+
+
+def test_plan_refuses_cuda_where_the_load_would(tmp_path: Path, tiny_model_dir: Path) -> None:
+    import torch
+
+    grid = _grid(tmp_path, str(tiny_model_dir), str(_small_data(tmp_path)),
+                 settings={"device": "cuda", "blind": False})  # fmt: skip
+    code, output = _cli("experiment", grid, "--out", tmp_path / "study", "--plan")
+    if torch.cuda.is_available():  # the load would use it: the plan passes
+        assert code == 0, output
+    else:
+        assert code == 2, output
+        assert "g.yaml: settings.device (model" in output and "CUDA is not available" in output
+
+
+def test_the_cost_estimate_uses_the_study_s_own_pace(tmp_path: Path) -> None:
+    from imprint.study.plan import DEFAULT_SECONDS_PER_CELL, seconds_per_cell
+
+    assert seconds_per_cell(tmp_path)[0] == DEFAULT_SECONDS_PER_CELL
+    lines = ['{"elapsed_s": 30, "cells_computed": 10}', '{"elapsed_s": 2, "cells_computed": 0}',
+             'not json', '{"elapsed_s": 10, "cells_computed": 10}']  # fmt: skip
+    (tmp_path / "invocations.jsonl").write_text("\n".join(lines), encoding="utf-8")
+    pace, source = seconds_per_cell(tmp_path)
+    assert pace == pytest.approx(2.0) and "earlier invocations (20 cells)" in source
+
+
+def test_data_filter_and_overlap_score_never_replace_a_file_of_a_run(tmp_path: Path) -> None:
+    run, data = _fake_run(tmp_path / "run"), _small_data(tmp_path)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("text number 1 here and more words follow it\n", encoding="utf-8")
+    code, output = _cli("overlap", "build", "--corpus", corpus, "--out", tmp_path / "idx",
+                        "--n", "2", "--no-measure")  # fmt: skip
+    assert code == 0, output
+    code, output = _cli("data", "filter", "--data", data, "--index", tmp_path / "idx", "--n", "2",
+                        "--max-overlap", "0.5", "--out", run / "metrics.json")  # fmt: skip
+    assert code == 2 and "is a file of an imprint run folder" in output, output
+    code, output = _cli("overlap", "score", "--index", tmp_path / "idx", "--data", data,
+                        "--out", run / "scores.parquet")  # fmt: skip
+    assert code == 2 and "is a file of an imprint run folder" in output, output
+    assert (run / "metrics.json").read_text(encoding="utf-8") == "{}"
+    assert (run / "scores.parquet").read_text(encoding="utf-8") == "{}"

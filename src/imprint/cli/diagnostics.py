@@ -222,6 +222,8 @@ def overlap_score(
     from imprint.diagnostics.overlap_summary import overlap_report, write_overlap_rows
     from imprint.diagnostics.plots import plot_overlap_histograms
 
+    for path in (out, plot):  # replaced as before, but never a file of another output
+        check_out_file(path, overwrite=True, option="--out" if path is out else "--plot")
     opened = NgramIndex.open(index, n or None)
     loaded = load_candidates(data, text_field=text_field, label_field=label_field)
     report = overlap_report(opened, loaded.samples, data=data)

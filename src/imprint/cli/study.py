@@ -160,8 +160,11 @@ def _print_plan(spec: Any, orchestrator: Any) -> None:
         say(f"  {model or 'blind baseline'} on {bench}: {have} of {total} stored")
     pace, source = seconds_per_cell(spec.out)
     cost = made.to_compute * pace
-    say(f"estimated time: {_duration(cost)} ({pace:.1f} s per cell, from {source}); each run "
-        "writes a run folder with its HTML report and plots")  # fmt: skip
+    say(
+        f"estimated time: {_duration(cost)} ({pace:.1f} s per cell, from {source}; each run "
+        "writes a run folder with its HTML report and plots), plus the model passes: up to "
+        f"{made.texts} texts to score (once per model and benchmark; cached ones are free)"
+    )
     if made.to_compute > 100:
         warn(f"a large grid: {made.to_compute} cells to compute, about {_duration(cost)}; a "
              "sweep over fewer values, or fewer attacks, costs proportionally less")  # fmt: skip

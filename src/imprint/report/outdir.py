@@ -86,8 +86,8 @@ def check_kind(path: Path, kind: str, *, overwrite: bool, option: str = "--out")
     (even with ``overwrite``: it replaces only an earlier output of the same kind), and a
     non-empty folder imprint did not write unless ``overwrite``. Returns True when ``path``
     is a non-empty folder that is not an earlier ``kind`` output (the caller may clear it)."""
-    if not path.is_dir() or not any(path.iterdir()):
-        return False
+    if not path.is_dir() or all(p.name == LOCK for p in path.iterdir()):
+        return False  # empty, or only a lock (a study's first invocation, before its marker)
     found = output_kind(path)
     if found == kind:
         return False

@@ -12,7 +12,7 @@ from typing import Any
 from imprint.errors import ConfigError
 from imprint.study.spec import ModelEntry, Settings, StudySpec
 
-__all__ = ["check_models"]
+__all__ = ["check_models", "model_place"]
 
 
 def check_models(
@@ -24,31 +24,47 @@ def check_models(
         _resolve(ref, spec, f"refs.{name}")
     for model in models:
         try:
-            config_for(model)
-            _resolve(model.model, spec, None)
+            config = config_for(model)
+            if _resolve(model.model, spec, None):
+                _device(config, spec, model)
         except ConfigError as err:
             if str(err).startswith(f"{spec.source}: "):
                 raise
-            raise ConfigError(f"{spec.source}: {_place(spec, model, err)}: {err}") from None
+            raise ConfigError(f"{spec.source}: {model_place(spec, model, err)}: {err}") from None
 
 
-def _resolve(model: str, spec: StudySpec, place: str | None) -> None:
+def _resolve(model: str, spec: StudySpec, place: str | None) -> bool:
     """A local model's files, found as :func:`~imprint.backends.models.resolve_model` finds
-    them when the model loads (a hub id or an API is only named, not reached)."""
+    them when the model loads (a hub id or an API is only named, not reached); False for a
+    model another provider serves."""
     from imprint.backends.models import resolve_model
     from imprint.backends.registry import provider_for
 
     if not provider_for(model)[0].whole_spec:
-        return
+        return False
     try:
         resolve_model(model)
     except ConfigError as err:
         if place is None:
             raise
         raise ConfigError(f"{spec.source}: {place}: {err}") from None
+    return True
 
 
-def _place(spec: StudySpec, model: ModelEntry, err: Exception) -> str:
+def _device(config: Any, spec: StudySpec, model: ModelEntry) -> None:
+    """The device as the local model's load picks it (``cuda`` without CUDA is refused there)."""
+    from imprint.backends.models import pick_device
+
+    device = config.model_args.get("device", config.device)
+    try:
+        pick_device(device)
+    except ConfigError as err:
+        index = next((i for i, m in enumerate(spec.models) if m is model), None)
+        where = "settings.device" if "device" not in model.args else f"models[{index}].args.device"
+        raise ConfigError(f"{spec.source}: {where} (model {model.name!r}): {err}") from None
+
+
+def model_place(spec: StudySpec, model: ModelEntry, err: Exception) -> str:
     """Where in the file an error about ``model`` comes from: ``models[1].args.dtype``,
     ``settings.dtype`` (a setting every model gets) or ``models[1]``."""
     index = next((i for i, m in enumerate(spec.models) if m is model), None)

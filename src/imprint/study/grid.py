@@ -138,7 +138,7 @@ def run_grid(
     from imprint.report.outdir import claim_folder
 
     store = CellStore(spec.out / "cells")
-    blind, cells = prepare_grid(spec, models, orchestrator)
+    _, blind, cells = prepare_grid(spec, models, orchestrator)
     claim_folder(spec.out, "study")  # a new or earlier study folder, marked as one
     found = {key: store.get(key) for key in [*blind, *(c.key for c in cells)]}
     result = GridResult(spec, [], reused=sum(r is not None for r in found.values()))
@@ -171,16 +171,20 @@ def run_grid(
 
 def prepare_grid(
     spec: StudySpec, models: Sequence[ModelEntry], orchestrator: Orchestrator
-) -> tuple[dict[str, tuple[BenchmarkEntry, str, list[Sample]]], list[_Cell]]:
+) -> tuple[
+    dict[tuple[Any, ...], list[Sample]],
+    dict[str, tuple[BenchmarkEntry, str, list[Sample]]],
+    list[_Cell],
+]:
     """The checks made before any work (every model's options and files, then every
-    benchmark's data), then every cell's key: (blind cells, model cells)."""
+    benchmark's data), then every cell's key: (data, blind cells, model cells)."""
     from imprint.study.checks import check_models
 
     check_models(spec, models, lambda m: _run_config(spec, orchestrator, m, _benchmarks(spec, m)[0],
                                                      (), Path("unused")))  # fmt: skip
     data = _load_data(spec, models, orchestrator)
     blind = _blind_cells(spec, models, data)
-    return blind, [c for m in models for c in _model_cells(spec, m, data)]
+    return data, blind, [c for m in models for c in _model_cells(spec, m, data)]
 
 
 # -- data and keys --------------------------------------------------------------------------------
@@ -335,14 +339,6 @@ def _run_config(
     return orchestrator.run_config(**fields)
 
 
-def run_slots(cells: Sequence[_Cell]) -> int:
-    """How many runs (run folders) computing ``cells`` takes, as :func:`_compute` splits them."""
-    groups: dict[tuple[str, str], list[_Cell]] = {}
-    for cell in _unique_keys(cells):
-        groups.setdefault((cell.model.name, cell.benchmark.name), []).append(cell)
-    return sum(len(_slots(group)) for group in groups.values())
-
-
 def _slots(cells: Sequence[_Cell]) -> list[list[_Cell]]:
     """Cells of one (model, benchmark) split into runs holding each attack at most once."""
     slots: list[list[_Cell]] = []
@@ -401,6 +397,10 @@ def _load_model(spec: StudySpec, orchestrator: Orchestrator, model: ModelEntry) 
     cache = SignalCache(spec.cache)  # an API target answers from it while loading
     try:
         return orchestrator.load_backends(config, cache)
+    except ConfigError as err:  # a model that fails only when it loads: name its place too
+        from imprint.study.checks import model_place
+
+        raise ConfigError(f"{spec.source}: {model_place(spec, model, err)}: {err}") from None
     finally:
         cache.close()
 

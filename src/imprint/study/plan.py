@@ -6,11 +6,20 @@ is refused here too. Lists how many cells there are, which are stored already, h
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from imprint.study.cells import CellStore
-from imprint.study.grid import Orchestrator, grid_models, prepare_grid, run_slots
+from imprint.study.grid import (
+    Orchestrator,
+    _data_id,
+    _slots,
+    _unique_keys,
+    grid_models,
+    prepare_grid,
+)
 from imprint.study.spec import StudySpec
 
 __all__ = ["GridPlan", "plan_grid", "seconds_per_cell"]
@@ -24,7 +33,8 @@ DEFAULT_SECONDS_PER_CELL = 3.3
 @dataclass(frozen=True)
 class GridPlan:
     """Every grid place ``(model, benchmark, row, done)`` (blind cells first, model ``""``),
-    the distinct cells still to compute, those stored, and the runs the missing ones need.
+    the distinct cells still to compute, those stored, the runs the missing ones need and the
+    texts their models score (before the cache answers).
     Game snapshots are not counted: they exist only once their games are built."""
 
     spec: StudySpec
@@ -32,6 +42,7 @@ class GridPlan:
     to_compute: int
     stored: int
     runs: int
+    texts: int  # texts scored by each missing cell's model, once per model and benchmark
 
     def by_column(self) -> dict[tuple[str, str], tuple[int, int]]:
         """(model, benchmark) -> (cells stored, cells), in grid order."""
@@ -46,7 +57,7 @@ def plan_grid(spec: StudySpec, orchestrator: Orchestrator) -> GridPlan:
     """Check ``spec`` as a run does before its first model loads, and find the stored cells;
     compute and write nothing."""
     store = CellStore(spec.out / "cells")
-    blind, cells = prepare_grid(spec, grid_models(spec), orchestrator)
+    data, blind, cells = prepare_grid(spec, grid_models(spec), orchestrator)
     keys = [*blind, *(c.key for c in cells)]
     stored = {key for key in dict.fromkeys(keys) if store.get(key) is not None}
     places = [
@@ -55,7 +66,8 @@ def plan_grid(spec: StudySpec, orchestrator: Orchestrator) -> GridPlan:
     places += [(c.model.name, c.benchmark.name, c.variant.label, c.key in stored) for c in cells]
     missing = [c for c in cells if c.key not in stored]
     to_compute = len({c.key for c in missing}) + sum(k not in stored for k in blind)
-    return GridPlan(spec, tuple(places), to_compute, len(stored), run_slots(missing))
+    texts = texts_to_score(missing, data)
+    return GridPlan(spec, tuple(places), to_compute, len(stored), run_slots(missing), texts)
 
 
 def seconds_per_cell(out: Path) -> tuple[float, str]:
@@ -69,13 +81,27 @@ def seconds_per_cell(out: Path) -> tuple[float, str]:
     for line in lines:
         try:
             entry = json.loads(line)
-            if int(entry["cells_computed"]) > 0:
-                elapsed, cells = (
-                    elapsed + float(entry["elapsed_s"]),
-                    cells + int(entry["cells_computed"]),
-                )
+            computed, took = int(entry["cells_computed"]), float(entry["elapsed_s"])
         except (ValueError, KeyError, TypeError):
             continue
+        if computed > 0:
+            elapsed, cells = elapsed + took, cells + computed
     if cells:
         return elapsed / cells, f"this study's earlier invocations ({cells} cells)"
     return DEFAULT_SECONDS_PER_CELL, "a 100-value sweep of smollm2-135m (issue 19)"
+
+
+def run_slots(cells: Sequence[Any]) -> int:
+    """How many runs (run folders) computing ``cells`` takes, split as the grid splits them:
+    per model and benchmark, each attack at most once per run."""
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for cell in _unique_keys(cells):
+        groups.setdefault((cell.model.name, cell.benchmark.name), []).append(cell)
+    return sum(len(_slots(group)) for group in groups.values())
+
+
+def texts_to_score(cells: Sequence[Any], data: dict[tuple[Any, ...], list[Any]]) -> int:
+    """Texts each model scores for ``cells`` (a pass per text and model on each benchmark;
+    passes the cache already holds cost nothing)."""
+    seen = {(c.model.model, _data_id(c.benchmark)) for c in cells}
+    return sum(len(data[d]) for _, d in seen)
