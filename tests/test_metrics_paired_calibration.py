@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from imprint.metrics.paired_calibration import paired_coverage, paired_size, simulate_paired
+from imprint.metrics.paired_calibration import (
+    paired_coverage,
+    paired_power,
+    paired_size,
+    simulate_paired,
+)
 
 N_SIMS = 300
 DOCS = {"n_members": 40, "n_nonmembers": 40, "seqs_per_doc": 4, "within_doc": 0.5}
@@ -33,6 +38,19 @@ def test_resampling_sequences_of_documents_one_by_one_is_caught():
     # the check has teeth: ignoring the documents (the defect) fails the same tolerance
     wrong = paired_coverage(N_SIMS, seed=1, method="delong", use_groups=False, **ALT, **DOCS)
     assert wrong.measured < wrong.nominal - 3 * wrong.se, wrong
+
+
+def test_resampling_two_correlated_columns_independently_is_caught():
+    # the old `imprint compare`: each column resampled on its own, as if from separate samples.
+    # Its interval is too wide (covers far above 95 %) and it misses differences the paired
+    # test finds
+    old = paired_coverage(N_SIMS, seed=5, method="independent", n_resamples=300, **ALT)
+    assert old.measured > old.nominal + 3 * old.se, old
+    small = {"auc_a": 0.75, "auc_b": 0.70}
+    paired = paired_power(N_SIMS, seed=7, method="delong", **small)
+    independent = paired_power(N_SIMS, seed=7, method="independent", n_resamples=300, **small)
+    gap = paired.measured - independent.measured
+    assert gap > 3 * (paired.se**2 + independent.se**2) ** 0.5, (paired, independent)
 
 
 def test_simulation_has_the_stated_auc_and_correlation():
