@@ -124,7 +124,8 @@ def test_lira_and_rmia_are_at_chance_when_the_target_saw_no_candidate() -> None:
 def test_hooks_call_the_owning_modules() -> None:
     di = rows_dataset_inference(20, 0)
     paired = rows_paired(20, 0)
-    assert [r.kind for r in di] == ["size", "info"]
+    assert {r.kind for r in di} == {"size", "info"}
+    assert all(r.ok for r in di if r.kind == "size" and r.expect_pass)
     assert len(paired) == 4 and {r.kind for r in paired} == {"coverage", "size"}
 
 

@@ -33,7 +33,7 @@ SUITE: tuple[Entry, ...] = (
     Entry("sequence_iid", sequences.rows_iid, 200, 1000),
     Entry("resolution", sequences.rows_resolution, 50, 200),
     Entry("sequence_clustered", sequences.rows_clustered, 200, 1000),
-    Entry("document_mean", documents.rows_mean, 200, 1000),
+    Entry("document_mean", documents.rows_mean, 500, 1000),
     Entry("document_shi", documents.rows_shi, 200, 1000),
     Entry("document_meeus", documents.rows_meeus, 30, 200),
     Entry("blind", baselines.rows_blind, 100, 400),

@@ -98,10 +98,13 @@ def coverage_row(figure: str, method: str, hits: Any, nominal: float, **extra: A
     return Row(figure, method, "coverage", nominal, measured, n, bound, measured >= bound, **extra)
 
 
-def size_row(figure: str, method: str, rejected: Any, alpha: float, **extra: Any) -> Row:
-    """``rejected``: per null simulation, whether the test flagged it (or the interval missed)."""
+def size_row(
+    figure: str, method: str, rejected: Any, alpha: float, *, n_se: float = N_SE, **extra: Any
+) -> Row:
+    """``rejected``: per null simulation, whether the test flagged it (or the interval missed);
+    ``n_se``: standard errors allowed above alpha (dataset inference's issue asks for 2)."""
     measured, n = _share(rejected)
-    bound = alpha + N_SE * math.sqrt(alpha * (1 - alpha) / n)
+    bound = alpha + n_se * math.sqrt(alpha * (1 - alpha) / n)
     return Row(figure, method, "size", alpha, measured, n, bound, measured <= bound, **extra)
 
 

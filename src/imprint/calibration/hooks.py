@@ -1,8 +1,8 @@
 """Rows whose simulations live beside the figures they check, in other packages:
 
-- dataset inference (:mod:`imprint.documents.di_calibration`): size under the null with
-  correlated sequences (the false-positive check of a run is the same test on two halves of the
-  non-members, so it shares this size) and power against a shift;
+- dataset inference (:mod:`imprint.documents.di_calibration`, its ``calibration_rows``): size
+  under the null with correlated sequences (a run's false-positive check is the same test on two
+  halves of the non-members, so it shares this size), with heavy tails, and power against shifts;
 - paired AUC comparisons (:mod:`imprint.metrics.paired_calibration`): coverage of the paired
   interval for AUC(A) - AUC(B) and the size of the paired test, on correlated documents.
 
@@ -27,36 +27,41 @@ def _module(name: str) -> Any | None:
         return None
 
 
+def _flags(rate: float, n: int) -> list[bool]:
+    """Per-simulation flags with this share (all that a tolerance needs)."""
+    k = round(rate * n)
+    return [True] * k + [False] * (n - k)
+
+
 def _from_rate(figure: str, method: str, kind: str, nominal: float, rate: float, n: int) -> Row:
-    """A row from a measured rate: the per-simulation flags are rebuilt from it (the share is
-    all that the tolerance needs)."""
     from imprint.calibration.core import coverage_row, size_row
 
-    k = round(rate * n)
-    flags = [True] * k + [False] * (n - k)
     make = coverage_row if kind == "coverage" else size_row
-    return make(figure, method, flags, nominal)
+    return make(figure, method, _flags(rate, n), nominal)
 
 
 def rows_dataset_inference(n_sims: int, seed: int) -> list[Row]:
-    """Dataset inference's size (20 + 20 documents of 10 sequences, within-document correlation
-    0.5) and its power against a 0.5 shift of one feature."""
+    """Every setting of dataset inference's own suite (``di_calibration.calibration_rows``):
+    sizes within alpha + 2 s.e. (the issue's rule), the paper's sequence unit and the authors'
+    per-set clipping as old behaviour (anticonservative), powers shown for context."""
+    from imprint.calibration.core import size_row
+
     di = _module("imprint.documents.di_calibration")
-    if di is None or not hasattr(di, "simulate_dataset_inference"):
+    if di is None or not hasattr(di, "calibration_rows"):
         return []
-    null = di.simulate_dataset_inference(n_sims, seed=seed)
-    alt = di.simulate_dataset_inference(n_sims, seed=seed + 1, shift=0.5)
-    method = "Welch t-test on per-document means (documents the unit)"
-    figure = "dataset inference p-value, null, 20 + 20 documents x 10 correlated sequences"
-    return [
-        _from_rate(figure, method, "size", null.nominal, null.rate, null.n_sims),
-        info_row(
-            "dataset inference power, shift 0.5 of one feature, same sets",
-            method,
-            alt.rate,
-            alt.n_sims,
-        ),
-    ]
+    rows = []
+    for r in di.calibration_rows(n_sims, seed=seed):
+        figure = f"dataset inference, {r['name']} (20 + 20 documents x 10 sequences)"
+        unit = r.get("setting", {}).get("unit", "document")
+        method = f"Welch t-test on per-{unit} means"
+        flags = _flags(r["rate"], r["n_sims"])
+        if r["kind"] == "power":
+            rows.append(info_row(figure, method, r["rate"], r["n_sims"]))
+        else:
+            old = r["kind"] != "size"
+            rows.append(size_row(figure, ("OLD/paper: " if old else "") + method, flags,
+                                 r["nominal"], n_se=2.0, expect_pass=not old))  # fmt: skip
+    return rows
 
 
 def rows_paired(n_sims: int, seed: int) -> list[Row]:
