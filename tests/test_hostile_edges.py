@@ -474,3 +474,19 @@ def test_data_filter_and_overlap_score_never_replace_a_file_of_a_run(tmp_path: P
     assert code == 2 and "is a file of an imprint run folder" in output, output
     assert (run / "metrics.json").read_text(encoding="utf-8") == "{}"
     assert (run / "scores.parquet").read_text(encoding="utf-8") == "{}"
+
+
+def test_the_manifest_records_a_ray_address_without_its_password() -> None:
+    import socket
+
+    from imprint.executors import ExecutorConfig
+    from imprint.report import to_jsonable
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        config = ExecutorConfig(kind="ray", address=f"ray://ann:s3cret@127.0.0.1:{port}")
+    assert config.address == f"ray://ann:s3cret@127.0.0.1:{port}"  # ray.init still gets it
+    assert to_jsonable(config)["address"] == f"ray://ann:***@127.0.0.1:{port}"
+    assert to_jsonable({"executor": config})["executor"]["kind"] == "ray"

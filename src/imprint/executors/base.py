@@ -26,6 +26,19 @@ class WorkerLostError(ImprintError, RuntimeError):
     """Every worker of a pool was lost; what was stored stays in the cache."""
 
 
+def mask_address(address: str | None) -> str | None:
+    """``address`` with any ``user:password@`` shown as ``user:***@``: errors and the manifest
+    never repeat a password."""
+    if address is None:
+        return None
+    head, sep, rest = address.rpartition("@")
+    if not sep:
+        return address
+    scheme, slashes, userinfo = head.rpartition("//")
+    user = f"{userinfo.split(':', 1)[0]}:" if ":" in userinfo else ""
+    return f"{scheme}{slashes}{user}***@{rest}"
+
+
 @dataclass(frozen=True)
 class ExecutorConfig:
     """Where model work runs (``imprint run --executor local|ray --address --workers``).
@@ -39,7 +52,8 @@ class ExecutorConfig:
     """
 
     kind: str = "local"
-    address: str | None = None
+    # recorded (manifest) with any password masked; see imprint.report.writer.to_jsonable
+    address: str | None = field(default=None, metadata={"to_json": mask_address})
     workers: int | None = None
     worker_cpus: int = 1
     shards_per_worker: int = 4  # shards per replica: a lost actor costs at most one shard

@@ -9,7 +9,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from imprint.errors import ConfigError
-from imprint.executors.base import ExecutorConfig
+from imprint.executors.base import ExecutorConfig, mask_address
+
+__all__ = [
+    "actor_options",
+    "check_address",
+    "check_replica",
+    "check_resources",
+    "connect",
+    "default_workers",
+    "mask_address",
+]
 
 #: environment passed on to the actors (offline switches, imprint's converted-model cache)
 ENV_KEYS = ("IMPRINT_CACHE_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME")
@@ -17,17 +27,6 @@ ENV_KEYS = ("IMPRINT_CACHE_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HO
 DEFAULT_PORTS = {"ray": 10001, "http": 8265, "https": 8265, "": 6379}
 #: seconds the address check waits for a TCP connection (a live head answers in milliseconds)
 CONNECT_TIMEOUT_S = 3.0
-
-
-def mask_address(address: str) -> str:
-    """``address`` with any ``user:password@`` shown as ``user:***@`` (errors and logs never
-    repeat a password)."""
-    head, sep, rest = address.rpartition("@")
-    if not sep:
-        return address
-    scheme, colon, userinfo = head.rpartition("//")
-    user = userinfo.split(":", 1)[0]
-    return f"{scheme}{colon}{user}:***@{rest}" if ":" in userinfo else f"{scheme}{colon}***@{rest}"
 
 
 def _masked(text: str, address: str) -> str:
@@ -43,7 +42,7 @@ def check_address(address: str | None, *, timeout: float = CONNECT_TIMEOUT_S) ->
     for minutes). ``None`` (a private Ray) and ``auto`` (found by Ray on this machine) pass."""
     if address is None or address.strip() in ("auto", "local"):
         return
-    shown = mask_address(address)
+    shown = mask_address(address) or ""
     host: str | None = None
     port: int | None = None
     try:
@@ -79,7 +78,7 @@ def connect(config: ExecutorConfig) -> None:
         else:
             ray.init(address=config.address, **quiet)  # type: ignore[arg-type]
     except (ConnectionError, RuntimeError, ValueError) as err:
-        where = mask_address(config.address) if config.address else "a local Ray"
+        where = mask_address(config.address) or "a local Ray"
         said = _masked(str(err), config.address) if config.address else str(err)
         raise ConfigError(
             f"--executor ray could not start or join {where!r}: {said}. For a cluster, run "

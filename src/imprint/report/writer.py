@@ -42,7 +42,10 @@ def to_jsonable(value: Any) -> Any:
     seconds, decimals as exact text, bytes as text when they are UTF-8 (else ``base64:...``).
     Anything else becomes its ``str``, so writing a run never fails on a value's type."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {  # a field's metadata "to_json" shapes what is recorded (a masked password)
+            f.name: to_jsonable(f.metadata.get("to_json", _same)(getattr(value, f.name)))
+            for f in dataclasses.fields(value)
+        }
     if isinstance(value, dict):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset | np.ndarray):
@@ -54,6 +57,10 @@ def to_jsonable(value: Any) -> Any:
     if value is None or isinstance(value, str | bool | int | float):
         return value
     return _special_to_json(value)
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _special_to_json(value: Any) -> Any:
