@@ -214,8 +214,9 @@ def write_json(path: Path, payload: dict[str, Any]) -> None:
 
 def check_out_file(path: Path | None, *, overwrite: bool = False, option: str = "--out") -> None:
     """Refuse, before any work, an output file path that cannot or must not be written: a
-    folder, a path under a file or an unwritable folder, or (without ``overwrite``) an existing
-    file. Creates nothing."""
+    folder, a path under a file or an unwritable folder, a file inside an imprint output folder
+    (even with ``overwrite``: that output would be left half replaced), or (without
+    ``overwrite``) an existing file. Creates nothing (a probe folder is made and removed)."""
     if path is None:
         return
     if path.is_dir():
@@ -250,7 +251,7 @@ def check_out_folder(
     path under a file or an unwritable folder, an imprint output of another kind than ``kind``
     (even with ``overwrite``; see :func:`imprint.report.outdir.check_kind`), or (without
     ``overwrite``) a folder that already holds any of the files ``writes`` names. Creates
-    nothing."""
+    nothing (a probe folder is made and removed)."""
     from imprint.report.outdir import KINDS, check_writable, output_kind
 
     if path.exists() and not path.is_dir():

@@ -163,8 +163,9 @@ def check_out_dir(out: Path, *, overwrite: bool = False) -> Path:
     """Refuse an output location that cannot or must not become a run folder; return it absolute.
 
     Raises :class:`ConfigError` when ``out`` is a file, lies under a file, is not writable, is
-    the current folder or one above it, or is a non-empty folder that is not an imprint run
-    (unless ``overwrite``). Creates nothing.
+    the current folder or one above it, is an imprint output of another kind (even with
+    ``overwrite``), or is a non-empty folder imprint did not write (unless ``overwrite``).
+    Creates nothing (a probe folder is made and removed).
     """
     out = Path(os.path.abspath(out))
     if out.exists() and not out.is_dir():
