@@ -490,3 +490,15 @@ def test_the_manifest_records_a_ray_address_without_its_password() -> None:
     assert config.address == f"ray://ann:s3cret@127.0.0.1:{port}"  # ray.init still gets it
     assert to_jsonable(config)["address"] == f"ray://ann:***@127.0.0.1:{port}"
     assert to_jsonable({"executor": config})["executor"]["kind"] == "ray"
+
+
+def test_a_run_marker_alone_does_not_make_a_folder_replaceable(tmp_path: Path) -> None:
+    from imprint.report.outdir import check_out_dir, mark_output, output_kind
+
+    mine = tmp_path / "mine"
+    mark_output(mine, "run")
+    (mine / "thesis.tex").write_text("mine", encoding="utf-8")
+    assert output_kind(mine) is None
+    with pytest.raises(ConfigError, match="imprint did not write"):
+        check_out_dir(mine)
+    assert output_kind(_fake_run(tmp_path / "run")) == "run"

@@ -62,10 +62,10 @@ def output_kind(folder: Path) -> str | None:
         marked = json.loads((folder / MARKER).read_text(encoding="utf-8")).get("kind")
     except (OSError, ValueError, AttributeError):
         marked = None
+    if marked == "run" or is_run_folder(folder):  # a run is replaced without --overwrite:
+        return "run" if is_run_folder(folder) else None  # its files must be there, not a marker
     if marked in KINDS:
         return str(marked)
-    if is_run_folder(folder):
-        return "run"
     if (folder / "game.json").is_file():
         return "game"
     if (folder / "cells").is_dir() and any(
