@@ -90,3 +90,17 @@ def test_shi_fold_summary_is_the_pair_weighted_mean_of_fold_aucs() -> None:
     assert got.resamples == "documents" and got.n_members + got.n_nonmembers == 30
     # 5 non-member documents per fold cannot resolve 10 %: None and a reason naming the folds
     assert got.tpr_at_fpr[0.1] is None and "per fold" in got.not_measurable[0.1]
+
+
+def test_document_rows_state_that_they_resample_documents() -> None:
+    from imprint.documents import document_summary
+    from imprint.metrics import Interval
+    from imprint.report.columns import ColumnMetrics
+    from imprint.report.document_results import DocumentRow
+
+    labels, scores = np.array([1, 0] * 10), np.linspace(0, 1, 20)
+    metrics = ColumnMetrics.from_summary(document_summary(labels, scores, n_resamples=50))
+    row = DocumentRow("loss", "mean", metrics, Interval(0.6, 0.5, 0.7), Interval(0.1, 0.0, 0.2))
+    out = row.to_dict()
+    assert out["metrics"]["resamples"] == "documents" and out["paired_resamples"] == "documents"
+    assert DocumentRow.from_dict(out, "row").metrics.resamples == "documents"

@@ -33,6 +33,8 @@ class DocumentRow:
         for name in ("sequence_auc", "gain"):
             value = getattr(self, name)
             out[name] = None if value is None else value.to_dict()
+        if self.sequence_auc is not None or self.gain is not None:
+            out["paired_resamples"] = "documents"  # the paired intervals' unit, stated
         return out
 
     @classmethod
