@@ -29,7 +29,13 @@ from imprint.documents.meeus import (
     meeus_scores,
     token_values,
 )
-from imprint.documents.shi import fraction_above, shi_scores, tune_threshold
+from imprint.documents.shi import (
+    fraction_above,
+    shi_fold_scores,
+    shi_fold_summary,
+    shi_scores,
+    tune_threshold,
+)
 from imprint.documents.split import (
     DOC_ID,
     SEQ_INDEX,
@@ -65,6 +71,8 @@ __all__ = [
     "p_value_curve",
     "paired_bootstrap",
     "sequence_folds",
+    "shi_fold_scores",
+    "shi_fold_summary",
     "shi_scores",
     "split_documents",
     "split_text",
