@@ -104,3 +104,40 @@ def test_document_rows_state_that_they_resample_documents() -> None:
     out = row.to_dict()
     assert out["metrics"]["resamples"] == "documents" and out["paired_resamples"] == "documents"
     assert DocumentRow.from_dict(out, "row").metrics.resamples == "documents"
+
+
+def _brute_threshold(scores, doc_index, doc_labels, train_docs) -> float:
+    """Shi et al.'s tuning one candidate at a time (the loop tune_threshold vectorises)."""
+    from imprint.documents.shi import N_CANDIDATES, fraction_above
+    from imprint.metrics import auc
+
+    rows = np.isin(doc_index, train_docs) & np.isfinite(scores)
+    candidates = np.unique(np.quantile(scores[rows], np.linspace(0, 1, N_CANDIDATES)))
+    labels = np.asarray(doc_labels)[train_docs]
+    values = []
+    for t in candidates:
+        fractions = fraction_above(scores[rows], doc_index[rows], t, len(doc_labels))[train_docs]
+        ok = np.isfinite(fractions)
+        values.append(auc(labels[ok], fractions[ok]))
+    best = np.flatnonzero(np.isclose(values, np.nanmax(values)))
+    return float(candidates[best[len(best) // 2]])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_vectorised_threshold_tuning_matches_the_loop(seed: int) -> None:
+    from imprint.calibration.sequences import clustered_sequences
+    from imprint.documents.shi import tune_threshold
+
+    rng = np.random.default_rng(seed)
+    n_docs = int(rng.integers(6, 30))
+    _, scores, docs = clustered_sequences(rng, n_docs, mu=float(rng.uniform(0, 1)), tau=1.0)
+    if seed % 3 == 0:
+        scores = np.round(scores)  # ties
+    if seed % 4 == 0:
+        scores[rng.random(scores.size) < 0.1] = np.nan  # unscored sequences
+    doc_labels = np.arange(n_docs) % 2
+    train = rng.choice(n_docs, size=n_docs // 2 + 2, replace=False)
+    if len(set(doc_labels[train].tolist())) < 2:
+        train = np.arange(4)
+    got = tune_threshold(scores, docs, doc_labels, train)
+    assert got == _brute_threshold(scores, docs, doc_labels, train)
