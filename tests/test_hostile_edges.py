@@ -228,6 +228,18 @@ def test_overwrite_empties_a_foreign_folder_and_a_study_folder_is_kept(tmp_path:
     assert sorted(p.name for p in mine.iterdir()) == sorted([MARKER, "cells"])
 
 
+def test_overwrite_keeps_a_foreign_folder_when_the_grid_is_refused(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "important.txt").write_text("keep me", encoding="utf-8")
+    grid = _grid(tmp_path, str(tiny_model_dir), str(tmp_path / "missing.jsonl"))
+    code, output = _cli("experiment", grid, "--out", mine, "--overwrite")
+    assert code == 2 and "missing.jsonl" in output, output
+    assert (mine / "important.txt").read_text(encoding="utf-8") == "keep me"
+
+
 # -- item 12: --plan checks what the run checks, counts cells, costs them; one lock per study ------
 
 

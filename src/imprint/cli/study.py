@@ -66,13 +66,20 @@ def experiment(
     executor = ExecutorConfig(
         kind=executor_kind, address=address, workers=workers, worker_cpus=worker_cpus
     )
-    from imprint.report.outdir import claim_folder, folder_lock
+    from imprint.report.outdir import check_kind, claim_folder, folder_lock
 
     spec = load_spec(file, out=out)
-    claim_folder(spec.out, "study", overwrite=overwrite, dry=plan)  # never another kind's folder
+    claim_folder(spec.out, "study", overwrite=overwrite, dry=True)  # never another kind's folder
     if plan:
         _print_plan(spec, orchestrator(executor))
         return
+    if check_kind(spec.out, "study", overwrite=overwrite):
+        # --overwrite is about to empty a folder imprint did not write: the grid's own checks
+        # run first, so a grid the run would refuse never costs the user that folder
+        from imprint.study.grid import grid_models, prepare_grid
+
+        prepare_grid(spec, grid_models(spec), orchestrator(executor))
+    claim_folder(spec.out, "study", overwrite=overwrite)
 
     def waiting(holder: str) -> None:
         say(f"another imprint experiment ({holder}) is running on {spec.out}; waiting for it "
