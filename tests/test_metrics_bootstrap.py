@@ -95,8 +95,10 @@ def test_bootstrap_matches_reference_loop(seed, n, ties, chunk_elements, monkeyp
     monkeypatch.setattr(bootstrap_module, "_CHUNK_ELEMENTS", chunk_elements)
     labels, scores = make_data(seed, n, ties=ties)
     summary = bootstrap_metrics(
-        labels, scores, n_resamples=150, seed=seed, fpr_bounds=BOUNDS, confidence=0.9
-    )
+        labels, scores, n_resamples=150, seed=seed, fpr_bounds=BOUNDS, confidence=0.9,
+        interval="percentile",
+    )  # fmt: skip
+    assert summary.method == "percentile"
     ref_auc, ref_tpr = reference_bootstrap(
         labels, scores, n_resamples=150, seed=seed, bounds=BOUNDS
     )
@@ -292,7 +294,7 @@ def test_grouped_bootstrap_matches_reference_loop(seed: int, ties: bool, monkeyp
     bounds = (0.0, 0.05, 0.3)
     summary = bootstrap_metrics(
         labels, scores, n_resamples=60, seed=seed, fpr_bounds=bounds, groups=docs,
-        resamples="documents",
+        resamples="documents", interval="percentile",
     )  # fmt: skip
     ref_auc, ref_tpr = reference_grouped(
         labels, scores, docs, n_resamples=60, seed=seed, bounds=bounds
@@ -320,3 +322,120 @@ def test_groups_must_not_mix_classes() -> None:
         bootstrap_metrics([1, 0, 1, 0], [0.1, 0.2, 0.3, 0.4], groups=[0, 0, 1, 1])
     with pytest.raises(DataError, match="one group per sample"):
         bootstrap_metrics([1, 0], [0.1, 0.2], groups=[0, 1, 2])
+
+
+# ---------------------------------------------------------------- BCa == slow reference
+
+
+def reference_bca(estimate, values, jack, unit_class, confidence):
+    """Efron 1987's BCa limits written out with scipy, one class at a time for the
+    acceleration (Davison & Hinkley 1997, 5.3: influence l = (n_k - 1)(mean_k - jack))."""
+    from scipy.stats import norm
+
+    b = values.size
+    share = (np.sum(values < estimate) + 0.5 * np.sum(values == estimate)) / b
+    z0 = norm.ppf(np.clip(share, 0.5 / b, 1 - 0.5 / b))
+    num = den = 0.0
+    for k in (0, 1):
+        jk = jack[(unit_class == k) & np.isfinite(jack)]
+        if jk.size > 1:
+            influence = (jk.size - 1) * (jk.mean() - jk)
+            num += np.sum(influence**3) / jk.size**3
+            den += np.sum(influence**2) / jk.size**2
+    a = num / (6 * den**1.5) if den > 0 else 0.0
+    limits = []
+    for tail in ((1 - confidence) / 2, (1 + confidence) / 2):
+        z = z0 + norm.ppf(tail)
+        limits.append(np.quantile(values, norm.cdf(z0 + z / (1 - a * z))))
+    return limits
+
+
+def jackknife_loop(labels, scores, unit, bounds):
+    """Leave one unit out at a time, through the public auc and the ROC read-out."""
+    aucs, tprs = [], []
+    for u in np.unique(unit):
+        keep = unit != u
+        lab, sc = labels[keep], scores[keep]
+        if lab.min() == lab.max():
+            aucs.append(np.nan)
+            tprs.append([np.nan] * len(bounds))
+            continue
+        aucs.append(auc(lab, sc))
+        tprs.append([tpr_at_fpr(lab, sc, b) for b in bounds])
+    return np.array(aucs), np.array(tprs).T
+
+
+@pytest.mark.parametrize(("seed", "n", "ties"), [(0, 40, False), (1, 60, True), (3, 25, False)])
+@pytest.mark.parametrize("chunk_elements", [1 << 20, 50])
+def test_bca_matches_reference_loop(seed, n, ties, chunk_elements, monkeypatch) -> None:
+    monkeypatch.setattr(bootstrap_module, "_CHUNK_ELEMENTS", chunk_elements)
+    labels, scores = make_data(seed, n, ties=ties)
+    bounds = (0.0, 0.05, 0.1, 0.3)
+    summary = bootstrap_metrics(
+        labels, scores, n_resamples=150, seed=seed, fpr_bounds=bounds, confidence=0.9
+    )
+    assert summary.method == "bca" and summary.to_dict()["method"] == "bca"
+    ref_auc, ref_tpr = reference_bootstrap(
+        labels, scores, n_resamples=150, seed=seed, bounds=bounds
+    )
+    jack_auc, jack_tpr = jackknife_loop(labels, scores, np.arange(n), bounds)
+    unit_class = labels.astype(int)
+    want = reference_bca(auc(labels, scores), ref_auc, jack_auc, unit_class, 0.9)
+    assert [summary.auc.low, summary.auc.high] == pytest.approx(want, abs=1e-12)
+    for i, b in enumerate(bounds):
+        interval = summary.tpr_at_fpr[b]
+        if interval is None:
+            continue
+        estimate = tpr_at_fpr(labels, scores, b)
+        want = reference_bca(estimate, ref_tpr[i], jack_tpr[i], unit_class, 0.9)
+        assert [interval.low, interval.high] == pytest.approx(want, abs=1e-12)
+
+
+@pytest.mark.parametrize(("seed", "ties"), [(0, False), (1, True)])
+def test_grouped_bca_matches_reference_loop(seed: int, ties: bool, monkeypatch) -> None:
+    """With groups the jackknife leaves out one whole group (document) at a time."""
+    monkeypatch.setattr(bootstrap_module, "_CHUNK_ELEMENTS", 10**9)  # one chunk, as the loop
+    labels, scores, docs = grouped_data(seed, 12, 5, ties=ties)
+    bounds = (0.0, 0.3)
+    summary = bootstrap_metrics(
+        labels, scores, n_resamples=60, seed=seed, fpr_bounds=bounds, groups=docs
+    )
+    ref_auc, ref_tpr = reference_grouped(
+        labels, scores, docs, n_resamples=60, seed=seed, bounds=bounds
+    )
+    _, unit = np.unique(docs, return_inverse=True)
+    jack_auc, jack_tpr = jackknife_loop(labels, scores, unit, bounds)
+    unit_class = np.zeros(unit.max() + 1, dtype=int)
+    unit_class[unit[labels == 1]] = 1
+    want = reference_bca(auc(labels, scores), ref_auc, jack_auc, unit_class, 0.95)
+    assert [summary.auc.low, summary.auc.high] == pytest.approx(want, abs=1e-12)
+    for i, b in enumerate(bounds):
+        estimate = tpr_at_fpr(labels, scores, b)
+        want = reference_bca(estimate, ref_tpr[i], jack_tpr[i], unit_class, 0.95)
+        got = summary.tpr_at_fpr[b]
+        assert got is not None
+        assert [got.low, got.high] == pytest.approx(want, abs=1e-12)
+
+
+def test_bca_covers_better_than_percentile_with_20_nonmembers() -> None:
+    """The percentile interval under-covers with 20 non-members (calibration suite: 0.925 at
+    95 % over 1,000 runs); BCa is nearer the level on the same simulated sets."""
+    from statistics import NormalDist
+
+    truth = NormalDist().cdf(1 / math.sqrt(2))
+    hits = {"bca": 0, "percentile": 0}
+    for i in range(150):
+        rng = np.random.default_rng([99, i])
+        labels = np.r_[np.ones(100, int), np.zeros(20, int)]
+        scores = rng.normal(size=120) + labels
+        for method in hits:
+            s = bootstrap_metrics(
+                labels, scores, n_resamples=300, seed=i, fpr_bounds=(), interval=method
+            )
+            hits[method] += s.auc.low <= truth <= s.auc.high
+    assert hits["bca"] > hits["percentile"]
+
+
+def test_unknown_interval_method_is_refused() -> None:
+    with pytest.raises(ConfigError, match="interval must be one of"):
+        bootstrap_metrics([1, 0, 1, 0], [0.1, 0.2, 0.3, 0.4], interval="basic")

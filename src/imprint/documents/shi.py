@@ -28,7 +28,7 @@ import numpy as np
 
 from imprint.documents.folds import document_sides, sequence_folds
 from imprint.metrics import DEFAULT_FPR_BOUNDS, Interval, MetricSummary, min_nonmembers
-from imprint.metrics.bootstrap import weighted_statistics
+from imprint.metrics.bootstrap import bca_interval, weighted_statistics
 
 __all__ = [
     "N_CANDIDATES",
@@ -193,7 +193,8 @@ def shi_fold_summary(
     AUC: per-fold AUCs weighted by their member x non-member pairs; TPR@t: per-fold TPRs
     weighted by their members. Intervals: documents resampled with replacement within each
     class (all folds together, a document keeping its fold and its fraction; thresholds held
-    fixed), the fold average recomputed per resample. A bound is measurable only when every
+    fixed), the fold average recomputed per resample; BCa intervals, the jackknife leaving
+    out one document. A bound is measurable only when every
     fold's non-members resolve it. ``scores``, ``doc_index``: shape (n_sequences,);
     ``doc_labels``: shape (n_docs,)."""
     doc_labels = np.asarray(doc_labels)
@@ -219,9 +220,15 @@ def shi_fold_summary(
         auc_boot, tpr_boot = _fold_average(
             folds, _document_draws(doc_labels, n_resamples, seed), kept
         )
-        auc_interval = _interval(float(auc_est[0]), auc_boot, confidence)
+        # BCa (Efron 1987): the jackknife leaves out one document at a time
+        leave_one_out = 1 - np.eye(len(doc_labels), dtype=np.int64)
+        auc_jack, tpr_jack = _fold_average(folds, leave_one_out, kept)
+        unit_class = (doc_labels == 1).astype(np.int64)
+        auc_interval = bca_interval(float(auc_est[0]), auc_boot, auc_jack, unit_class, confidence)
         for i, b in enumerate(kept):
-            tprs[b] = _interval(float(tpr_est[i, 0]), tpr_boot[i], confidence)
+            tprs[b] = bca_interval(
+                float(tpr_est[i, 0]), tpr_boot[i], tpr_jack[i], unit_class, confidence
+            )
     return MetricSummary(
         auc=auc_interval,
         tpr_at_fpr={b: tprs.get(b, nan) for b in fpr_bounds},
@@ -233,12 +240,5 @@ def shi_fold_summary(
         not_measurable=reasons,
         resamples="documents",
         n_units=sum(f.labels.size for f in folds),
+        method="bca",
     )
-
-
-def _interval(estimate: float, values: np.ndarray, confidence: float) -> Interval:
-    values = values[np.isfinite(values)]
-    if not values.size:
-        return Interval(estimate, float("nan"), float("nan"))
-    low, high = np.quantile(values, [(1 - confidence) / 2, (1 + confidence) / 2])
-    return Interval(estimate, float(low), float(high))

@@ -9,6 +9,15 @@ are mapped once to integer levels (their rank among the distinct scores), each r
 histogram over levels, and AUC and TPR@FPR follow from cumulative sums of those histograms.
 The per-resample values equal :func:`~imprint.metrics.binary.auc` and
 :func:`~imprint.metrics.binary.tpr_at_fpr` applied to that resample, exactly.
+
+Intervals are BCa by default (bias-corrected and accelerated; Efron 1987, "Better bootstrap
+confidence intervals", JASA 82, eq. 2.3-2.4 and 6.6): the percentile interval read at levels
+shifted by the bootstrap median bias ``z0`` and the jackknife acceleration ``a``. With two
+classes (and with groups) the acceleration is the several-sample form of Davison & Hinkley 1997
+(Bootstrap Methods and their Application, section 3.2.1 / 5.3): jackknife influence values per
+class, each class weighted by its own unit count. The plain percentile interval under-covers
+with about 20 units in a class (0.925 at 95 % with 20 non-members in the calibration suite);
+``interval="percentile"`` keeps it available. Every summary names its ``method``.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -32,14 +42,18 @@ from imprint.metrics.resolution import unresolvable
 
 __all__ = [
     "DEFAULT_FPR_BOUNDS",
+    "INTERVAL_METHODS",
     "Interval",
     "MetricSummary",
+    "bca_interval",
     "bootstrap_metrics",
     "evaluate",
     "weighted_statistics",
 ]
 
 DEFAULT_FPR_BOUNDS: tuple[float, ...] = (0.001, 0.01, 0.05, 0.1)
+#: interval constructions over one bootstrap distribution (the first is the default)
+INTERVAL_METHODS: tuple[str, ...] = ("bca", "percentile")
 
 # Upper bound on the elements of one (resamples x levels) work array; resamples are processed
 # in chunks of this size so memory stays bounded for large datasets.
@@ -82,7 +96,8 @@ class MetricSummary:
     ``tpr_at_fpr`` maps an FPR bound (e.g. 0.01) to its :class:`Interval`, or to None when the
     non-members cannot resolve it (fewer than 1/t); ``not_measurable`` then says why.
     ``resamples`` names the unit the bootstrap drew ("samples", or e.g. "documents" when whole
-    groups were resampled); ``n_units`` counts those units (None when they are the rows).
+    groups were resampled); ``n_units`` counts those units (None when they are the rows);
+    ``method`` the interval read from the resamples ("bca" or "percentile").
     """
 
     auc: Interval
@@ -95,6 +110,7 @@ class MetricSummary:
     not_measurable: dict[float, str] = field(default_factory=dict)
     resamples: str = "samples"
     n_units: int | None = None
+    method: str = "bca"
 
     def tpr(self, bound: float) -> Interval | None:
         """The TPR interval at FPR ``bound``; None when not measurable (or not asked for)."""
@@ -118,6 +134,7 @@ class MetricSummary:
             confidence=self.confidence,
             seed=self.seed,
             resamples=self.resamples,
+            method=self.method,
         )
         if self.n_units is not None:
             out["n_units"] = self.n_units
@@ -231,6 +248,82 @@ def _percentile_interval(
     alpha = 1.0 - confidence
     low, high = np.quantile(values, [alpha / 2, 1 - alpha / 2])
     return Interval(estimate=float(estimate), low=float(low), high=float(high))
+
+
+def acceleration(jack: NDArray[np.float64], unit_class: NDArray[np.int64]) -> float:
+    """BCa acceleration from leave-one-unit-out values ``jack`` (shape (u,)) of units in
+    classes ``unit_class`` (shape (u,)): a = sum_k n_k^-3 sum_j l_kj^3 / (6 (sum_k n_k^-2
+    sum_j l_kj^2)^1.5), l_kj = (n_k - 1)(mean_k - jack_kj) (Davison & Hinkley 1997, 5.3;
+    one class: Efron 1987, eq. 6.6). Units whose removal leaves the figure undefined (NaN)
+    are left out; 0 when nothing varies."""
+    num = den = 0.0
+    for k in np.unique(unit_class):
+        values = jack[(unit_class == k) & np.isfinite(jack)]
+        n_k = values.size
+        if n_k < 2:
+            continue
+        influence = (n_k - 1) * (values.mean() - values)
+        num += float(np.sum(influence**3)) / n_k**3
+        den += float(np.sum(influence**2)) / n_k**2
+    return 0.0 if den <= 0.0 else num / (6.0 * den**1.5)
+
+
+def bca_interval(
+    estimate: float,
+    values: NDArray[np.float64],
+    jack: NDArray[np.float64],
+    unit_class: NDArray[np.int64],
+    confidence: float,
+) -> Interval:
+    """Efron's (1987) BCa interval from bootstrap ``values`` (NaN left out), leave-one-unit-out
+    values ``jack`` and each unit's class (for :func:`acceleration`). The bias correction
+    z0 = Phi^-1(share of values below the estimate, ties counting half), kept within
+    [1/(2B), 1 - 1/(2B)] so a one-sided bootstrap gives an end quantile, not an infinity."""
+    values = values[np.isfinite(values)]
+    if not values.size:
+        return Interval(float(estimate), math.nan, math.nan)
+    normal = NormalDist()
+    b = values.size
+    below = (np.sum(values < estimate) + 0.5 * np.sum(values == estimate)) / b
+    z0 = normal.inv_cdf(min(max(float(below), 0.5 / b), 1 - 0.5 / b))
+    a = acceleration(np.asarray(jack, dtype=np.float64), np.asarray(unit_class))
+    levels = []
+    for tail in ((1 - confidence) / 2, (1 + confidence) / 2):
+        z = z0 + normal.inv_cdf(tail)
+        levels.append(normal.cdf(z0 + z / (1 - a * z)) if a * z < 1 else float(tail > 0.5))
+    low, high = np.quantile(values, levels)
+    return Interval(estimate=float(estimate), low=float(low), high=float(high))
+
+
+def _jackknife_statistics(
+    is_member: NDArray[np.bool_],
+    levels: NDArray[np.int64],
+    n_levels: int,
+    unit: NDArray[np.int64],
+    n_units: int,
+    bounds: Sequence[float],
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """AUC, shape (u,), and TPR, shape (b, u), with each unit (row group) left out in turn:
+    the full histograms minus the left-out unit's, in chunks of units. NaN where a class
+    empties."""
+    full = [np.bincount(levels[m], minlength=n_levels) for m in (is_member, ~is_member)]
+    chunk = max(1, _CHUNK_ELEMENTS // (n_levels + 1))
+    auc_parts, tpr_parts = [], []
+    for start in range(0, n_units, chunk):
+        c = min(chunk, n_units - start)
+        mine = (unit >= start) & (unit < start + c)
+        hists = []
+        for h, m in zip(full, (is_member, ~is_member), strict=True):
+            sel = mine & m
+            flat = np.bincount((unit[sel] - start) * n_levels + levels[sel], minlength=c * n_levels)
+            hists.append(h[None, :] - flat.reshape(c, n_levels))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            a, t = _histogram_statistics(hists[0], hists[1], bounds)
+        empty = (hists[0].sum(axis=1) == 0) | (hists[1].sum(axis=1) == 0)
+        a[empty], t[:, empty] = np.nan, np.nan
+        auc_parts.append(a)
+        tpr_parts.append(t)
+    return np.concatenate(auc_parts), np.concatenate(tpr_parts, axis=1)
 
 
 def _bootstrap_distribution(
@@ -357,14 +450,15 @@ def bootstrap_metrics(
     fpr_bounds: Sequence[float] = DEFAULT_FPR_BOUNDS,
     groups: ArrayLike | None = None,
     resamples: str | None = None,
+    interval: str = "bca",
 ) -> MetricSummary:
-    """AUC and TPR at each FPR bound, with stratified percentile bootstrap intervals.
+    """AUC and TPR at each FPR bound, with stratified bootstrap intervals (BCa by default).
 
     Args:
         labels: shape (n,), 1 = member, 0 = non-member.
         scores: shape (n,), higher = more likely member. NaN raises ``ValueError``.
         n_resamples: number of bootstrap resamples.
-        confidence: two-sided confidence level of the percentile intervals.
+        confidence: two-sided confidence level of the intervals.
         seed: seed of the ``np.random.default_rng`` that draws the resamples.
         fpr_bounds: FPR bounds for TPR@FPR (fractions, e.g. 0.01 for 1 %).
         groups: shape (n,), the group of each sample (e.g. its document id) when samples of a
@@ -372,6 +466,8 @@ def bootstrap_metrics(
             cluster bootstrap). A group must not mix members and non-members.
         resamples: the name of what is resampled, recorded in the summary (default
             "samples", or "groups" with ``groups``), e.g. "texts" or "documents".
+        interval: "bca" (Efron 1987; the jackknife leaves out one unit: a sample, or a group
+            with ``groups``) or "percentile" (the plain quantiles of the resamples).
 
     Returns:
         A :class:`MetricSummary`. Point estimates come from the full data (not the bootstrap
@@ -380,6 +476,8 @@ def bootstrap_metrics(
         than 1/t of them) is None, its reason in ``not_measurable``, as in every report.
     """
     bounds, confidence = _check_settings(n_resamples, confidence, seed, fpr_bounds)
+    if interval not in INTERVAL_METHODS:
+        raise ConfigError(f"interval must be one of {INTERVAL_METHODS}; got {interval!r}.")
     is_member, score_arr = as_labels_and_scores(labels, scores)
     n_pos = int(is_member.sum())
     n_neg = int(is_member.size - n_pos)
@@ -401,11 +499,30 @@ def bootstrap_metrics(
             auc_boot, tpr_boot = _grouped_distribution(
                 is_member, score_arr, *grouped, n_resamples=n_r, seed=sd, bounds=kept
             )
-        auc_interval = _percentile_interval(auc(is_member, score_arr), auc_boot, confidence)
         _, tp, fp, _, _ = confusion_at_thresholds(is_member, score_arr)
-        for i, b in enumerate(kept):
-            estimate = tpr_from_counts(tp, fp, n_pos, n_neg, b)
-            tpr_intervals[b] = _percentile_interval(estimate, tpr_boot[i], confidence)
+        estimates = [auc(is_member, score_arr)]
+        estimates += [tpr_from_counts(tp, fp, n_pos, n_neg, b) for b in kept]
+        boots = [auc_boot, *tpr_boot]
+        if interval == "bca":
+            unit, n_u = grouped or (np.arange(is_member.size, dtype=np.int64), is_member.size)
+            _, levels = np.unique(score_arr, return_inverse=True)
+            jack_auc, jack_tpr = _jackknife_statistics(
+                is_member, levels.ravel(), int(levels.max()) + 1, unit, n_u, kept
+            )
+            unit_class = np.zeros(n_u, dtype=np.int64)
+            unit_class[unit[is_member]] = 1
+            jacks = [jack_auc, *jack_tpr]
+            found = [
+                bca_interval(e, v, j, unit_class, confidence)
+                for e, v, j in zip(estimates, boots, jacks, strict=True)
+            ]
+        else:
+            found = [
+                _percentile_interval(e, v, confidence)
+                for e, v in zip(estimates, boots, strict=True)
+            ]
+        auc_interval = found[0]
+        tpr_intervals.update(zip(kept, found[1:], strict=True))
     return MetricSummary(
         auc=auc_interval,
         tpr_at_fpr={b: tpr_intervals[b] for b in bounds},
@@ -417,6 +534,7 @@ def bootstrap_metrics(
         not_measurable=reasons,
         resamples=resamples or ("samples" if grouped is None else "groups"),
         n_units=None if grouped is None else grouped[1],
+        method=interval,
     )
 
 
@@ -430,6 +548,7 @@ def evaluate(
     fpr_bounds: Sequence[float] = DEFAULT_FPR_BOUNDS,
     groups: ArrayLike | None = None,
     resamples: str | None = None,
+    interval: str = "bca",
 ) -> MetricSummary:
     """Every headline metric with its interval; same as :func:`bootstrap_metrics`."""
     return bootstrap_metrics(
@@ -441,4 +560,5 @@ def evaluate(
         fpr_bounds=fpr_bounds,
         groups=groups,
         resamples=resamples,
+        interval=interval,
     )
