@@ -85,6 +85,29 @@ def test_unusable_api_roots_are_refused(url, tmp_path):
         RunConfig(model="m", data="d", out=tmp_path, api_base=url)
 
 
+@pytest.mark.parametrize(
+    ("url", "secret", "shown"),
+    [
+        ("alice:pw-0f3c9e2b71@127.0.0.1:8000/v1", "pw-0f3c9e2b71", "'***@127.0.0.1:8000/v1'"),
+        ("http:pw-0f3c9e2b71@host/v1", "pw-0f3c9e2b71", "'***@host/v1'"),
+        ("//alice:pw-0f3c9e2b71@host/v1", "pw-0f3c9e2b71", "'//***@host/v1'"),
+        ("ftp://alice:pw-0f3c9e2b71@host/v1;t=x", "pw-0f3c9e2b71", "'ftp://***@host/v1***'"),
+        ("localhost:8000/v1", None, "'localhost:8000/v1'"),
+        ("127.0.0.1:8000/v1", None, "'127.0.0.1:8000/v1'"),
+    ],
+)
+def test_a_url_without_http_scheme_is_quoted_as_given_with_credentials_masked(
+    url, secret, shown, tmp_path
+):
+    # urlsplit reads 'alice' or 'localhost' as the scheme; the error rebuilt the URL from those
+    # parts ('alice://pw-...@...', 'localhost://8000/v1'), echoing the password
+    with pytest.raises(ConfigError, match="http://") as err:
+        RunConfig(model="m", data="d", out=tmp_path, api_base=url)
+    message = str(err.value)
+    assert shown in message, message
+    assert secret is None or secret not in message
+
+
 def test_cli_refuses_a_key_in_the_url_before_writing_anything(tmp_path):
     data, out = _texts(tmp_path / "texts.jsonl"), tmp_path / "run"
     url = "http://127.0.0.1:9/v1?key=sk-live-aa11bb22cc33"

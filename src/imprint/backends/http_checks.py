@@ -31,12 +31,14 @@ def check_api_base(url: str) -> str:
             f"api_base {_redact_url(url)!r} is not a valid URL "
             + (f"(its host or port does not parse); {KEY_HINT}" if masked else f"({err})")
         ) from None
-    shown = _redact_url(url, parts)
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        # quoted as typed, not rebuilt: without '://', urlsplit reads 'user' of 'user:pw@host'
+        # (or 'localhost' of 'localhost:8000') as the scheme, and the rest as the path
         raise ConfigError(
             "api_base must be an http(s) URL ending at the API root, e.g. "
-            f"http://127.0.0.1:8000/v1; got {shown!r}"
+            f"http://127.0.0.1:8000/v1; got {_redact_unparsed(url)!r}"
         )
+    shown = _redact_url(url, parts)
     if "@" in parts.netloc:
         raise ConfigError(
             f"api_base {shown!r} carries credentials (user:password@), which would be written "
@@ -70,6 +72,14 @@ def _redact_url(url: str, parts: SplitResult | None = None) -> str:
     path = parts.path.split(";", 1)[0] + (";***" if ";" in parts.path else "")
     shown = f"{parts.scheme}://{netloc}{path}"
     return shown + ("?***" if parts.query else "") + ("#***" if parts.fragment else "")
+
+
+def _redact_unparsed(url: str) -> str:
+    """``url`` as given, with its user info (up to the last ``@`` before the path, with or
+    without a scheme or ``//``) and any path parameters, query or fragment replaced by ``***``."""
+    shown = re.sub(r"^((?:[^:/?#@]*:)?//)?[^/?#]*@", r"\1***@", url)
+    cut = re.split(r"[?#;]", shown, maxsplit=1)
+    return cut[0] + ("***" if len(cut) > 1 else "")
 
 
 def mask_secret(text: str, secret: str | None) -> str:
