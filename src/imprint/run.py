@@ -273,12 +273,17 @@ def execute_run(
     and runs many cells on it, on one set of Ray workers, under one progress display.
     """
     from imprint.report import evaluate_scores, write_run
-    from imprint.report.outdir import check_out_dir, check_outside
+    from imprint.report.outdir import check_inputs_outside, check_out_dir, check_outside
     from imprint.report.results import RunWarning
 
     started = time.time()
     check_out_dir(config.out, overwrite=config.overwrite)  # a bad --out fails before any work
     check_outside(config.out, config.cache or cache_dir() / "signals.sqlite", "--cache")
+    inputs = [("--model", config.model), ("--data", config.data), ("--references",
+              config.references or "")]  # fmt: skip
+    inputs += [(f"--ref {name}", spec) for name, spec in config.refs]
+    inputs += [(f"--pool {name}", spec) for name, spec in config.pools.items()]
+    check_inputs_outside(config.out, inputs, why="the run replaces its --out folder whole")
     loaded, samples, dropped = load_samples(config)
     defects = data_defects(config.data, loaded)  # the set as published: manifest and warnings
     samples, split = split_for_run(config.documents, samples, dropped)

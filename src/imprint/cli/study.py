@@ -66,7 +66,7 @@ def experiment(
     executor = ExecutorConfig(
         kind=executor_kind, address=address, workers=workers, worker_cpus=worker_cpus
     )
-    from imprint.report.outdir import check_kind, claim_folder, folder_lock
+    from imprint.report.outdir import check_inputs_outside, check_kind, claim_folder, folder_lock
 
     spec = load_spec(file, out=out)
     claim_folder(spec.out, "study", overwrite=overwrite, dry=True)  # never another kind's folder
@@ -79,6 +79,8 @@ def experiment(
         from imprint.study.grid import grid_models, prepare_grid
 
         prepare_grid(spec, grid_models(spec), orchestrator(executor))
+        check_inputs_outside(spec.out, _local_inputs(spec), why="--overwrite would delete the "
+                             "folder's contents")  # fmt: skip
     claim_folder(spec.out, "study", overwrite=overwrite)
 
     def waiting(holder: str) -> None:
@@ -99,6 +101,21 @@ def experiment(
         written = write_outputs(result, tables, spec.out)
         _record(spec.out, result, time.time() - started)
     _print_summary(result, tables, written)
+
+
+def _local_inputs(spec: Any) -> list[tuple[str, Any]]:
+    """What the grid reads, as ``(place, spec)``: the file, models, refs, data, pools, games."""
+    inputs: list[tuple[str, Any]] = [("the grid file", spec.source)]
+    inputs += [(f"models[{i}]", m.model) for i, m in enumerate(spec.models)]
+    inputs += [(f"refs.{name}", model) for name, model in spec.refs]
+    for i, bench in enumerate(spec.benchmarks):
+        inputs.append((f"benchmarks[{i}]", bench.data))
+        inputs += [(f"benchmarks[{i}].pools.{k}", v) for k, v in bench.pools.items()]
+    for sweep in spec.games:
+        inputs += [
+            (f"games {sweep.name}: {k}", sweep.config.get(k) or "") for k in ("model", "pool")
+        ]
+    return inputs
 
 
 def _build_games(spec: Any, *, progress: bool) -> dict[str, dict[int, Path]]:

@@ -21,7 +21,7 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -157,6 +157,25 @@ def check_outside(out: Path, path: Path, flag: str) -> None:
             f"the file would be lost with it. Put it outside the run folder, e.g. "
             f"{flag} {out.parent / path.name}"
         )
+
+
+def check_inputs_outside(out: Path, inputs: Iterable[tuple[str, str | Path]], *, why: str) -> None:
+    """Refuse an input the command reads (``(what, spec)`` pairs: a grid file, ``--data``, a
+    model folder; a spec naming no existing local path, e.g. ``wikimia:32``, is skipped) that
+    lies inside ``out``, a folder about to be replaced or emptied (``why`` says which)."""
+    real_out = Path(os.path.realpath(out))
+    for what, spec in inputs:
+        text = str(spec)
+        for prefix in ("gguf:", "game:"):  # the local-path schemes of imprint.backends
+            text = text.removeprefix(prefix)
+        if not text or not Path(text).exists():
+            continue
+        real = Path(os.path.realpath(text))
+        if real == real_out or real_out in real.parents:
+            raise ConfigError(
+                f"{what} {text} lies inside --out {out}; {why}, so it would be deleted. Pass "
+                "an --out folder that holds none of the inputs"
+            )
 
 
 def check_out_dir(out: Path, *, overwrite: bool = False) -> Path:
