@@ -147,6 +147,13 @@ def test_verdict_trained_on_and_not_detected() -> None:
         verdict(_test(0.5), None, None, effect_auc=0.4)
 
 
+def test_a_flag_whose_false_positive_check_could_not_run_is_inconclusive() -> None:
+    strong = [CurvePoint(8, 0.01, 0.85, 20), CurvePoint(10, 0.001, 0.95, 20)]
+    got = verdict(_test(0.001), None, strong)
+    assert got.state == INCONCLUSIVE and "could not run" in got.reasons[0]
+    assert verdict(_test(0.001), _test(0.5, 5), strong).state == TRAINED_ON
+
+
 def test_t_test_power_and_docs_for_power() -> None:
     # large samples: the normal approximation Phi(ncp - z_alpha)
     d, m = 0.3, 400

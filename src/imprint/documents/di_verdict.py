@@ -4,7 +4,8 @@
 A p-value below alpha is not yet a finding, nor one above it an all-clear:
 
 - **inconclusive** when the false-positive check (the same test on two disjoint halves of the
-  non-members, both unseen) is itself flagged: the test is not calibrated on this data;
+  non-members, both unseen) is itself flagged: the test is not calibrated on this data; a flag
+  whose check could not run (too few non-member documents) is inconclusive too;
 - **inconclusive** when the set is too small for the power asked for (``power``, default 0.8):
   - after a flag: the power table (:func:`~imprint.documents.dataset_inference.p_value_curve`)
     flags fewer than ``power`` of the random subsets and halvings at this size, so the flag
@@ -179,6 +180,12 @@ def verdict(
         )
     points = [_point(p) for p in curve or []]
     here = max(points, key=lambda c: c.n_docs) if points else None
+    if flagged and false_positive is None:
+        reasons.append(
+            "the false-positive check (two halves of the non-members) could not run (too few "
+            f"non-member documents: it needs {2 * MIN_DOCS}), so the flag's size on this data is "
+            "unchecked"
+        )
     if flagged:
         needed = _needed_from_curve(points, power, alpha) if points else None
         if here is not None and here.flagged_rate < power:
