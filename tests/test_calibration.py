@@ -118,7 +118,9 @@ def test_threshold_transfer_interval_covers() -> None:
 
 def test_lira_and_rmia_are_at_chance_when_the_target_saw_no_candidate() -> None:
     rows = rows_reference_attacks(120, 9, n=100)
-    assert len(rows) == 4 and all(r.passed for r in rows), rows
+    loss, checked = rows[0], rows[1:]
+    assert loss.kind == "info" and loss.measured > 0.65, loss  # members are the easier half
+    assert len(checked) == 4 and all(r.passed for r in checked), checked
 
 
 def test_hooks_call_the_owning_modules() -> None:

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from imprint.calibration.core import Row, coverage_row, mean_row
+from imprint.calibration.core import Row, coverage_row, info_row, mean_row
 from imprint.calibration.sequences import LEVEL, normal_cdf, normal_quantile
-from imprint.metrics import bootstrap_metrics, transfer_interval
+from imprint.metrics import auc, bootstrap_metrics, transfer_interval
 
 __all__ = ["FAST_BLIND", "null_texts", "rows_blind", "rows_reference_attacks", "rows_transfer"]
 
@@ -101,14 +101,18 @@ def _reference_null(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(target signal (n,), reference signals (k, n), IN/OUT (k, n), labels (n,)): each
     reference trained on a random half of the candidates (IN raises the signal by 0.5); the
-    target, like an OUT reference, saw none of them; the labels are an arbitrary half."""
+    target, like an OUT reference, saw none of them. The claimed members are the easier half
+    (a noisy split on each text's own difficulty, as a benchmark whose members differ from its
+    non-members): the target's raw signal (LOSS) separates them, a reference attack that
+    calibrates each text's difficulty must not."""
     from imprint.training_manifest import IN, OUT
 
     difficulty = rng.normal(size=n)
     member = np.where(rng.random((k, n)) < 0.5, IN, OUT)
     ref = difficulty + 0.3 * rng.normal(size=(k, n)) + 0.5 * (member == IN)
     target = difficulty + 0.3 * rng.normal(size=n)
-    labels = rng.permutation(np.arange(n) % 2)
+    easier = np.argsort(np.argsort(difficulty + rng.normal(size=n)))
+    labels = (easier >= n // 2).astype(int)
     return target, ref, member, labels
 
 
@@ -120,7 +124,7 @@ def rows_reference_attacks(
     from imprint.attacks.lira import fit_gaussians, lira_online
     from imprint.attacks.rmia import rmia_scores
 
-    aucs: dict[str, list[float]] = {"lira": [], "rmia": []}
+    aucs: dict[str, list[float]] = {"lira": [], "rmia": [], "loss": []}
     hits: dict[str, list[bool]] = {"lira": [], "rmia": []}
     for i in range(n_sims):
         rng = np.random.default_rng([seed, i])
@@ -133,7 +137,15 @@ def rows_reference_attacks(
             summary = bootstrap_metrics(labels, s, n_resamples=b, seed=i, fpr_bounds=())
             aucs[name].append(summary.auc.estimate)
             hits[name].append(summary.auc.low <= 0.5 <= summary.auc.high)
-    rows = []
+        aucs["loss"].append(auc(labels, target))  # the shift the reference attacks must remove
+    rows = [
+        info_row(
+            f"LOSS AUC on the same candidates (members the easier half; {n} candidates)",
+            "the target's raw signal: the shift is real",
+            float(np.mean(aucs["loss"])),
+            n_sims,
+        )
+    ]
     for name, label in (("lira", "LiRA online"), ("rmia", "RMIA online")):
         figure = f"{label} AUC, target saw none of {n} candidates ({k} reference models)"
         rows.append(mean_row(figure, "the attack's score function", aucs[name], 0.5))
