@@ -79,7 +79,9 @@ def test_run_demo_on_tiny_model(tiny_model_dir, pool_file, tmp_path):
     assert written["epochs"] == [1, 2] and len(written["checks"]) == 5
     assert "e1, e2" in written["checks"][2]["claim"]  # repetitions judged in every game
     assert written["checks"][3]["claim"].startswith("LOSS AUC rises with epochs")
-    assert written["checks"][4]["claim"].startswith("LOSS tells x3 from x1 canaries (e2)")
+    assert written["checks"][4]["claim"].startswith(
+        "LOSS scores x3 canaries above x1 canaries (e2)"
+    )
     assert "Measured claims" in (tmp_path / "demo" / "demo.md").read_text()
     # dataset inference through the report's code: the same three-state verdict
     verdict = fig["dataset_inference"]["verdict"]

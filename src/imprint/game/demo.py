@@ -14,10 +14,12 @@ trap: attack AUCs and the blind baseline rise together, and the blind-baseline w
 
 Sizing: the default game (100 texts of 24 words + 10 held-out; 8 random-token canaries of 16
 words per repetition count {1, 3, 8}, as many never-trained ones; 2 epochs of full fine-tuning
-at lr 2e-5) is sized so that the x1 and x8 canary intervals can separate (4 per group cannot: a
-resampled 4 vs 4 is often perfectly ordered). Its first run, GGUF conversion and every attack
-included, took 2 min 36 s on the idle 2-core CPU (13 min while other jobs shared it). Neighbourhood
-and PAC run with 2 variants per text instead of 50 and 10 (DEMO_PARAMS).
+at lr 2e-5) is sized so that the rank test of x8 against x1 member canaries has room (8 vs 8:
+smallest p 1/12,870), and so that each group's detection interval is informative (a resampled
+4 vs 4 is often perfectly ordered, its interval reaching 1.0). Its first run, GGUF conversion
+and every attack included, took 2 min 36 s on the idle 2-core CPU (game format 4; see the README
+for format 5's figures). Neighbourhood and PAC run with 2 variants per text instead of 50 and
+10 (DEMO_PARAMS).
 A stronger learning rate saturates every canary group at AUC 1.0 and hides the trend.
 """
 
@@ -41,6 +43,7 @@ from imprint.game.demo_checks import (  # noqa: F401 (tests and the demo use the
     _rises,
     _separation,
     _shift_checks,
+    canary_member_scores,
 )
 
 __all__ = ["DEMO_DEFAULTS", "DemoResult", "run_demo"]
@@ -51,7 +54,7 @@ DEMO_DEFAULTS: dict[str, Any] = {
     "pool_size": 100,
     "words": 24,
     "canary_repetitions": (1, 3, 8),
-    "canaries_per_repetition": 8,  # x1 and x8 intervals apart (4 per group cannot be)
+    "canaries_per_repetition": 8,  # room for the x8-vs-x1 rank test and informative intervals
     "canary_words": 16,
     "canary_generator": "random",
     "max_canary_share": 0.7,
@@ -114,6 +117,10 @@ def _attack_games(
             )
             runs[label] = result.out
             figures[label] = _figures(result.metrics)
+            if LEAD in result.scores:  # the repetition claim ranks member canaries' LOSS
+                figures[label]["canary_member_scores"] = canary_member_scores(
+                    result.samples, result.scores[LEAD]
+                )
             figures[label]["dataset_inference"] = _dataset_inference(result, settings["seed"])
     return games, runs, figures
 

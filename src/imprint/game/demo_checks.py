@@ -161,17 +161,43 @@ def _trends(figures: dict[str, dict[str, Any]], games: list[str]) -> list[dict[s
     return checks
 
 
+def canary_member_scores(samples: Sequence[Any], scores: Sequence[float]) -> dict[int, list]:
+    """LOSS scores of the member canaries by repetitions (``samples``' meta ``group``)."""
+    out: dict[int, list[float]] = {}
+    for sample, score in zip(samples, scores, strict=True):
+        reps = _reps(str((sample.meta or {}).get("group", "")))
+        if reps is not None and sample.label == 1 and score == score:  # NaN never ranks
+            out.setdefault(reps, []).append(float(score))
+    return dict(sorted(out.items()))
+
+
 def _separation(fig: dict[str, Any], game: str) -> list[dict[str, Any]]:
-    """The trend is significant, not just ordered: the most-repeated canaries' LOSS AUC interval
-    lies wholly above the least-repeated ones' (no claim without two canary groups)."""
+    """The trend is significant, not just ordered: the most-repeated member canaries score above
+    the least-repeated ones by an exact one-sided Mann-Whitney test (Mann & Whitney 1947; a
+    permutation test of the ranks, so its size is exact at any group size). Canaries are random
+    tokens whose groups are drawn by a seeded permutation, so the two groups differ only in how
+    often they were trained on. Comparing the two groups' detection intervals (each against its
+    own non-members) is the weaker rule it replaces: it fails once the least-repeated group is
+    itself detected well (its interval reaches 1.0). No claim without two canary groups."""
     reps, aucs = fig["canary_reps"], fig["canary_auc"].get(LEAD, [])
     if len(reps) < 2 or len(aucs) != len(reps):
         return []
-    low, high = aucs[0], aucs[-1]
-    known = bool(low and high and low["high"] is not None and high["low"] is not None)
-    claim = f"LOSS tells x{reps[-1]} from x{reps[0]} canaries ({game}): intervals apart"
-    value = f"x{reps[0]}: {_fmt(low)}; x{reps[-1]}: {_fmt(high)}"
-    return [_check(claim, known and high["low"] > low["high"], value)]
+    low, high = reps[0], reps[-1]
+    members = {int(k): v for k, v in (fig.get("canary_member_scores") or {}).items()}
+    claim = f"LOSS scores x{high} canaries above x{low} canaries ({game}): exact Mann-Whitney"
+    few, many = members.get(low, []), members.get(high, [])
+    if len(few) < 2 or len(many) < 2:
+        return [_check(claim, False, "member canary scores missing")]
+    from scipy.stats import mannwhitneyu
+
+    test = mannwhitneyu(many, few, alternative="greater", method="exact")
+    ranked = float(test.statistic) / (len(many) * len(few))
+    value = (
+        f"P(x{high} > x{low}) = {ranked:.3f}, one-sided p = {test.pvalue:.2g} "
+        f"({len(many)} vs {len(few)} members); detection x{low}: {_fmt(aucs[0])}; "
+        f"x{high}: {_fmt(aucs[-1])}"
+    )
+    return [_check(claim, test.pvalue < 0.05, value)]
 
 
 def _shift_checks(fig: dict[str, Any], sfig: dict[str, Any]) -> list[dict[str, Any]]:
