@@ -221,7 +221,9 @@ def test_run_report_blind_interval_is_the_out_of_fold_bootstrap(monkeypatch: pyt
 
 
 def test_strongest_blind_interval_is_bonferroni_adjusted():
+    from imprint.diagnostics.blind_suite import _folds
     from imprint.metrics import bootstrap_metrics
+    from imprint.metrics.cv_interval import widen_auc
 
     texts, labels = _null_split(9)
     report = blind_suite_report(texts, labels, n_bootstrap=300, baselines=FAST)
@@ -231,6 +233,9 @@ def test_strongest_blind_interval_is_bonferroni_adjusted():
     best = strongest_blind(results)
     assert best is not None and report["strongest"] == best.name
     want = bootstrap_metrics(labels, best.scores, n_resamples=300, confidence=1 - 0.05 / 3)
+    # widened for training variability as every out-of-fold AUC (metrics.cv_interval)
+    folds = [test for _, test in _folds(np.asarray(labels), None, 5, 0)]
+    want = widen_auc(want, labels, best.scores, folds)
     assert report["auc"] == want.auc.to_dict()
     assert report["auc_unadjusted"] == best.summary.auc.to_dict()  # type: ignore[union-attr]
     assert report["auc"]["low"] <= report["auc_unadjusted"]["low"]
@@ -249,7 +254,9 @@ def test_demo_chance_claim_survives_picking_the_best_of_several():
     from imprint.metrics import Interval
     from imprint.report.results import BlindMetrics, BlindSuiteMetrics, RunMetrics
 
-    texts, labels = _null_split(9)
+    # seed 36: with AUC intervals widened for training variability (metrics.cv_interval) the
+    # split of seed 9 no longer looks better than chance unadjusted; this one still does
+    texts, labels = _null_split(36)
     suite = blind_suite_report(texts, labels, n_bootstrap=300, baselines=FAST)
     assert suite["auc_unadjusted"]["low"] > 0.5 >= suite["auc"]["low"]
     typed = BlindSuiteMetrics.from_dict(suite, "suite")

@@ -64,7 +64,7 @@ def rows_blind(
     return [
         coverage_row(
             f"blind baseline AUC, null ({n_texts} texts), {baselines[0]} fixed in advance",
-            "5-fold out-of-fold scores, bootstrap over texts",
+            "5-fold out-of-fold scores, BCa over texts, hull with the corrected CV t",
             fixed,
             LEVEL,
         ),

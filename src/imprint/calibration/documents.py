@@ -19,6 +19,7 @@ from imprint.calibration.sequences import LEVEL, clustered_sequences, normal_cdf
 from imprint.documents.doc_metrics import document_summary, mean_per_document
 from imprint.documents.shi import shi_fold_summary, shi_scores
 from imprint.metrics import auc
+from imprint.metrics.cv_interval import widen_auc
 
 __all__ = ["mean_doc_auc", "rows_mean", "rows_meeus", "rows_shi"]
 
@@ -55,7 +56,7 @@ def rows_mean(n_sims: int, seed: int, *, b: int = 400) -> list[Row]:
             s = document_summary(doc_labels, doc_scores, n_resamples=b, seed=i)
             hits.append(s.auc.low <= truth <= s.auc.high)
         figure = f"document AUC, mean aggregation ({n_docs} documents, AUC {truth:.2f})"
-        rows.append(coverage_row(figure, "bootstrap resampling documents", hits, LEVEL))
+        rows.append(coverage_row(figure, "BCa bootstrap resampling documents", hits, LEVEL))
     return rows
 
 
@@ -73,9 +74,10 @@ def rows_shi(n_sims: int, seed: int, *, b: int = 400, n_docs: int = 40) -> list[
         pooled.append(auc(doc_labels[ok], pooled_scores[ok]))
     figure = f"document AUC, Shi et al., null ({n_docs} documents)"
     method = "AUC per fold (threshold tuned on the other folds), averaged"
+    interval = "BCa over documents (thresholds fixed), hull with the corrected CV t"
     return [
         mean_row(figure, method, folded, 0.5),
-        coverage_row(figure, f"{method}; bootstrap over documents (thresholds fixed)", hits, LEVEL),
+        coverage_row(figure, f"{method}; {interval}", hits, LEVEL),
         mean_row(
             figure,
             "OLD: out-of-fold fractions pooled over folds, one AUC",
@@ -105,8 +107,12 @@ def rows_meeus(
         tokens = [s + rng.normal(size=int(rng.integers(8, 33))) for s in scores]
         doc_scores = meeus.meeus_scores(tokens, docs, doc_labels, seed=i, settings=settings)
         s = document_summary(doc_labels, doc_scores, n_resamples=b, seed=i)
+        s = widen_auc(s, doc_labels, doc_scores, meeus.meeus_test_folds(docs, doc_labels, seed=i))
         values.append(s.auc.estimate)
         hits.append(s.auc.low <= 0.5 <= s.auc.high)
     figure = f"document AUC, Meeus et al., null ({n_docs} documents, {n_trees} trees)"
-    method = "random forest, out-of-fold probabilities pooled; bootstrap over documents"
+    method = (
+        "random forest, out-of-fold probabilities pooled; BCa over documents, hull with the "
+        "corrected CV t (Nadeau & Bengio 2003)"
+    )
     return [mean_row(figure, method, values, 0.5), coverage_row(figure, method, hits, LEVEL)]

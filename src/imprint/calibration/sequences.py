@@ -110,7 +110,7 @@ def rows_iid(n_sims: int, seed: int) -> list[Row]:
         {"auc": auc_true, "0.1": tpr[0.1], "0.01": tpr[0.01]},
         (0.1, 0.01),
     )
-    method = "stratified percentile bootstrap over texts"
+    method = "stratified BCa bootstrap over texts"
     rows.append(
         coverage_row("sequence AUC, i.i.d. (1000 + 1000, AUC 0.76)", method, hits["auc"], LEVEL)
     )

@@ -41,6 +41,7 @@ from imprint.diagnostics.greedy import fit_greedy_ngrams
 from imprint.errors import ConfigError, DataError
 from imprint.metrics import DEFAULT_FPR_BOUNDS, MetricSummary, bootstrap_metrics, unresolvable
 from imprint.metrics.bootstrap import fpr_key
+from imprint.metrics.cv_interval import widen_auc
 
 __all__ = [
     "BASELINES",
@@ -274,6 +275,8 @@ def _one_baseline(
         y, scores, n_resamples=n_bootstrap, seed=seed, fpr_bounds=fpr_bounds, groups=groups,
         resamples="texts" if groups is None else "documents",
     )  # fmt: skip
+    # the bootstrap holds the fold models fixed: widen the AUC for training variability
+    summary = widen_auc(summary, y, scores, [test for _, test in folds])
     return BlindSuiteResult(name, description, summary, scores, _rank(summed))
 
 
@@ -317,7 +320,7 @@ def run_blind_suite(
         if name == "sok_bag_of_words" and sok_protocol and result.error is None and groups is None:
             result = _with_protocol(result, text_list, y, seed=seed)
         results.append(result)
-    return _with_adjusted(results, y, groups=group_arr, **kw)
+    return _with_adjusted(results, y, groups=group_arr, folds=folds, **kw)
 
 
 def _folds(
@@ -359,9 +362,11 @@ def _with_adjusted(
     n_bootstrap: int,
     fpr_bounds: Sequence[float],
     groups: NDArray | None = None,
+    folds: list[tuple[NDArray, NDArray]] | None = None,
 ) -> list[BlindSuiteResult]:
     """Each fitted classifier's Bonferroni interval over the m fitted: level 1 - 0.05/m. The
-    same seed draws the same resamples, so only the quantiles differ from ``summary``."""
+    same seed draws the same resamples, so only the quantiles differ from ``summary``; with
+    ``folds`` the AUC is widened as ``summary``'s (:func:`widen_auc`)."""
     fitted = [r for r in results if r.summary is not None]
     level = 1 - (1 - FAMILY_CONFIDENCE) / max(1, len(fitted))
     out = []
@@ -371,6 +376,8 @@ def _with_adjusted(
                 y, r.scores, n_resamples=n_bootstrap, seed=seed, fpr_bounds=fpr_bounds,
                 confidence=level, groups=groups, resamples=r.summary.resamples,
             )  # fmt: skip
+            if folds is not None:
+                adjusted = widen_auc(adjusted, y, r.scores, [test for _, test in folds])
             r = replace(r, adjusted=adjusted, config={**r.config, "adjusted_confidence": level})
         out.append(r)
     return out

@@ -47,6 +47,7 @@ __all__ = [
     "histogram_features",
     "log_frequencies",
     "meeus_scores",
+    "meeus_test_folds",
     "token_values",
 ]
 
@@ -190,8 +191,7 @@ def meeus_scores(
     n_docs = len(doc_labels)
     doc_values = _per_document(seq_values, doc_index, n_docs)
     out = np.full(n_docs, np.nan)
-    folds = sequence_folds(doc_index, doc_labels[doc_index], n_splits=n_splits, seed=seed)
-    for train, test in document_sides(doc_index, folds):
+    for train, test in _sides(doc_index, doc_labels, n_splits, seed):
         train = np.array([d for d in train if doc_values[d].size])  # a document without tokens
         test = np.array([d for d in test if doc_values[d].size])  # keeps its NaN score
         edges = _edges(np.concatenate([doc_values[d] for d in train]), cfg.n_bins)
@@ -208,3 +208,19 @@ def meeus_scores(
             proba = forest.predict_proba(_features(doc_values, test, edges, cfg.features))
             out[test] = proba[:, member] if member is not None else 0.0
     return out
+
+
+def _sides(
+    doc_index: np.ndarray, doc_labels: np.ndarray, n_splits: int, seed: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    folds = sequence_folds(doc_index, doc_labels[doc_index], n_splits=n_splits, seed=seed)
+    return document_sides(doc_index, folds)
+
+
+def meeus_test_folds(
+    doc_index: np.ndarray, doc_labels: np.ndarray, *, n_splits: int = 5, seed: int = 0
+) -> list[np.ndarray]:
+    """The documents each fold of :func:`meeus_scores` holds out (same ``n_splits`` and
+    ``seed``), for the per-fold AUCs of :func:`imprint.metrics.cv_interval.widen_auc`."""
+    sides = _sides(np.asarray(doc_index), np.asarray(doc_labels), n_splits, seed)
+    return [test for _, test in sides]

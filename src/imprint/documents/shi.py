@@ -28,7 +28,9 @@ import numpy as np
 
 from imprint.documents.folds import document_sides, sequence_folds
 from imprint.metrics import DEFAULT_FPR_BOUNDS, Interval, MetricSummary, min_nonmembers
+from imprint.metrics.binary import auc
 from imprint.metrics.bootstrap import bca_interval, weighted_statistics
+from imprint.metrics.cv_interval import CV_METHOD, corrected_cv_interval
 
 __all__ = [
     "N_CANDIDATES",
@@ -194,8 +196,9 @@ def shi_fold_summary(
     weighted by their members. Intervals: documents resampled with replacement within each
     class (all folds together, a document keeping its fold and its fraction; thresholds held
     fixed), the fold average recomputed per resample; BCa intervals, the jackknife leaving
-    out one document. A bound is measurable only when every
-    fold's non-members resolve it. ``scores``, ``doc_index``: shape (n_sequences,);
+    out one document; the AUC's widened to the hull with the corrected cross-validation t
+    interval over the fold AUCs (:mod:`imprint.metrics.cv_interval`). A bound is measurable
+    only when every fold's non-members resolve it. ``scores``, ``doc_index``: shape (n_sequences,);
     ``doc_labels``: shape (n_docs,)."""
     doc_labels = np.asarray(doc_labels)
     folds = shi_fold_scores(scores, doc_index, doc_labels, n_splits=n_splits, seed=seed)
@@ -225,6 +228,13 @@ def shi_fold_summary(
         auc_jack, tpr_jack = _fold_average(folds, leave_one_out, kept)
         unit_class = (doc_labels == 1).astype(np.int64)
         auc_interval = bca_interval(float(auc_est[0]), auc_boot, auc_jack, unit_class, confidence)
+        # thresholds held fixed ignore training variability: hull with the corrected CV t
+        ratio = float(np.mean([f.labels.size / (len(doc_labels) - f.labels.size) for f in folds]))
+        fold_values = np.array([auc(f.labels, f.scores) for f in folds])
+        cv = corrected_cv_interval(auc_interval.estimate, fold_values, ratio, confidence)
+        if not np.isnan(cv.low):
+            low, high = min(auc_interval.low, cv.low), max(auc_interval.high, cv.high)
+            auc_interval = Interval(auc_interval.estimate, low, high)
         for i, b in enumerate(kept):
             tprs[b] = bca_interval(
                 float(tpr_est[i, 0]), tpr_boot[i], tpr_jack[i], unit_class, confidence
@@ -240,5 +250,5 @@ def shi_fold_summary(
         not_measurable=reasons,
         resamples="documents",
         n_units=sum(f.labels.size for f in folds),
-        method="bca",
+        method=CV_METHOD,
     )

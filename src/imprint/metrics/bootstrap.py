@@ -11,10 +11,10 @@ The per-resample values equal :func:`~imprint.metrics.binary.auc` and
 :func:`~imprint.metrics.binary.tpr_at_fpr` applied to that resample, exactly.
 
 Intervals are BCa by default (bias-corrected and accelerated; Efron 1987, "Better bootstrap
-confidence intervals", JASA 82, eq. 2.3-2.4 and 6.6): the percentile interval read at levels
+confidence intervals", JASA 82): the percentile interval read at levels
 shifted by the bootstrap median bias ``z0`` and the jackknife acceleration ``a``. With two
 classes (and with groups) the acceleration is the several-sample form of Davison & Hinkley 1997
-(Bootstrap Methods and their Application, section 3.2.1 / 5.3): jackknife influence values per
+(Bootstrap Methods and their Application, section 5.3): jackknife influence values per
 class, each class weighted by its own unit count. The plain percentile interval under-covers
 with about 20 units in a class (0.925 at 95 % with 20 non-members in the calibration suite);
 ``interval="percentile"`` keeps it available. Every summary names its ``method``.
@@ -254,7 +254,7 @@ def acceleration(jack: NDArray[np.float64], unit_class: NDArray[np.int64]) -> fl
     """BCa acceleration from leave-one-unit-out values ``jack`` (shape (u,)) of units in
     classes ``unit_class`` (shape (u,)): a = sum_k n_k^-3 sum_j l_kj^3 / (6 (sum_k n_k^-2
     sum_j l_kj^2)^1.5), l_kj = (n_k - 1)(mean_k - jack_kj) (Davison & Hinkley 1997, 5.3;
-    one class: Efron 1987, eq. 6.6). Units whose removal leaves the figure undefined (NaN)
+    one class: Efron 1987). Units whose removal leaves the figure undefined (NaN)
     are left out; 0 when nothing varies."""
     num = den = 0.0
     for k in np.unique(unit_class):

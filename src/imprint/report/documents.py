@@ -44,9 +44,11 @@ from imprint.documents import (
 )
 from imprint.documents.dataset_inference import MIN_DOCS
 from imprint.documents.di_verdict import verdict
+from imprint.documents.meeus import meeus_test_folds
 from imprint.documents.shi import shi_fold_summary
 from imprint.errors import DataError
 from imprint.metrics import DEFAULT_FPR_BOUNDS, Interval, UndefinedMetricWarning
+from imprint.metrics.cv_interval import widen_auc
 from imprint.report.cells import fmt, tpr_cell
 from imprint.report.columns import ColumnMetrics
 from imprint.report.document_results import DocumentMetrics, DocumentRow
@@ -83,10 +85,15 @@ def _row(
     *,
     n_bootstrap: int,
     seed: int,
+    test_folds: list[np.ndarray] | None = None,
 ) -> DocumentRow:
+    """One row; ``test_folds`` (a learned aggregation's held-out documents per fold) widens
+    the AUC interval for training variability (:mod:`imprint.metrics.cv_interval`)."""
     from imprint.report.evaluate import mark_unmeasurable
 
     summary = document_summary(doc_labels, doc_scores, n_resamples=n_bootstrap, seed=seed)
+    if test_folds is not None:
+        summary = widen_auc(summary, doc_labels, doc_scores, test_folds)
     n_nan = int((~np.isfinite(doc_scores)).sum())
     metrics = mark_unmeasurable(ColumnMetrics.from_summary(summary, n_nan=n_nan))
     if seq is None:
@@ -146,7 +153,10 @@ def evaluate_documents(
             )
         meeus = _meeus(samples, doc_index, doc_labels, config, manifest, notes)
         if meeus is not None:
-            rows[MEEUS] = _row(None, "meeus", doc_labels, meeus, None, **kw)
+            folds = meeus_test_folds(
+                doc_index, doc_labels, n_splits=config.documents.n_splits, seed=config.seed
+            )
+            rows[MEEUS] = _row(None, "meeus", doc_labels, meeus, None, test_folds=folds, **kw)
     dataset = _dataset(scores, doc_index, doc_labels, options, config.seed, notes)
     return DocumentMetrics(
         n_documents=len(documents),
