@@ -79,3 +79,22 @@ def test_run_refuses_an_out_folder_holding_its_data_or_model(
         assert code == 2, output
         assert "lies inside --out" in output, output
     assert (mine / "d.jsonl").is_file() and (mine / "model" / "config.json").is_file()
+
+
+def test_demo_refuses_an_unusable_out_before_loading_the_model(tmp_path: Path) -> None:
+    # the demo loaded SmolLM2 and generated its pool before finding that --out was a file or
+    # another command's output; a model that does not exist shows which check comes first
+    afile = tmp_path / "afile"
+    afile.write_text("x", encoding="utf-8")
+    run = tmp_path / "run"
+    run.mkdir()
+    manifest = {"config": {"model": "m"}, "versions": {"python": "3"}}
+    (run / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    for name in ("metrics.json", "scores.parquet"):
+        (run / name).write_text("{}", encoding="utf-8")
+    for out, says in [(afile, "is a file"), (run, "is an imprint run folder"),
+                      ("/sys/imprint-no/demo", "cannot create a folder")]:  # fmt: skip
+        code, output = _cli("demo", "--out", out, "--model", tmp_path / "no-such-model")
+        assert code == 2 and says in output, output
+    assert sorted(p.name for p in run.iterdir()) == ["manifest.json", "metrics.json",
+                                                     "scores.parquet"]  # fmt: skip

@@ -225,6 +225,16 @@ def demo(
 ) -> None:
     """Build or reuse a small privacy game on SmolLM2-135M, run every gray-box attack and the
     blind baseline, and report what was measured."""
+    from imprint.cli.common import check_out_folder
+    from imprint.errors import ConfigError
+    from imprint.report.outdir import KINDS, output_kind
+
+    # before any model work: a file, an unwritable place, or another command's output
+    check_out_folder(out, writes=(), option="--out")
+    found = output_kind(out) if out.is_dir() else None
+    if found is not None:  # a demo folder holds games and runs below it, never at its top
+        raise ConfigError(f"--out {out} is {KINDS[found]}; the demo writes its own folder of "
+                          "games, runs and demo.md. Pass a new folder")  # fmt: skip
     from imprint.game.demo import run_demo
 
     run_demo(
