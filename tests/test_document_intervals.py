@@ -104,6 +104,9 @@ def test_document_rows_state_that_they_resample_documents() -> None:
     out = row.to_dict()
     assert out["metrics"]["resamples"] == "documents" and out["paired_resamples"] == "documents"
     assert DocumentRow.from_dict(out, "row").metrics.resamples == "documents"
+    # and which interval: BCa, through metrics.json and back
+    assert out["metrics"]["method"] == "bca"
+    assert DocumentRow.from_dict(out, "row").metrics.method == "bca"
 
 
 def _brute_threshold(scores, doc_index, doc_labels, train_docs) -> float:

@@ -149,5 +149,5 @@ def rows_reference_attacks(
     for name, label in (("lira", "LiRA online"), ("rmia", "RMIA online")):
         figure = f"{label} AUC, target saw none of {n} candidates ({k} reference models)"
         rows.append(mean_row(figure, "the attack's score function", aucs[name], 0.5))
-        rows.append(coverage_row(figure, "bootstrap over texts", hits[name], LEVEL))
+        rows.append(coverage_row(figure, "BCa bootstrap over texts", hits[name], LEVEL))
     return rows

@@ -19,7 +19,8 @@ class ColumnMetrics:
     ``not_measurable`` (bound -> why: fewer than 1/t non-members). ``n_nan`` counts samples
     the column gave no score (left out); None for a blind classifier, which scores every sample.
     ``resamples`` names what the bootstrap resampled ("texts", "documents"; None when not
-    recorded, as in run folders written before it was).
+    recorded, as in run folders written before it was); ``method`` the interval read from
+    the resamples ("bca", or the out-of-fold widening; None when not recorded).
     """
 
     auc: Interval
@@ -32,6 +33,7 @@ class ColumnMetrics:
     not_measurable: dict[float, str] = field(default_factory=dict)
     n_nan: int | None = None
     resamples: str | None = None
+    method: str | None = None
 
     @classmethod
     def from_summary(cls, summary: MetricSummary, *, n_nan: int | None = None) -> ColumnMetrics:
@@ -41,6 +43,7 @@ class ColumnMetrics:
             tpr_at_fpr={b: nan if v is None else v for b, v in summary.tpr_at_fpr.items()},
             not_measurable=dict(summary.not_measurable),
             resamples=summary.resamples,
+            method=summary.method,
             n_members=summary.n_members,
             n_nonmembers=summary.n_nonmembers,
             n_resamples=summary.n_resamples,
@@ -72,6 +75,8 @@ class ColumnMetrics:
             out["n_nan"] = self.n_nan
         if self.resamples is not None:
             out["resamples"] = self.resamples
+        if self.method is not None:
+            out["method"] = self.method
         return out
 
     @classmethod
@@ -89,6 +94,7 @@ class ColumnMetrics:
         }
         n_nan = data.get("n_nan")
         resamples = data.get("resamples")
+        method = data.get("method")
         return cls(
             auc=js.interval(js.get(data, "auc", where), f"{where}.auc"),
             tpr_at_fpr=tprs,
@@ -96,5 +102,6 @@ class ColumnMetrics:
             not_measurable=reasons,
             n_nan=None if n_nan is None else js.integer(n_nan, f"{where}.n_nan"),
             resamples=None if resamples is None else js.text(resamples, f"{where}.resamples"),
+            method=None if method is None else js.text(method, f"{where}.method"),
             **ints,
         )
