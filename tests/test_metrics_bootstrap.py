@@ -439,3 +439,18 @@ def test_bca_covers_better_than_percentile_with_20_nonmembers() -> None:
 def test_unknown_interval_method_is_refused() -> None:
     with pytest.raises(ConfigError, match="interval must be one of"):
         bootstrap_metrics([1, 0, 1, 0], [0.1, 0.2, 0.3, 0.4], interval="basic")
+
+
+@pytest.mark.parametrize(("seed", "n", "ties"), [(0, 50, False), (1, 80, True), (2, 7, True)])
+def test_closed_form_jackknife_equals_histogram_jackknife(seed: int, n: int, ties: bool) -> None:
+    """The O(n) leave-one-row-out values equal the histogram subtraction, bound by bound."""
+    labels, scores = make_data(seed, n, ties=ties)
+    is_member = labels == 1
+    _, levels = np.unique(scores, return_inverse=True)
+    n_levels = int(levels.max()) + 1
+    fast = bootstrap_module._jackknife_rows(is_member, levels, n_levels, bounds=BOUNDS)
+    slow = bootstrap_module._jackknife_statistics(
+        is_member, levels, n_levels, np.arange(n), n, bounds=BOUNDS
+    )
+    np.testing.assert_allclose(fast[0], slow[0], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(fast[1], slow[1])
