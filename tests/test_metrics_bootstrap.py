@@ -19,6 +19,7 @@ from imprint.metrics import (
     auc,
     bootstrap_metrics,
     evaluate,
+    jackknife,
     min_nonmembers,
 )
 from imprint.metrics import bootstrap as bootstrap_module
@@ -448,9 +449,7 @@ def test_closed_form_jackknife_equals_histogram_jackknife(seed: int, n: int, tie
     is_member = labels == 1
     _, levels = np.unique(scores, return_inverse=True)
     n_levels = int(levels.max()) + 1
-    fast = bootstrap_module._jackknife_rows(is_member, levels, n_levels, bounds=BOUNDS)
-    slow = bootstrap_module._jackknife_statistics(
-        is_member, levels, n_levels, np.arange(n), n, bounds=BOUNDS
-    )
+    fast = jackknife.jackknife_rows(is_member, levels, n_levels, bounds=BOUNDS)
+    slow = jackknife.jackknife_groups(is_member, levels, n_levels, np.arange(n), n, bounds=BOUNDS)
     np.testing.assert_allclose(fast[0], slow[0], rtol=0, atol=1e-12)
     np.testing.assert_array_equal(fast[1], slow[1])

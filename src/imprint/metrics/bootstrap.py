@@ -32,12 +32,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from imprint.errors import ConfigError, DataError
+from imprint.metrics._counts import _histogram_statistics
 from imprint.metrics._validation import (
     as_labels_and_scores,
     check_fraction,
     warn_undefined,
 )
 from imprint.metrics.binary import auc, confusion_at_thresholds, tpr_from_counts
+from imprint.metrics.jackknife import acceleration, jackknife_groups, jackknife_rows
 from imprint.metrics.resolution import unresolvable
 
 __all__ = [
@@ -206,66 +208,12 @@ def _resample_statistics(
     return _histogram_statistics(h_pos, h_neg, bounds)
 
 
-def _allowed_per_row(bound: float, n_neg: NDArray[np.int64]) -> NDArray[np.int64]:
-    """:func:`allowed_false_positives` for each entry of ``n_neg`` (same float comparisons)."""
-    k = np.minimum(np.floor(bound * n_neg), n_neg).astype(np.int64)
-    while True:
-        up = (k < n_neg) & ((k + 1) / n_neg <= bound)
-        down = (k > 0) & (k / n_neg > bound)
-        if not (up.any() or down.any()):
-            return k
-        k = k + up - down
-
-
-def _histogram_statistics(
-    h_pos: NDArray[np.int64], h_neg: NDArray[np.int64], bounds: Sequence[float]
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """AUC, shape (c,), and TPR@FPR, shape (b, c), of resamples given as per-level counts
-    (shape (c, n_levels) per class); the class sizes may differ between resamples."""
-    n_pos, n_neg = h_pos.sum(axis=1), h_neg.sum(axis=1)
-    neg_below = np.cumsum(h_neg, axis=1) - h_neg
-    # Twice the Mann-Whitney U: each member scores 2 per lower non-member and 1 per tie.
-    twice_u = np.sum(h_pos * (2 * neg_below + h_neg), axis=1)
-    auc_values = twice_u / (2 * n_pos * n_neg)
-    # Counts at or above each level; a trailing zero column stands for threshold +inf.
-    zero = np.zeros((h_pos.shape[0], 1), dtype=np.int64)
-    pos_at_or_above = np.concatenate([np.cumsum(h_pos[:, ::-1], axis=1)[:, ::-1], zero], axis=1)
-    neg_at_or_above = np.cumsum(h_neg[:, ::-1], axis=1)[:, ::-1]
-    tpr_values = np.empty((len(bounds), h_pos.shape[0]), dtype=np.float64)
-    rows = np.arange(h_pos.shape[0])
-    for i, bound in enumerate(bounds):
-        k = _allowed_per_row(bound, n_neg)[:, None]
-        # Levels with too many false positives form a prefix; the first level after it is
-        # the lowest eligible threshold and so has the largest TPR.
-        first_ok = np.sum(neg_at_or_above > k, axis=1)
-        tpr_values[i] = pos_at_or_above[rows, first_ok] / n_pos
-    return auc_values, tpr_values
-
-
 def _percentile_interval(
     estimate: float, values: NDArray[np.float64], confidence: float
 ) -> Interval:
     alpha = 1.0 - confidence
     low, high = np.quantile(values, [alpha / 2, 1 - alpha / 2])
     return Interval(estimate=float(estimate), low=float(low), high=float(high))
-
-
-def acceleration(jack: NDArray[np.float64], unit_class: NDArray[np.int64]) -> float:
-    """BCa acceleration from leave-one-unit-out values ``jack`` (shape (u,)) of units in
-    classes ``unit_class`` (shape (u,)): a = sum_k n_k^-3 sum_j l_kj^3 / (6 (sum_k n_k^-2
-    sum_j l_kj^2)^1.5), l_kj = (n_k - 1)(mean_k - jack_kj) (Davison & Hinkley 1997, 5.3;
-    one class: Efron 1987). Units whose removal leaves the figure undefined (NaN)
-    are left out; 0 when nothing varies."""
-    num = den = 0.0
-    for k in np.unique(unit_class):
-        values = jack[(unit_class == k) & np.isfinite(jack)]
-        n_k = values.size
-        if n_k < 2:
-            continue
-        influence = (n_k - 1) * (values.mean() - values)
-        num += float(np.sum(influence**3)) / n_k**3
-        den += float(np.sum(influence**2)) / n_k**2
-    return 0.0 if den <= 0.0 else num / (6.0 * den**1.5)
 
 
 def bca_interval(
@@ -293,76 +241,6 @@ def bca_interval(
         levels.append(normal.cdf(z0 + z / (1 - a * z)) if a * z < 1 else float(tail > 0.5))
     low, high = np.quantile(values, levels)
     return Interval(estimate=float(estimate), low=float(low), high=float(high))
-
-
-def _jackknife_rows(
-    is_member: NDArray[np.bool_], levels: NDArray[np.int64], n_levels: int, bounds: Sequence[float]
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """As :func:`_jackknife_statistics` with each row its own unit, in O(n + levels) per bound:
-    removing a member at level l changes the counts above l only; removing a non-member
-    lowers the non-member counts at or above levels <= l by one and the allowed false
-    positives to those of n_neg - 1, so the lowest eligible threshold follows in closed form."""
-    h_pos = np.bincount(levels[is_member], minlength=n_levels)
-    h_neg = np.bincount(levels[~is_member], minlength=n_levels)
-    n_pos, n_neg = int(h_pos.sum()), int(h_neg.sum())
-    neg_below = np.cumsum(h_neg) - h_neg
-    pos_above = h_pos[::-1].cumsum()[::-1] - h_pos
-    twice_u = float(np.sum(h_pos * (2 * neg_below + h_neg)))
-    own = np.where(
-        is_member, 2 * neg_below[levels] + h_neg[levels], 2 * pos_above[levels] + h_pos[levels]
-    )
-    pos_left = np.where(is_member, n_pos - 1, n_pos)
-    neg_left = np.where(is_member, n_neg, n_neg - 1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        auc_values = (twice_u - own) / (2.0 * pos_left * neg_left)
-    pos_at_or_above = np.r_[h_pos[::-1].cumsum()[::-1], 0]
-    neg_at_or_above = h_neg[::-1].cumsum()[::-1]
-    tpr_values = np.empty((len(bounds), levels.size), dtype=np.float64)
-    for i, bound in enumerate(bounds):
-        k = int(_allowed_per_row(bound, np.array([n_neg]))[0])
-        first = int(np.sum(neg_at_or_above > k))  # threshold of the full data
-        tp = pos_at_or_above[first]
-        member_tpr = (tp - (levels >= first)) / max(n_pos - 1, 1)
-        k1 = int(_allowed_per_row(bound, np.array([max(n_neg - 1, 1)]))[0])
-        a = int(np.sum(neg_at_or_above > k1 + 1))  # first level with count <= k1 + 1
-        b = int(np.sum(neg_at_or_above > k1))  # first level with count <= k1
-        first_wo = np.where(a <= levels, a, np.maximum(b, levels + 1))
-        nonmember_tpr = pos_at_or_above[first_wo] / n_pos
-        tpr_values[i] = np.where(is_member, member_tpr, nonmember_tpr)
-    auc_values[(pos_left == 0) | (neg_left == 0)] = np.nan
-    tpr_values[:, (pos_left == 0) | (neg_left == 0)] = np.nan
-    return auc_values, tpr_values
-
-
-def _jackknife_statistics(
-    is_member: NDArray[np.bool_],
-    levels: NDArray[np.int64],
-    n_levels: int,
-    unit: NDArray[np.int64],
-    n_units: int,
-    bounds: Sequence[float],
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """AUC, shape (u,), and TPR, shape (b, u), with each unit (row group) left out in turn:
-    the full histograms minus the left-out unit's, in chunks of units. NaN where a class
-    empties."""
-    full = [np.bincount(levels[m], minlength=n_levels) for m in (is_member, ~is_member)]
-    chunk = max(1, _CHUNK_ELEMENTS // (n_levels + 1))
-    auc_parts, tpr_parts = [], []
-    for start in range(0, n_units, chunk):
-        c = min(chunk, n_units - start)
-        mine = (unit >= start) & (unit < start + c)
-        hists = []
-        for h, m in zip(full, (is_member, ~is_member), strict=True):
-            sel = mine & m
-            flat = np.bincount((unit[sel] - start) * n_levels + levels[sel], minlength=c * n_levels)
-            hists.append(h[None, :] - flat.reshape(c, n_levels))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            a, t = _histogram_statistics(hists[0], hists[1], bounds)
-        empty = (hists[0].sum(axis=1) == 0) | (hists[1].sum(axis=1) == 0)
-        a[empty], t[:, empty] = np.nan, np.nan
-        auc_parts.append(a)
-        tpr_parts.append(t)
-    return np.concatenate(auc_parts), np.concatenate(tpr_parts, axis=1)
 
 
 def _bootstrap_distribution(
@@ -547,11 +425,9 @@ def bootstrap_metrics(
             _, levels = np.unique(score_arr, return_inverse=True)
             n_levels = int(levels.max()) + 1
             if grouped is None:  # each row its own unit: closed form, O(n) per bound
-                jack_auc, jack_tpr = _jackknife_rows(is_member, levels, n_levels, kept)
+                jack_auc, jack_tpr = jackknife_rows(is_member, levels, n_levels, kept)
             else:
-                jack_auc, jack_tpr = _jackknife_statistics(
-                    is_member, levels, n_levels, unit, n_u, kept
-                )
+                jack_auc, jack_tpr = jackknife_groups(is_member, levels, n_levels, unit, n_u, kept)
             unit_class = np.zeros(n_u, dtype=np.int64)
             unit_class[unit[is_member]] = 1
             jacks = [jack_auc, *jack_tpr]
