@@ -115,7 +115,8 @@ def _chance_and_detection(fig: dict[str, Any], game: str) -> list[dict[str, Any]
     strongest = fig.get("blind_strongest")
     return [
         _check(
-            f"blind baselines at chance ({game}): SoK forest (out-of-fold bootstrap interval)"
+            f"blind baselines at chance ({game}): SoK forest (out-of-fold interval, BCa widened "
+            "by the Nadeau-Bengio fold spread)"
             + (f" and the strongest of the suite ({_picked(fig)})" if strongest else "")
             + " contain 0.5",
             _contains_half(fig["blind"]) and (not strongest or _contains_half(strongest)),
