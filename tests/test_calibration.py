@@ -95,19 +95,19 @@ def test_document_mean_aggregation_interval_covers() -> None:
 
 def test_shi_fold_average_is_unbiased_under_the_null() -> None:
     """Issue 20: Shi et al.'s null AUC must be 0.5 within 3 standard errors."""
-    folded, coverage, pooled = rows_shi(60, 5, b=200, n_docs=20)
+    folded, coverage, pooled = rows_shi(200, 5, b=200, n_docs=20)
     assert folded.passed, folded
     assert coverage.passed, coverage
     assert pooled.expect_pass is False  # shown for contrast; its bias needs ~1,000 sets
 
 
 def test_meeus_null_auc() -> None:
-    mean, coverage = rows_meeus(8, 6, b=100, n_docs=20, n_trees=10)
+    mean, coverage = rows_meeus(60, 6, b=100, n_docs=20, n_trees=10)
     assert mean.passed and coverage.passed, (mean, coverage)
 
 
 def test_blind_out_of_fold_and_bonferroni_intervals_cover_under_the_null() -> None:
-    fixed, strongest = rows_blind(20, 7, n_texts=40, b=100)
+    fixed, strongest = rows_blind(80, 7, n_texts=40, b=100)
     assert fixed.passed and strongest.passed, (fixed, strongest)
 
 
