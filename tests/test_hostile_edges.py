@@ -130,6 +130,17 @@ def test_build_temporal_overwrite_refuses_a_run_folder(tmp_path: Path) -> None:
     assert (run / "manifest.json").read_text(encoding="utf-8") == before
 
 
+def test_build_temporal_refuses_a_users_folder_without_overwrite(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine", encoding="utf-8")
+    code, output = _cli("data", "build-temporal", "--dump", tmp_path / "dump.jsonl",
+                        "--out", mine, "--member-before", "2020-01-01",
+                        "--nonmember-after", "2021-01-01")  # fmt: skip
+    assert code == 2 and "imprint did not write" in output and "notes.txt" in output, output
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+
+
 def test_overlap_build_overwrite_refuses_a_run_folder(tmp_path: Path) -> None:
     run = _fake_run(tmp_path / "run")
     before = (run / "manifest.json").read_text(encoding="utf-8")

@@ -250,7 +250,8 @@ def check_out_folder(
     """Refuse, before any work, an output folder that cannot or must not be written: a file, a
     path under a file or an unwritable folder, an imprint output of another kind than ``kind``
     (even with ``overwrite``; see :func:`imprint.report.outdir.check_kind`), or (without
-    ``overwrite``) a folder that already holds any of the files ``writes`` names. Creates
+    ``overwrite``) a non-empty folder imprint did not write (with ``kind``) or one that already
+    holds any of the files ``writes`` names. Creates
     nothing (a probe folder is made and removed)."""
     from imprint.report.outdir import KINDS, check_writable, output_kind
 
@@ -271,6 +272,15 @@ def check_out_folder(
             f"{option} {path} already holds {', '.join(clash)} from an earlier run; pass a new "
             "folder, or add --overwrite to replace them"
         )
+    if kind is not None and found is None and not overwrite and path.is_dir():
+        names = sorted(p.name for p in path.iterdir())
+        if names:  # a folder imprint did not write: writing there would make it count as one
+            shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+            raise ConfigError(
+                f"{option} {path} is a folder that imprint did not write (not {KINDS[kind]}) and "
+                f"holds {len(names)} entries ({shown}). Pass a new folder, or add --overwrite to "
+                "write there (files of the same names are replaced, the others kept)"
+            )
     check_writable(path, option)
 
 
