@@ -19,8 +19,8 @@ from imprint.data import (
 from imprint.data import benchmarks as bench_mod
 from imprint.errors import ConfigError, DataError
 
-# The shared benchmark files live next to the repository: <repo>/../shared/data.
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# The shared benchmark files live next to the repository, <repo>/../shared/data (maybe a link).
+SHARED_DATA = (Path(__file__).resolve().parents[2] / "shared" / "data").resolve()
 WIKIMIA_ROWS = {32: 776, 64: 542, 128: 250, 256: 82}
 
 
