@@ -141,6 +141,19 @@ def test_build_temporal_refuses_a_users_folder_without_overwrite(tmp_path: Path)
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
 
 
+def test_a_run_out_that_is_a_symlink_is_refused_and_the_link_kept(tmp_path: Path) -> None:
+    from imprint.report.outdir import check_out_dir
+
+    run = _fake_run(tmp_path / "run-1")
+    link = tmp_path / "latest"
+    link.symlink_to(run)
+    for overwrite in (False, True):
+        with pytest.raises(ConfigError, match=r"symbolic link .*Pass that folder itself"):
+            check_out_dir(link, overwrite=overwrite)
+    assert link.is_symlink() and link.resolve() == run.resolve()
+    assert check_out_dir(run, overwrite=True) == run
+
+
 def test_overlap_build_overwrite_refuses_a_run_folder(tmp_path: Path) -> None:
     run = _fake_run(tmp_path / "run")
     before = (run / "manifest.json").read_text(encoding="utf-8")

@@ -181,12 +181,19 @@ def check_inputs_outside(out: Path, inputs: Iterable[tuple[str, str | Path]], *,
 def check_out_dir(out: Path, *, overwrite: bool = False) -> Path:
     """Refuse an output location that cannot or must not become a run folder; return it absolute.
 
-    Raises :class:`ConfigError` when ``out`` is a file, lies under a file, is not writable, is
-    the current folder or one above it, is an imprint output of another kind (even with
-    ``overwrite``), or is a non-empty folder imprint did not write (unless ``overwrite``).
+    Raises :class:`ConfigError` when ``out`` is a symbolic link or a file, lies under a file, is
+    not writable, is the current folder or one above it, is an imprint output of another kind
+    (even with ``overwrite``), or is a non-empty folder imprint did not write (unless
+    ``overwrite``).
     Creates nothing (a probe folder is made and removed).
     """
     out = Path(os.path.abspath(out))
+    if out.is_symlink():  # the finished run is renamed into place: it would replace the link
+        raise ConfigError(
+            f"--out {out} is a symbolic link (to {os.readlink(out)}); a run replaces its --out "
+            "whole, so it would replace the link, not the folder it points to. Pass that folder "
+            f"itself (--out {out.resolve()}) or a new one"
+        )
     if out.exists() and not out.is_dir():
         raise ConfigError(
             f"--out {out} is a file, not a folder; pass a folder path for the run (a new one, "
