@@ -225,3 +225,19 @@ def test_power_table_sizes_end_at_the_set_size_and_stay_few() -> None:
     big = curve_sizes(1000)
     assert big[:11] == list(range(4, 25, 2)) and big[-1] == 1000 and len(big) < 30
     assert all(b / a <= 1.3 for a, b in zip(big[10:], big[11:], strict=False))
+
+
+def test_a_false_positive_half_emptied_by_unscored_rows_is_a_note_not_a_crash() -> None:
+    """Sixteen non-member documents pass the check's count, but nine have no score: a half of
+    eight keeps at most 3. The check is left out with a note (it raised, and the run stopped
+    after all its model work)."""
+    from imprint.report.documents import _false_positive
+
+    rng = np.random.default_rng(0)
+    labels = np.r_[np.ones(20, int), np.zeros(16, int)]
+    x = rng.normal(size=(36, 2))
+    x[20:29, 0] = np.nan
+    notes: list[str] = []
+    kw = {"alpha": 0.05, "seed": 0, "clip": 0.05}
+    assert _false_positive(x, np.arange(36), labels, ["loss", "zlib"], kw, notes) is None
+    assert len(notes) == 1 and notes[0].startswith("false-positive check not run"), notes

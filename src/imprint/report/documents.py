@@ -313,7 +313,11 @@ def _false_positive(
     half = np.random.default_rng([kw["seed"], 16]).permutation(unseen)[: len(unseen) // 2]
     a = np.isin(doc_index, half)
     b = (doc_labels[doc_index] == 0) & ~a
-    test = dataset_inference(x[a], x[b], doc_index[a], doc_index[b], feature_names=names, **kw)
+    try:  # rows with non-finite features are dropped inside: a half can still be too small
+        test = dataset_inference(x[a], x[b], doc_index[a], doc_index[b], feature_names=names, **kw)
+    except DataError as err:
+        notes.append(f"false-positive check not run: {err}")
+        return None
     return test.to_dict()
 
 
@@ -354,7 +358,7 @@ def _dataset_lines(dataset: dict[str, Any]) -> list[str]:
                 f"{test['n_validation_docs']} documents): p = {test['p_value']:.3g}, {below} "
                 f"alpha = {test['alpha']:g} (one-sided Welch t-test on per-document means "
                 f"of a linear combination of {len(dataset['features'])} attack scores, "
-                f"{test.get('clip', 0):.1%} outliers clipped)."
+                f"outliers clipped by the authors' rule at a {test.get('clip', 0):.1%} share)."
             )
     found = dataset.get("verdict")
     if found:
@@ -363,7 +367,8 @@ def _dataset_lines(dataset: dict[str, Any]) -> list[str]:
     needed = dataset.get("documents_needed", "absent")
     if needed != "absent":
         lines.append(
-            "Documents needed per set (median p below alpha from this size on): "
+            "Median p of the power table below alpha from this many documents per set on "
+            "(a lower bar than the verdict's power): "
             + (str(needed) if needed is not None else "not reached with these documents")
             + "."
         )
