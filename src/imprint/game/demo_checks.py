@@ -175,7 +175,8 @@ def canary_member_scores(samples: Sequence[Any], scores: Sequence[float]) -> dic
 def _separation(fig: dict[str, Any], game: str) -> list[dict[str, Any]]:
     """The trend is significant, not just ordered: the most-repeated member canaries score above
     the least-repeated ones by an exact one-sided Mann-Whitney test (Mann & Whitney 1947; a
-    permutation test of the ranks, so its size is exact at any group size). Canaries are random
+    permutation test of the ranks, so its size is exact at any group size when scores do not tie;
+    scipy's exact method makes no tie correction). Canaries are random
     tokens whose groups are drawn by a seeded permutation, so the two groups differ only in how
     often they were trained on. Comparing the two groups' detection intervals (each against its
     own non-members) is the weaker rule it replaces: it fails once the least-repeated group is
