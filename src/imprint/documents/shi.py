@@ -28,9 +28,8 @@ import numpy as np
 
 from imprint.documents.folds import document_sides, sequence_folds
 from imprint.metrics import DEFAULT_FPR_BOUNDS, Interval, MetricSummary, min_nonmembers
-from imprint.metrics.binary import auc
 from imprint.metrics.bootstrap import bca_interval, weighted_statistics
-from imprint.metrics.cv_interval import CV_METHOD, corrected_cv_interval
+from imprint.metrics.cv_interval import widen_auc
 
 __all__ = [
     "N_CANDIDATES",
@@ -228,18 +227,11 @@ def shi_fold_summary(
         auc_jack, tpr_jack = _fold_average(folds, leave_one_out, kept)
         unit_class = (doc_labels == 1).astype(np.int64)
         auc_interval = bca_interval(float(auc_est[0]), auc_boot, auc_jack, unit_class, confidence)
-        # thresholds held fixed ignore training variability: hull with the corrected CV t
-        ratio = float(np.mean([f.labels.size / (len(doc_labels) - f.labels.size) for f in folds]))
-        fold_values = np.array([auc(f.labels, f.scores) for f in folds])
-        cv = corrected_cv_interval(auc_interval.estimate, fold_values, ratio, confidence)
-        if not np.isnan(cv.low):
-            low, high = min(auc_interval.low, cv.low), max(auc_interval.high, cv.high)
-            auc_interval = Interval(auc_interval.estimate, low, high)
         for i, b in enumerate(kept):
             tprs[b] = bca_interval(
                 float(tpr_est[i, 0]), tpr_boot[i], tpr_jack[i], unit_class, confidence
             )
-    return MetricSummary(
+    summary = MetricSummary(
         auc=auc_interval,
         tpr_at_fpr={b: tprs.get(b, nan) for b in fpr_bounds},
         n_members=sum(int(f.labels.sum()) for f in folds),
@@ -250,5 +242,11 @@ def shi_fold_summary(
         not_measurable=reasons,
         resamples="documents",
         n_units=sum(f.labels.size for f in folds),
-        method=CV_METHOD,
     )
+    # thresholds held fixed ignore training variability: the hull with the corrected CV t over
+    # the fold AUCs (each fold's training part: every other document)
+    labels = np.concatenate([f.labels for f in folds]) if folds else np.zeros(0)
+    ends = np.cumsum([0] + [f.labels.size for f in folds])
+    tests = [np.arange(a, b) for a, b in zip(ends[:-1], ends[1:], strict=True)]
+    scored = np.concatenate([f.scores for f in folds]) if folds else np.zeros(0)
+    return widen_auc(summary, labels, scored, tests, n_units=len(doc_labels))

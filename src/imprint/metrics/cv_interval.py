@@ -33,13 +33,18 @@ CV_METHOD = "auc: hull of bca and corrected cv t (Nadeau & Bengio 2003); tpr: bc
 
 
 def fold_aucs(
-    labels: ArrayLike, scores: ArrayLike, test_folds: Sequence[ArrayLike]
+    labels: ArrayLike,
+    scores: ArrayLike,
+    test_folds: Sequence[ArrayLike],
+    *,
+    n_units: int | None = None,
 ) -> tuple[np.ndarray, float]:
     """(AUC of each fold's held-out units with both classes and finite scores, shape (J,);
     the mean ratio of held-out to training units over those folds). ``test_folds``: the
-    positions (into ``labels``) held out by each fold."""
+    positions (into ``labels``) held out by each fold; ``n_units``: the units the folds were
+    drawn from (default ``len(labels)``; more when some folds were left out)."""
     y, s = np.asarray(labels), np.asarray(scores, dtype=float)
-    n = y.size
+    n = y.size if n_units is None else n_units
     values, ratios = [], []
     for test in test_folds:
         held = np.asarray(test, dtype=np.int64)
@@ -66,12 +71,18 @@ def corrected_cv_interval(
 
 
 def widen_auc(
-    summary: MetricSummary, labels: ArrayLike, scores: ArrayLike, test_folds: Sequence[ArrayLike]
+    summary: MetricSummary,
+    labels: ArrayLike,
+    scores: ArrayLike,
+    test_folds: Sequence[ArrayLike],
+    *,
+    n_units: int | None = None,
 ) -> MetricSummary:
     """``summary`` with its AUC interval widened to the hull of itself and
-    :func:`corrected_cv_interval` over the folds' AUCs; ``method`` says so."""
+    :func:`corrected_cv_interval` over the folds' AUCs; ``method`` says so (unchanged when
+    there is nothing to widen with). ``n_units``: as :func:`fold_aucs`."""
     est = summary.auc
-    values, ratio = fold_aucs(labels, scores, test_folds)
+    values, ratio = fold_aucs(labels, scores, test_folds, n_units=n_units)
     cv = corrected_cv_interval(est.estimate, values, ratio, summary.confidence)
     if math.isnan(cv.low) or math.isnan(est.low):
         return summary
