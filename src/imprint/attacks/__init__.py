@@ -1,11 +1,10 @@
 """Membership inference attacks: higher score = more likely member, always.
 
-Every module of this package is imported here, and an attack module registers its attacks when
-imported (``@register``): adding an attack is one new file (see the README's worked example).
+Importing this package imports no attack: the registry (:mod:`imprint.attacks.registry`) imports
+an attack's module when the attack is first asked for. Adding an attack is one new file in this
+package that registers itself (``@register``, see the README's worked example), or, outside it,
+a package declaring an ``imprint.attacks`` entry point.
 """
-
-import importlib
-import pkgutil
 
 from imprint.attacks.base import (
     Attack,
@@ -16,9 +15,6 @@ from imprint.attacks.base import (
     get_attack_class,
     register,
 )
-
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
     "Attack",

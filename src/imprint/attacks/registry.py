@@ -1,45 +1,126 @@
-"""The attack registry: name -> attack class.
+"""The attack registry: name -> attack class (a :class:`~imprint.registry.Registry`).
+
+The built-in attacks are lazy ``module:attr`` entries (:data:`BUILTIN_ATTACKS`): asking for
+``loss`` imports :mod:`imprint.attacks.loss` only. Installed packages add attacks through the
+entry-point group ``imprint.attacks`` (``name = "package.module:AttackClass"``); a module dropped
+into this package that registers itself with :func:`register` is found by a scan, run once,
+when a name is missing or the attacks are listed. :func:`register` stays the way user code and
+tests add an attack at run time.
 
 Kept apart from :mod:`imprint.attacks.base` (the contract) and :mod:`imprint.attacks.params`
 (parameter checks), which both use it, so that neither imports the other. It imports no module of
-the attacks package, not even for annotations, so it holds classes as plain ``type``;
+the attacks package at import time, so it holds classes as plain ``type``;
 :mod:`imprint.attacks.base` re-exports these names typed as ``type[Attack]``.
 """
 
 from __future__ import annotations
 
-import difflib
+import importlib
+import pkgutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from imprint.errors import ConfigError
+from imprint.registry import Entry, Registry
+
+__all__ = [
+    "ATTACKS",
+    "BUILTIN_ATTACKS",
+    "GROUP",
+    "attack_entries",
+    "available_attacks",
+    "get_attack_class",
+    "register",
+]
 
 C = TypeVar("C", bound=type)
-_REGISTRY: dict[str, type[Any]] = {}
+GROUP = "imprint.attacks"
+
+#: name -> where the built-in attack class lives (imported on first use)
+BUILTIN_ATTACKS = {
+    name: f"imprint.attacks.{module}:{cls}"
+    for name, module, cls in (
+        ("acmia", "acmia", "Acmia"),
+        ("con_recall", "con_recall", "ConRecall"),
+        ("dc_pdd", "dc_pdd", "DcPdd"),
+        ("de_cop", "de_cop", "DECOP"),
+        ("ez_mia", "ez_mia", "EzMia"),
+        ("gap_k", "gap_k", "GapK"),
+        ("gradnorm", "gradnorm", "GradNorm"),
+        ("lira", "lira", "LiRA"),
+        ("loss", "loss", "Loss"),
+        ("lowercase", "lowercase", "Lowercase"),
+        ("min_k", "min_k", "MinK"),
+        ("min_k_pp", "min_k_pp", "MinKPlusPlus"),
+        ("neighborhood", "neighborhood", "Neighborhood"),
+        ("ngram_coverage", "ngram_coverage", "NGramCoverage"),
+        ("pac", "pac", "Pac"),
+        ("petal", "petal", "PETAL"),
+        ("recall", "recall", "Recall"),
+        ("ref", "ref", "Reference"),
+        ("rmia", "rmia", "RMIA"),
+        ("samia", "samia", "SaMIA"),
+        ("simmia", "simmia", "SimMIA"),
+        ("surp", "surp", "Surp"),
+        ("tag_tab", "tag_tab", "TagTab"),
+        ("wbc", "wbc", "Wbc"),
+        ("zlib", "zlib", "Zlib"),
+    )
+}
+
+
+def _check_attack(name: str, obj: Any) -> type[Any]:
+    """A loaded entry must be an Attack subclass; it takes the name it is registered under."""
+    from imprint.attacks.base import Attack  # not at import: base imports this module
+
+    if not (isinstance(obj, type) and issubclass(obj, Attack)):
+        raise ConfigError(
+            f"attack {name!r} must be a subclass of imprint.attacks.Attack, got {obj!r}"
+        )
+    obj.name = name  # the column it writes; a subclass of a registered attack gets its own
+    return obj
+
+
+def _scan_package() -> None:
+    """Import the modules of this package that the table does not name: an attack added as
+    one new file registers itself there (the README's worked example)."""
+    named = {ref.partition(":")[0] for ref in BUILTIN_ATTACKS.values()}
+    for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        full = f"imprint.attacks.{module.name}"
+        if full not in named:
+            importlib.import_module(full)
+
+
+ATTACKS: Registry[type[Any]] = Registry(
+    "attack", group=GROUP, check=_check_attack, sources=(_scan_package,)
+)
+for _name, _ref in BUILTIN_ATTACKS.items():
+    ATTACKS.add(_name, _ref)
 
 
 def register(name: str, *, force: bool = False) -> Callable[[C], C]:
     """Class decorator adding an attack under ``name``; duplicates raise unless ``force``."""
 
     def wrap(cls: C) -> C:
-        if name in _REGISTRY and not force:
-            raise ConfigError(f"attack {name!r} is already registered (pass force=True)")
-        cls.name = name  # type: ignore[attr-defined]  # every attack class declares ``name``
-        _REGISTRY[name] = cls
+        ATTACKS.add(name, cls, force=force)
         return cls
 
     return wrap
 
 
 def available_attacks() -> dict[str, type[Any]]:
-    """Registered attacks by name, sorted."""
-    return dict(sorted(_REGISTRY.items()))
+    """Registered attacks by name, sorted (every one imported; a broken plugin is warned of
+    and left out)."""
+    return ATTACKS.load_all()
 
 
 def get_attack_class(name: str) -> type[Any]:
     """The attack class registered as ``name``; unknown names raise with the closest matches."""
-    if name not in _REGISTRY:
-        close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ConfigError(f"unknown attack {name!r}{hint} (known: {', '.join(sorted(_REGISTRY))})")
-    return _REGISTRY[name]
+    return ATTACKS.get(name)
+
+
+def attack_entries() -> list[Entry]:
+    """Every attack's name and origin (built-in, plugin DIST, module M), broken ones included."""
+    ATTACKS.load_all()
+    return ATTACKS.entries()
