@@ -179,6 +179,16 @@ def build_games(
     config = config.with_epochs(counts[-1])  # validates every count's config at once
     for e in counts:
         config.with_epochs(e)
+    if config.dp_epsilon is not None:
+        from imprint.game.dp import check_dp_available
+
+        check_dp_available()
+        if len(counts) > 1:
+            raise ConfigError(
+                f"a DP game is built for one epoch count, not {counts}: the noise is calibrated "
+                "to the whole run, so an earlier snapshot has another epsilon. Build each count "
+                "on its own"
+            )
     plan = _plan(config)
     targets = _targets(plan, counts, Path(out) if out is not None else None)
     todo = [e for e in counts if _needs_build(targets[e], _key_for(plan, e), force=force)]
@@ -242,6 +252,7 @@ def _build(
     t0 = time.time()
 
     all_losses: list[float] = []
+    privacy: dict[str, Any] = {}
 
     def hook(epoch: int, loss: float, trained: Any) -> None:
         all_losses.append(loss)
@@ -258,9 +269,20 @@ def _build(
                 {**timings, "train_s": round(time.time() - t0, 2)},
                 len(sequences),
                 tokens=(start, end),
+                dp=privacy or None,
             )
             _say(console, f"[bold]game[/]: {epoch} epoch(s) written to {targets[epoch]}")
 
+    if config.dp_epsilon is not None:  # one epoch count (build_games checked): written at the end
+        from imprint.game.dp import train_dp
+
+        losses, record = train_dp(
+            model, sequences, config, pad_id=pad, console=console, progress=progress
+        )
+        privacy.update(record)
+        all_losses.extend(losses[:-1])
+        hook(config.epochs, losses[-1], model)
+        return
     train(
         model,
         sequences,
@@ -280,7 +302,7 @@ def _versions(method: str) -> dict[str, str]:
     out = {"python": platform.python_version()}
     names = ["llm-imprint", "torch", "transformers", "numpy", "safetensors"]
     if method == "lora":
-        names.append("peft")
+        names += ["peft", "opacus"]
     for name in names:
         try:
             out[name] = metadata.version(name)
@@ -302,6 +324,7 @@ def _write_game(
     n_sequences: int,
     *,
     tokens: tuple[StartToken, int],
+    dp: dict[str, Any] | None = None,
 ) -> None:
     config = plan.config.with_epochs(epochs)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -318,6 +341,8 @@ def _write_game(
         # format 5: the tokens every training text was put between
         manifest["start_token"] = start.describe()
         manifest["end_token"] = {"token": tokenizer.convert_ids_to_tokens(end), "id": end}
+        if dp is not None:  # DP-SGD's guarantee as trained: target and achieved epsilon
+            manifest["dp"] = dp
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
         if folder.exists():
             shutil.rmtree(folder)  # only reached for an empty folder or a game being replaced

@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_LR",
     "GENERATE",
     "GENERATORS",
+    "INCLUSIONS",
     "MAX_CANARIES",
     "METHODS",
     "GameConfig",
@@ -29,7 +30,11 @@ __all__ = [
 #: ``pool=GENERATE`` samples the pool texts from the base model instead of reading a file.
 GENERATE = "generate"
 METHODS = ("full", "lora", "top")
-GENERATORS = ("sampled", "random")
+GENERATORS = ("sampled", "random", "high-perplexity")
+#: How canaries become members: ``split`` (k members and k non-members per repetition count, a
+#: fixed-size random split) or ``bernoulli`` (each canary in with probability 1/2 by a seeded
+#: draw on its text: Steinke et al. 2023's one-run design, which the one-run audit needs).
+INCLUSIONS = ("split", "bernoulli")
 #: Learning rate used when ``lr`` is not given, per training method.
 DEFAULT_LR = {"full": 5e-5, "top": 1e-4, "lora": 1e-3}
 #: Upper bound on distinct canaries (members + non-members): each one is sampled from the model,
@@ -100,6 +105,12 @@ class GameConfig:
     heldout: int = 10
     shift: bool = False
     shift_temperature: float = 1.3
+    canary_inclusion: str = "split"
+    # DP-SGD (imprint.game.dp): None trains without DP; else the target epsilon at dp_delta,
+    # per-sample gradients clipped to max_grad_norm (LoRA only)
+    dp_epsilon: float | None = None
+    dp_delta: float = 1e-5
+    max_grad_norm: float = 1.0
     # a document game (> 0): each pool text is a document of this many sequences of ``words``
     # words, membership is per document and every sequence of a member is trained on
     # (imprint.game.documents); 0 is a game of single texts
@@ -148,8 +159,31 @@ class GameConfig:
         _positive_int(self.heldout, "heldout", minimum=0)
         _positive_float(self.shift_temperature, "shift_temperature")
         self._validate_canaries()
+        self._validate_dp()
         if self.doc_sequences:
             check_document_game(self)
+
+    def _validate_dp(self) -> None:
+        if self.dp_epsilon is None:
+            if (self.dp_delta, self.max_grad_norm) != (1e-5, 1.0):
+                raise ConfigError("dp_delta and max_grad_norm apply to DP training: set dp_epsilon")
+            return
+        _positive_float(self.dp_epsilon, "dp_epsilon")
+        _positive_float(self.max_grad_norm, "max_grad_norm")
+        if not isinstance(self.dp_delta, int | float) or not 0 < self.dp_delta < 1:
+            raise ConfigError(f"dp_delta must be in (0, 1), got {self.dp_delta!r}")
+        if self.method != "lora":
+            raise ConfigError(
+                f"DP training supports method 'lora' only, not {self.method!r} (Opacus has no "
+                "per-sample gradients for these models' RMSNorm layers and tied embeddings); "
+                "pass --method lora"
+            )
+        if any(r != 1 for r in self.canary_repetitions):
+            raise ConfigError(
+                f"a DP game's canaries are seen once (repetitions {self.canary_repetitions}): "
+                "DP protects one training sequence, a canary repeated r times only by group "
+                "privacy. Pass --repetitions 1"
+            )
 
     def _validate_canaries(self) -> None:
         reps = self.canary_repetitions
@@ -163,10 +197,19 @@ class GameConfig:
             )
         _positive_float(self.canary_temperature, "canary_temperature")
         _positive_int(self.canary_words, "canary_words")
+        if self.canary_inclusion not in INCLUSIONS:
+            raise ConfigError(
+                f"unknown canary inclusion {self.canary_inclusion!r}; use one of {INCLUSIONS}"
+            )
         if not reps:
             return
         _positive_int(self.canaries_per_repetition, "canaries_per_repetition")
-        n_canaries = 2 * self.canaries_per_repetition * len(reps)
+        if self.canary_inclusion == "bernoulli" and len(reps) != 1:
+            raise ConfigError(
+                f"one-run canaries (canary_inclusion='bernoulli') have one repetition count, "
+                f"got {reps}; pass e.g. --repetitions 1"
+            )
+        n_canaries = self.n_canaries_made
         if n_canaries > MAX_CANARIES:
             raise ConfigError(
                 f"{n_canaries} canaries asked for (members and non-members: 2 x "
@@ -176,12 +219,14 @@ class GameConfig:
             )
         if not 0 < self.max_canary_share < 1:
             raise ConfigError(f"max_canary_share must be in (0, 1), got {self.max_canary_share}")
-        canary_seqs = self.canaries_per_repetition * sum(reps)
+        # one-run canaries: the expected number of members (half of them)
+        per_count = self.n_canaries_made // 2 // len(reps)
+        canary_seqs = per_count * sum(reps)
         share = canary_seqs / (canary_seqs + self.n_members)
         if share > self.max_canary_share:
             raise ConfigError(
                 f"canaries would be {share:.0%} of the training sequences ({canary_seqs} canary "
-                f"sequences = {self.canaries_per_repetition} x sum{reps} vs {self.n_members} "
+                f"sequences = {per_count} x sum{reps} vs {self.n_members} "
                 f"natural members), above max_canary_share={self.max_canary_share}; the game "
                 "would mostly train on canaries. Fix: lower the repetition counts or "
                 "canaries_per_repetition, raise pool_size, or raise max_canary_share."
@@ -195,8 +240,16 @@ class GameConfig:
 
     @property
     def n_canaries(self) -> int:
-        """Canary members (= canary non-members)."""
+        """Canary members (= canary non-members) of a ``split`` game."""
         return self.canaries_per_repetition * len(self.canary_repetitions)
+
+    @property
+    def n_canaries_made(self) -> int:
+        """Canaries generated: ``2 * n_canaries`` when split, ``canaries_per_repetition`` (the
+        one-run ``m``, about half of them members) when ``bernoulli``."""
+        if self.canary_inclusion == "bernoulli":
+            return self.canaries_per_repetition * len(self.canary_repetitions)
+        return 2 * self.n_canaries
 
     def with_epochs(self, epochs: int) -> GameConfig:
         return replace(self, epochs=epochs)
@@ -207,6 +260,12 @@ class GameConfig:
         out["lora_targets"] = list(self.lora_targets)
         if not self.doc_sequences:  # games of single texts keep the hash they always had
             del out["doc_sequences"]
+        # so do games without DP or one-run canaries
+        if self.canary_inclusion == "split":
+            del out["canary_inclusion"]
+        if self.dp_epsilon is None:
+            for key in ("dp_epsilon", "dp_delta", "max_grad_norm"):
+                del out[key]
         return out
 
     @classmethod

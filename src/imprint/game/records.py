@@ -9,7 +9,14 @@ import numpy as np
 
 from imprint.data import MEMBER, NON_MEMBER
 from imprint.game.config import BuildPlan, GameConfig
-from imprint.game.texts import NATURAL_PROMPTS, SHIFT_PROMPTS, generate_texts, random_token_texts
+from imprint.game.texts import (
+    NATURAL_PROMPTS,
+    SHIFT_PROMPTS,
+    generate_texts,
+    high_perplexity_texts,
+    inclusion_draw,
+    random_token_texts,
+)
 
 __all__ = ["make_records"]
 
@@ -120,7 +127,7 @@ def _canary_records(
     console: Any,
     progress: bool,
 ) -> list[dict[str, Any]]:
-    n = 2 * config.n_canaries
+    n = config.n_canaries_made
     if n == 0:
         return []
     words = config.canary_words
@@ -128,8 +135,13 @@ def _canary_records(
     if config.canary_generator == "random":
         texts = random_token_texts(tokenizer, n, words=words, seed=config.seed, avoid=avoid)
     else:
+        make = (
+            high_perplexity_texts
+            if config.canary_generator == "high-perplexity"
+            else generate_texts
+        )
         with _bar(console, progress, "generating canaries", n) as advance:
-            texts = generate_texts(
+            texts = make(
                 model,
                 tokenizer,
                 n,
@@ -141,7 +153,11 @@ def _canary_records(
                 advance=advance,
                 tokens_per_word=CANARY_TOKENS_PER_WORD,
             )
-    roles = _canary_roles(config, n)
+    if config.canary_inclusion == "bernoulli":  # one-run design: a fair coin per canary text
+        r = config.canary_repetitions[0]
+        roles = [(bool(b), r) for b in inclusion_draw(texts, seed=config.seed)]
+    else:
+        roles = _canary_roles(config, n)
     records = []
     order = np.random.default_rng([config.seed, 2]).permutation(n)  # ids reveal no role
     for j, i in enumerate(order):

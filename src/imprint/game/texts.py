@@ -7,6 +7,7 @@ model ends early are re-sampled with a fresh seed), so members and non-members h
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,6 +26,8 @@ __all__ = [
     "NATURAL_PROMPTS",
     "SHIFT_PROMPTS",
     "generate_texts",
+    "high_perplexity_texts",
+    "inclusion_draw",
     "load_pool",
     "random_token_texts",
     "word_tokens",
@@ -293,3 +296,55 @@ def random_token_texts(
             f"this tokenizer's {len(vocab)} word tokens. Fix: more canary words or fewer canaries."
         )
     return out
+
+
+def inclusion_draw(texts: Sequence[str], *, seed: int) -> np.ndarray:
+    """One-run inclusion mask: canary ``i`` is in (True) with probability 1/2, independently.
+
+    Each bit is the low bit of SHA-256 over the seed and the canary's own text, so a canary's
+    draw depends on nothing else: not its position, nor the other canaries (Steinke et al. 2023
+    need independent fair coins; a hash of text and secret seed is one, and reordering or
+    subsetting the canary file leaves every draw as it was).
+    """
+    bits = [
+        hashlib.sha256(f"imprint-canary\0{seed}\0{text}".encode()).digest()[0] & 1 for text in texts
+    ]
+    return np.array(bits, dtype=bool)
+
+
+def _mean_nll(model: Any, tokenizer: Any, texts: Sequence[str], *, batch: int = 16) -> np.ndarray:
+    """Mean token negative log-likelihood of each text under ``model``, after the start token."""
+    import torch
+
+    start = _start_id(tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else start
+    device = next(model.parameters()).device
+    out: list[float] = []
+    for i in range(0, len(texts), batch):
+        rows = [
+            [start, *tokenizer(t, add_special_tokens=False)["input_ids"]]
+            for t in texts[i : i + batch]
+        ]
+        width = max(len(r) for r in rows)
+        ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=device)
+        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=device)
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1].float()
+        nll = torch.nn.functional.cross_entropy(
+            logits.transpose(1, 2), ids[:, 1:], reduction="none"
+        )
+        keep = mask[:, 1:].float()
+        out += ((nll * keep).sum(1) / keep.sum(1).clamp(min=1)).tolist()
+    return np.array(out)
+
+
+def high_perplexity_texts(
+    model: Any, tokenizer: Any, n: int, *, pool_factor: int = 2, **generate: Any
+) -> list[str]:
+    """``n`` sampled texts the base model finds least likely: ``pool_factor * n`` are sampled
+    (:func:`generate_texts` with ``generate``'s arguments) and the ``n`` with the highest mean
+    token loss kept, in sampling order. Odd texts are memorised from fewer exposures."""
+    texts = generate_texts(model, tokenizer, pool_factor * n, **generate)
+    nll = _mean_nll(model, tokenizer, texts)
+    keep = np.sort(np.argsort(-nll, kind="stable")[:n])
+    return [texts[i] for i in keep]
