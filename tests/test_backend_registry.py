@@ -128,7 +128,7 @@ def test_a_scheme_with_no_model_after_it_is_refused_with_an_example(spec, fake_v
 
 
 def test_register_rejects_duplicates_and_bad_names_and_force_replaces(monkeypatch):
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(registry, "BACKENDS", registry.BACKENDS.copy())
     loaded = []
 
     @registry.register(

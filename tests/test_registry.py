@@ -180,3 +180,38 @@ def test_every_built_in_attack_module_is_a_lazy_table_entry():
     built_in = {n for n, e in entries.items() if e.origin == BUILTIN}
     assert built_in == set(BUILTIN_ATTACKS), "add new attack modules to BUILTIN_ATTACKS"
     assert all(entries[n].ref == BUILTIN_ATTACKS[n] for n in BUILTIN_ATTACKS)
+
+
+def test_backend_providers_are_imported_on_first_lookup_only():
+    code = (
+        "import sys; from imprint.backends import registry\n"
+        "a = 'imprint.backends.providers' in sys.modules\n"
+        "names = registry.BACKENDS.names()\n"
+        "b = 'imprint.backends.providers' in sys.modules\n"
+        "registry.get_provider('vllm')\n"
+        "print(a, b, 'imprint.backends.providers' in sys.modules, names)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split(maxsplit=3)[:3] == ["False", "False", "True"], out.stdout + out.stderr
+    assert "'gguf', 'hf', 'openai', 'vllm'" in out.stdout
+
+
+def test_a_backend_entry_must_be_a_checked_provider_named_as_registered():
+    from imprint.backends import registry
+    from imprint.backends.options import HFOptions
+
+    reg = registry.BACKENDS.copy()
+    made = registry.make_provider(
+        "echo", lambda c, x: None, options=HFOptions, capabilities=frozenset(), summary="s",
+        example="echo:x",
+    )  # fmt: skip
+    reg.add("echo", made)
+    with pytest.raises(ConfigError, match="provider is named 'echo'"):
+        reg.add("other", made)
+    with pytest.raises(ConfigError, match="must be an imprint.backends.BackendProvider"):
+        reg.add("thing", object())
+    with pytest.raises(ConfigError, match="options must be a dataclass"):
+        registry.make_provider(
+            "bad", lambda c, x: None, options=int, capabilities=frozenset(), summary="",
+            example="",
+        )  # fmt: skip

@@ -1,25 +1,25 @@
 """Backends: what a model can be asked, per access level, chosen by the ``--model`` scheme.
 
-Importing this package imports no torch, vLLM or httpx: providers load them when a backend is
-built (see :mod:`imprint.backends.registry`).
+Importing this package imports no torch, vLLM or httpx, nor the built-in providers: the registry
+(:mod:`imprint.backends.registry`) imports a provider on first lookup, and the provider loads
+its heavy dependency when a backend is built.
 """
 
-# The built-in providers register themselves when imported. Importing any backends module (the
-# registry included) runs this package face first, so they are always registered; the registry
-# itself does not import them (they import it), which would be a circle.
-from imprint.backends import providers as _providers  # noqa: F401
 from imprint.backends.options import HFOptions, OpenAIOptions, VLLMOptions
 from imprint.backends.registry import (
+    BACKENDS,
     BackendChoice,
     BackendProvider,
     LoadContext,
     available_backends,
     choose_backend,
     get_provider,
+    make_provider,
     register,
 )
 
 __all__ = [
+    "BACKENDS",
     "BackendChoice",
     "BackendProvider",
     "HFOptions",
@@ -29,5 +29,6 @@ __all__ = [
     "available_backends",
     "choose_backend",
     "get_provider",
+    "make_provider",
     "register",
 ]

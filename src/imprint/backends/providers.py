@@ -1,7 +1,8 @@
 """The built-in backend providers (see :mod:`imprint.backends.registry` for the schemes).
 
-Each loader imports its heavy dependency (torch and transformers, vLLM, httpx) in its body, so
-registering the providers costs nothing at import.
+Each is a :class:`~imprint.backends.registry.BackendProvider` that the registry names lazily
+(``imprint.backends.providers:HF`` ...): this module is imported on the first provider lookup.
+Each loader imports its heavy dependency (torch and transformers, vLLM, httpx) in its body.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from typing import Any
 
 from imprint.backends.base import GRADIENTS, LOGPROBS, SAMPLING, TOKEN_LOGPROBS
 from imprint.backends.options import HFOptions, OpenAIOptions, VLLMOptions
-from imprint.backends.registry import BackendChoice, LoadContext, register
+from imprint.backends.registry import BackendChoice, BackendProvider, LoadContext, make_provider
+
+__all__ = ["GGUF", "HF", "OPENAI", "VLLM", "load_hf", "load_openai", "load_vllm"]
 
 #: run-wide flags that feed the local transformers options (they apply to reference models too)
 _HF_SETTINGS = {
@@ -39,31 +42,6 @@ def load_hf(choice: BackendChoice, context: LoadContext) -> Any:
     )
 
 
-for _name, _summary, _example in (
-    ("hf", "Hugging Face transformers: per-token log-probs, gradients, sampling", "hf:owner/name"),
-    ("gguf", "a GGUF file, de-quantised once, run as hf", "gguf:/models/model.Q4_1.gguf"),
-):
-    register(
-        _name,
-        options=HFOptions,
-        capabilities=frozenset({LOGPROBS, GRADIENTS, SAMPLING}),
-        summary=_summary,
-        example=_example,
-        settings=_HF_SETTINGS,
-        whole_spec=True,  # resolve_model reads hf:, gguf:, game:, aliases and folders itself
-    )(load_hf)
-
-
-@register(
-    "vllm",
-    options=VLLMOptions,
-    capabilities=frozenset({SAMPLING, TOKEN_LOGPROBS}),
-    summary="vLLM engine: sampling with prefix caching (black-box attacks) and prompt log-probs "
-    "(attacks on per-token log p: loss, zlib, min_k, recall ...; not min_k_pp/surp/dc_pdd)",
-    example="vllm:meta-llama/Llama-3.2-1B",
-    settings={"dtype": "dtype", "max_model_len": "max_length", "start_token": "start_token"},
-    requires=(("vllm", "vllm"),),
-)
 def load_vllm(choice: BackendChoice, context: LoadContext) -> Any:
     """vLLM over a hub id or folder; an alias, ``gguf:PATH`` or ``game:DIR`` is first resolved
     to a folder of safetensors (GGUF de-quantised once, as for hf) that vLLM can load."""
@@ -83,22 +61,6 @@ def load_vllm(choice: BackendChoice, context: LoadContext) -> Any:
     )
 
 
-@register(
-    "openai",
-    options=OpenAIOptions,
-    capabilities=frozenset({SAMPLING}),
-    summary="an OpenAI-compatible HTTP API (completions or chat): text only",
-    example="openai:gpt-4o-mini --api-base https://api.openai.com/v1",
-    settings={
-        "mode": "api_mode",
-        "key_env": "api_key_env",
-        "concurrency": "api_concurrency",
-        "top_k": "api_top_k",
-        "timeout": "api_timeout",
-        "max_retries": "api_max_retries",
-    },
-    requires=(("httpx", "api"),),
-)
 def load_openai(choice: BackendChoice, context: LoadContext) -> Any:
     """The API at ``choice.api_base`` serving the model ``choice.target``; answers are cached
     in ``context.cache`` as they arrive."""
@@ -120,3 +82,50 @@ def load_openai(choice: BackendChoice, context: LoadContext) -> Any:
         seed=context.seed,
         cache=context.cache,
     )
+
+
+def _hf_like(name: str, summary: str, example: str) -> BackendProvider:
+    return make_provider(
+        name,
+        load_hf,
+        options=HFOptions,
+        capabilities=frozenset({LOGPROBS, GRADIENTS, SAMPLING}),
+        summary=summary,
+        example=example,
+        settings=_HF_SETTINGS,
+        whole_spec=True,  # resolve_model reads hf:, gguf:, game:, aliases and folders itself
+    )
+
+
+HF = _hf_like(
+    "hf", "Hugging Face transformers: per-token log-probs, gradients, sampling", "hf:owner/name"
+)
+GGUF = _hf_like("gguf", "a GGUF file, de-quantised once, run as hf", "gguf:/models/model.Q4_1.gguf")
+VLLM = make_provider(
+    "vllm",
+    load_vllm,
+    options=VLLMOptions,
+    capabilities=frozenset({SAMPLING, TOKEN_LOGPROBS}),
+    summary="vLLM engine: sampling with prefix caching (black-box attacks) and prompt log-probs "
+    "(attacks on per-token log p: loss, zlib, min_k, recall ...; not min_k_pp/surp/dc_pdd)",
+    example="vllm:meta-llama/Llama-3.2-1B",
+    settings={"dtype": "dtype", "max_model_len": "max_length", "start_token": "start_token"},
+    requires=(("vllm", "vllm"),),
+)
+OPENAI = make_provider(
+    "openai",
+    load_openai,
+    options=OpenAIOptions,
+    capabilities=frozenset({SAMPLING}),
+    summary="an OpenAI-compatible HTTP API (completions or chat): text only",
+    example="openai:gpt-4o-mini --api-base https://api.openai.com/v1",
+    settings={
+        "mode": "api_mode",
+        "key_env": "api_key_env",
+        "concurrency": "api_concurrency",
+        "top_k": "api_top_k",
+        "timeout": "api_timeout",
+        "max_retries": "api_max_retries",
+    },
+    requires=(("httpx", "api"),),
+)

@@ -5,9 +5,13 @@ A provider is a loader function registered with :func:`register` together with i
 capabilities its backends have (:data:`~imprint.backends.base.LOGPROBS`, ``GRADIENTS``,
 ``SAMPLING``) and the optional packages it needs. Looking a provider up imports nothing heavy:
 torch, vLLM and httpx are imported by the loader when a backend is built, and a missing optional
-package is reported at lookup, naming the pip extra. Built-in schemes
-(:mod:`imprint.backends.providers`, registered by the package :mod:`imprint.backends`, which any
-import of this module imports first; this module does not import them, so no circle):
+package is reported at lookup, naming the pip extra. Providers live in :data:`BACKENDS` (a
+:class:`~imprint.registry.Registry`): the built-in ones are lazy entries naming the
+:class:`BackendProvider` objects of :mod:`imprint.backends.providers` (imported on first lookup:
+that module imports this one, so this one never imports it at import time), and installed
+packages add providers through the entry-point group ``imprint.backends`` (``name =
+"package.module:PROVIDER"``, a :class:`BackendProvider` made with :func:`make_provider`).
+Built-in schemes:
 
 - ``hf:ID``, an alias, a local folder, a bare hub id ``owner/name`` -> ``hf`` (transformers)
 - ``gguf:PATH`` -> ``gguf`` (transformers over a de-quantised GGUF file)
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import importlib.util
 import re
 import sys
@@ -32,6 +37,7 @@ from typing import Any
 from imprint.backends.models import model_schemes
 from imprint.backends.options import parse_options
 from imprint.errors import ConfigError, MissingDependencyError
+from imprint.registry import Registry
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9_+.-]+):(.*)", re.DOTALL)
 DEFAULT_PROVIDER = "hf"  # a spec without a scheme: alias, folder or hub id
@@ -92,7 +98,58 @@ class BackendChoice:
         }
 
 
-_REGISTRY: dict[str, BackendProvider] = {}
+def make_provider(
+    name: str,
+    loader: Loader,
+    *,
+    options: type,
+    capabilities: frozenset[str],
+    summary: str,
+    example: str,
+    settings: Mapping[str, str] | None = None,
+    requires: tuple[tuple[str, str], ...] = (),
+    whole_spec: bool = False,
+) -> BackendProvider:
+    """A checked :class:`BackendProvider` (what a plugin's ``imprint.backends`` entry point names).
+
+    ``name`` is 2+ characters (one letter would read a Windows drive as a scheme) made of
+    lowercase letters, digits, ``_``, ``+``, ``.``, ``-``; ``options`` is a dataclass.
+    """
+    provider = BackendProvider(
+        name, loader, options, frozenset(capabilities), summary, example,
+        dict(settings or {}), tuple(requires), whole_spec,
+    )  # fmt: skip
+    return _check_provider(name, provider)
+
+
+def _check_provider(name: str, provider: Any) -> BackendProvider:
+    if not isinstance(provider, BackendProvider):
+        raise ConfigError(
+            f"backend {name!r} must be an imprint.backends.BackendProvider (made with "
+            f"make_provider), got {type(provider).__name__}"
+        )
+    if not _SCHEME.fullmatch(f"{name}:") or name != name.lower():
+        raise ConfigError(
+            f"backend name {name!r} must be 2+ lowercase characters (letters, digits, _ + . -) "
+            "starting with a letter, e.g. 'myapi'"
+        )
+    if provider.name != name:
+        raise ConfigError(
+            f"backend {name!r}: its provider is named {provider.name!r}; make them equal"
+        )
+    if not dataclasses.is_dataclass(provider.options):
+        raise ConfigError(
+            f"backend {name!r}: options must be a dataclass, got {provider.options!r}"
+        )
+    return provider
+
+
+#: scheme -> provider; built-ins are lazy (imported on first lookup), plugins come from entry points
+BACKENDS: Registry[BackendProvider] = Registry(
+    "backend", group="imprint.backends", check=_check_provider
+)
+for _name, _attr in (("hf", "HF"), ("gguf", "GGUF"), ("vllm", "VLLM"), ("openai", "OPENAI")):
+    BACKENDS.add(_name, f"imprint.backends.providers:{_attr}")
 
 
 def register(
@@ -107,45 +164,35 @@ def register(
     whole_spec: bool = False,
     force: bool = False,
 ) -> Callable[[Loader], Loader]:
-    """Decorator registering a loader as the provider of ``name:...`` model strings.
-
-    Duplicate names raise unless ``force``; ``name`` is 2+ characters (one letter would read a
-    Windows drive as a scheme) made of letters, digits, ``_``, ``+``, ``.``, ``-``.
-    """
-    if not _SCHEME.fullmatch(f"{name}:") or name != name.lower():
-        raise ConfigError(
-            f"backend name {name!r} must be 2+ lowercase characters (letters, digits, _ + . -) "
-            "starting with a letter, e.g. 'myapi'"
-        )
-    if not dataclasses.is_dataclass(options):
-        raise ConfigError(f"backend {name!r}: options must be a dataclass, got {options!r}")
+    """Decorator registering a loader as the provider of ``name:...`` model strings (see
+    :func:`make_provider` for the checks); duplicate names raise unless ``force``."""
+    made = functools.partial(
+        make_provider, name, options=options, capabilities=capabilities, summary=summary,
+        example=example, settings=settings, requires=requires, whole_spec=whole_spec,
+    )  # fmt: skip
+    made(lambda choice, context: None)  # check the name and options now, before decorating
 
     def wrap(loader: Loader) -> Loader:
-        if name in _REGISTRY and not force:
-            raise ConfigError(f"backend {name!r} is already registered (pass force=True)")
-        _REGISTRY[name] = BackendProvider(
-            name, loader, options, frozenset(capabilities), summary, example,
-            dict(settings or {}), tuple(requires), whole_spec,
-        )  # fmt: skip
+        BACKENDS.add(name, made(loader), force=force)
         return loader
 
     return wrap
 
 
 def available_backends() -> dict[str, BackendProvider]:
-    """Registered providers by name, sorted."""
-    return dict(sorted(_REGISTRY.items()))
+    """Registered providers by name, sorted (a plugin that fails to load is warned of, left out)."""
+    return BACKENDS.load_all()
 
 
 def get_provider(name: str) -> BackendProvider:
     """The provider registered as ``name``; unknown names say what is close and what exists."""
-    if name not in _REGISTRY:
+    if name not in BACKENDS:
         raise ConfigError(_unknown(name, f"backend {name!r}"))
-    return _REGISTRY[name]
+    return BACKENDS.get(name)
 
 
 def _unknown(scheme: str, what: str) -> str:
-    known = sorted({*_REGISTRY, *model_schemes()})
+    known = sorted({*BACKENDS.names(), *model_schemes()})
     close = difflib.get_close_matches(scheme.lower(), known, n=2, cutoff=0.5)
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     return (
@@ -163,8 +210,8 @@ def provider_for(spec: str, *, api_base: str | None = None) -> tuple[BackendProv
         return get_provider("openai"), name
     match = _SCHEME.fullmatch(spec)
     scheme = match.group(1) if match else ""
-    if match and scheme in _REGISTRY:
-        provider = _REGISTRY[scheme]
+    if match and scheme in BACKENDS:
+        provider = BACKENDS.get(scheme)
         rest = match.group(2)
         if not rest.strip():
             raise ConfigError(
