@@ -62,9 +62,10 @@ def cell(entry: dict[str, Any]) -> str:
 
 
 def run_attacks(game: Path, out: Path, attacks: list[str], params: dict[str, Any]) -> Any:
-    from imprint.run import RunConfig, execute_run
+    from imprint.cli.flags import config_from_flags
+    from imprint.run import execute_run
 
-    config = RunConfig(
+    config = config_from_flags(
         model=f"game:{game}",
         data=f"game:{game}",
         out=out,

@@ -37,6 +37,7 @@ from imprint.attacks.ngram_coverage import (
 )
 from imprint.backends.hf import HFLogprobBackend
 from imprint.backends.http import OpenAICompatibleBackend, RetryPolicy
+from imprint.cli.flags import config_from_flags
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError, DataError
 from imprint.run import RunConfig, execute_run
@@ -345,7 +346,7 @@ def test_imprint_run_over_http_counts_the_new_request_kinds_and_reruns_from_the_
     with FakeOpenAIServer(scripted, api_key=KEY) as server:
 
         def config(out: str) -> RunConfig:
-            return RunConfig(
+            return config_from_flags(
                 model="scripted",
                 data=str(data),
                 out=tmp_path / out,
@@ -392,7 +393,7 @@ def test_de_cop_in_all_for_an_api_target_and_text_only_paraphrase_fields(tmp_pat
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
     with FakeOpenAIServer(scripted, api_key=KEY) as server:
         result = execute_run(
-            RunConfig(
+            config_from_flags(
                 model="scripted",
                 data=str(data),
                 out=tmp_path / "run",
@@ -444,7 +445,7 @@ def test_tiny_model_long_text_through_a_run(tiny_model_dir, tiny_ref_dir, tmp_pa
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
     torch.manual_seed(0)
     result = execute_run(
-        RunConfig(
+        config_from_flags(
             model=str(tiny_model_dir),
             data=str(data),
             out=tmp_path / "run",

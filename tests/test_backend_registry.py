@@ -22,8 +22,9 @@ from imprint.backends.options import HFOptions, OpenAIOptions, VLLMOptions
 from imprint.backends.registry import LoadContext, choose_backend, get_provider, provider_for
 from imprint.backends.scoped import SDPA_GQA_ENV
 from imprint.cli import app
+from imprint.cli.flags import config_from_flags
 from imprint.errors import ConfigError, MissingDependencyError
-from imprint.run import RunConfig, backend_choices, execute_run
+from imprint.run import RunConfig, execute_run, resolve
 
 API = "http://127.0.0.1:9/v1"  # nothing listens: these tests never send a request
 
@@ -239,27 +240,34 @@ def test_api_option_errors_never_echo_a_pasted_key_and_long_values_are_cut():
 
 
 def test_shorthand_flags_feed_the_same_options_and_conflicts_are_refused(tmp_path):
-    config = RunConfig(model="a/b", data="d.jsonl", out=tmp_path, device="cpu", max_length=64)
-    assert choose_backend("a/b", settings={"device": "cpu", "max_length": 64}).options == (
-        backend_choices(config)["target"].options
+    config = config_from_flags(
+        model="a/b", data="d.jsonl", out=tmp_path, device="cpu", max_length=64
     )
-    assert backend_choices(config)["target"].options == HFOptions(device="cpu", max_length=64)
+    assert choose_backend("a/b", settings={"device": "cpu", "max_length": 64}).options == (
+        resolve(config).choices["target"].options
+    )
+    assert resolve(config).choices["target"].options == HFOptions(device="cpu", max_length=64)
     with pytest.raises(ConfigError, match=r"'device' is given twice: by --device and by"):
-        RunConfig(model="a/b", data="d", out=tmp_path, device="cpu", model_args={"device": "cpu"})
-    api = RunConfig(model="m", data="d", out=tmp_path, api_base=API, api_mode="chat")
-    assert backend_choices(api)["target"].options.mode == "chat"
+        resolve(
+            config_from_flags(
+                model="a/b", data="d", out=tmp_path, device="cpu", model_args={"device": "cpu"}
+            )
+        )
+    api = config_from_flags(model="m", data="d", out=tmp_path, api_base=API, api_mode="chat")
+    assert resolve(api).choices["target"].options.mode == "chat"
     with pytest.raises(ConfigError, match=r"--max-length 64 has no effect.*'openai'"):
-        RunConfig(model="m", data="d", out=tmp_path, api_base=API, max_length=64)
+        resolve(config_from_flags(model="m", data="d", out=tmp_path, api_base=API, max_length=64))
 
 
 def test_run_config_types_model_args_and_checks_reference_models(tmp_path, fake_vllm):
-    config = RunConfig(model="a/b", data="d", out=tmp_path, model_args={"max-length": "128"})
-    assert config.model_args == {"max_length": 128} and config.target_access == "gray-box"
-    vllm = RunConfig(model="vllm:org/m", data="d", out=tmp_path, dtype="float16")
+    plan = resolve(RunConfig(model="a/b", data="d", out=tmp_path, model_args={"max-length": "128"}))
+    assert plan.choices["target"].args == {"max_length": 128}
+    assert plan.target_access == "gray-box"
+    vllm = resolve(config_from_flags(model="vllm:org/m", data="d", out=tmp_path, dtype="float16"))
     assert vllm.target_access == "token-logprobs"  # prompt log-probs, no vocabulary stats
-    assert backend_choices(vllm)["target"].options.dtype == "float16"  # --dtype feeds vLLM too
+    assert vllm.choices["target"].options.dtype == "float16"  # --dtype feeds vLLM too
     with pytest.raises(ConfigError, match=r"reference model small='vllm:org/r'.*no log-prob"):
-        RunConfig(model="a/b", data="d", out=tmp_path, refs=(("small", "vllm:org/r"),))
+        resolve(RunConfig(model="a/b", data="d", out=tmp_path, refs=(("small", "vllm:org/r"),)))
 
 
 # -- runs through the registry -----------------------------------------------------------------
@@ -278,10 +286,12 @@ def test_a_run_through_the_registry_records_provider_and_options(tiny_model_dir,
         "cache": tmp_path / "signals.sqlite",
     }
     by_arg = execute_run(
-        RunConfig(out=tmp_path / "a", model_args={"max_length": "16", "stride": "8"}, **base)
+        config_from_flags(
+            out=tmp_path / "a", model_args={"max_length": "16", "stride": "8"}, **base
+        )
     )
     by_flag = execute_run(
-        RunConfig(out=tmp_path / "b", max_length=16, model_args={"stride": 8}, **base)
+        config_from_flags(out=tmp_path / "b", max_length=16, model_args={"stride": 8}, **base)
     )
     written = json.loads((tmp_path / "a" / "manifest.json").read_text())
     entry = written["models"]["target"]

@@ -16,6 +16,7 @@ from imprint.attacks.samia import SaMIA
 from imprint.attacks.simmia import SimMIA
 from imprint.backends.http import APIError, OpenAICompatibleBackend, RetryPolicy
 from imprint.backends.text import HFTextBackend
+from imprint.cli.flags import config_from_flags
 
 KEY = "sk-test-3f9a1c77e2b4-do-not-log"
 ENV = "IMPRINT_TEST_API_KEY"
@@ -157,7 +158,7 @@ def test_imprint_run_targets_an_api_and_resumes_from_its_cache(generate, tmp_pat
     with FakeOpenAIServer(generate, api_key=KEY, faults=faults) as server:
 
         def config(out: str) -> RunConfig:
-            return RunConfig(
+            return config_from_flags(
                 model="tiny",
                 data=str(data),
                 out=tmp_path / out,

@@ -10,13 +10,14 @@ from conftest import HashEmbedder, wikimia_subset
 
 from imprint.attacks.petal import PETAL, fit_line, log_similarity
 from imprint.attacks.simmia import SimMIA
-from imprint.backends.base import ScoreRequest
+from imprint.backends.base import Backend, ScoreRequest
 from imprint.backends.hf import HFLogprobBackend
 from imprint.backends.text import HFTextBackend, VLLMTextBackend, as_text_backend
+from imprint.cli.flags import config_from_flags
 from imprint.data.words import first_word, split_words
 from imprint.errors import MissingDependencyError
 from imprint.requests.next_word import LocalNextWordSampler, NextWordConfig
-from imprint.run import RunConfig, execute_run
+from imprint.run import execute_run
 
 TEXT = "The council met in Seoul, to discuss the budget."
 PREFIX = "Numbers like 1, 10 and 100 appear.\n\n"
@@ -221,9 +222,13 @@ def test_petal_local_matches_a_manual_computation(tiny, tiny_ref_dir):
 
 
 def test_petal_text_only_target_asks_for_greedy_tokens(tiny, tiny_ref_dir):
-    class TextOnly:  # hides the model: only generated text comes out
+    class TextOnly(Backend):  # hides the model: only generated text comes out
         def __init__(self, inner):
             self.inner, self.capabilities, self.name = inner, inner.capabilities, "t"
+
+        @property
+        def fingerprint(self):
+            return self.inner.fingerprint
 
         def sample(self, *args, **kwargs):
             return self.inner.sample(*args, **kwargs)
@@ -247,7 +252,7 @@ def test_run_with_blackbox_attacks_on_a_wikimia_subset(
     data = wikimia_subset(tmp_path, 6, 8)
     monkeypatch.setattr("imprint.requests.embed.default_embedder", HashEmbedder)
     result = execute_run(
-        RunConfig(
+        config_from_flags(
             model=str(tiny_model_dir),
             data=str(data),
             out=tmp_path / "run",

@@ -18,6 +18,7 @@ import torch
 from imprint.backends import filehash
 from imprint.backends.base import LOGPROBS, TokenStats
 from imprint.backends.models import fingerprint_source, load_causal_lm, resolve_model
+from imprint.cli.flags import config_from_flags
 from imprint.errors import ConfigError
 from imprint.run import RunConfig, execute_run
 from imprint.signals.cache import SignalCache, make_key
@@ -105,10 +106,12 @@ def test_run_after_a_middle_edit_gets_no_cache_hits(deep_model_dir, tmp_path):
         device="cpu",
     )
     shared = tmp_path / "shared.sqlite"
-    first = execute_run(RunConfig(out=tmp_path / "a", cache=shared, **cfg))
+    first = execute_run(config_from_flags(out=tmp_path / "a", cache=shared, **cfg))
     zero_middle_mlps(model / "model.safetensors")
-    second = execute_run(RunConfig(out=tmp_path / "b", cache=shared, **cfg))
-    fresh = execute_run(RunConfig(out=tmp_path / "c", cache=tmp_path / "fresh.sqlite", **cfg))
+    second = execute_run(config_from_flags(out=tmp_path / "b", cache=shared, **cfg))
+    fresh = execute_run(
+        config_from_flags(out=tmp_path / "c", cache=tmp_path / "fresh.sqlite", **cfg)
+    )
     assert first.manifest["passes"]["target"]["scored"] == 8
     assert second.manifest["passes"]["target"]["cache_hits"] == 0
     assert second.manifest["passes"]["target"]["scored"] == 8

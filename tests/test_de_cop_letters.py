@@ -17,6 +17,7 @@ from test_attacks_blackbox_new import ENV, KEY, MEMBERS, NON_MEMBERS, api, scrip
 from imprint.attacks.de_cop import DECOP, decop_scores, letter_choice, question_prompt
 from imprint.backends.hf import HFLogprobBackend
 from imprint.backends.text import prompt_ids
+from imprint.cli.flags import config_from_flags
 from imprint.errors import CapabilityError, ConfigError
 from imprint.requests.client import in_memory_requests
 from imprint.requests.letter_choice import letter_logprobs, letter_token_ids
@@ -107,7 +108,7 @@ def test_tiny_model_run_records_the_rule_and_reruns_from_the_store(tiny_model_di
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
 
     def config(out: str) -> RunConfig:
-        return RunConfig(
+        return config_from_flags(
             model=str(tiny_model_dir),
             data=str(data),
             out=tmp_path / out,
@@ -163,7 +164,7 @@ def test_api_targets_keep_the_parsing_rule_and_record_it(tmp_path):
                 backend, texts, paraphrases=[r["paras"] for r in rows]
             )
         result = execute_run(
-            RunConfig(
+            config_from_flags(
                 model="scripted",
                 data=str(data),
                 out=tmp_path / "run",

@@ -16,6 +16,7 @@ import pytest
 from conftest import wikimia_subset
 
 from imprint.backends.registry import LoadContext, choose_backend
+from imprint.cli.flags import config_from_flags
 from imprint.errors import ConfigError, MissingDependencyError
 from imprint.executors import BackendFactory, ExecutorConfig, make_executor
 from imprint.requests import RequestRunner, RequestStore
@@ -53,7 +54,7 @@ def _factory(model_dir: Path) -> tuple[BackendFactory, object]:
 
 
 def _config(tiny_model_dir: Path, tmp_path: Path, name: str, **executor: object) -> RunConfig:
-    return RunConfig(
+    return config_from_flags(
         model=str(tiny_model_dir),
         data=str(wikimia_subset(tmp_path, 12)),
         out=tmp_path / name,
@@ -116,7 +117,7 @@ def test_ray_kill_mid_shard_loses_nothing(local_ray, tiny_model_dir):
         np.testing.assert_allclose(got.mean_logp, want.mean_logp, atol=1e-5)
     stats = executor.stats
     assert killed and stats.lost_workers == 1 and stats.retried_shards >= 1
-    assert sum(stats.executed.values()) == report.per_model["target"].scored == len(TEXTS)
+    assert sum(stats.executed.values()) == report.per_model["target"].executed == len(TEXTS)
     assert len(cache) == len(TEXTS)
 
 
@@ -229,7 +230,6 @@ def test_a_grid_on_ray_loads_each_model_once_and_equals_a_local_grid(
     (no restart per cell), and every cell's figures equal the local grid's."""
     import yaml
 
-    from imprint.cli.study import orchestrator
     from imprint.study.grid import run_grid
     from imprint.study.spec import load_spec
 
@@ -248,7 +248,7 @@ def test_a_grid_on_ray_loads_each_model_once_and_equals_a_local_grid(
         (tmp_path / f"{kind}.yaml").write_text(yaml.safe_dump(content), encoding="utf-8")
         spec = load_spec(tmp_path / f"{kind}.yaml")
         executor = ExecutorConfig(kind=kind, workers=2) if kind == "ray" else None
-        result = run_grid(spec, orchestrator(executor), progress=False)
+        result = run_grid(spec, executor, progress=False)
         assert result.computed == 4 and result.models_loaded == ["tiny"]
         figures[kind] = {
             (c.key, col): m.auc.estimate for c in result.cells for col, m in c.columns.items()

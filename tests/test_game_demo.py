@@ -10,7 +10,6 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from imprint.cli.common import run_attacks
 from imprint.cli.game import demo, game_app
 from imprint.game import read_manifest
 from imprint.game.demo import run_demo
@@ -51,7 +50,6 @@ def pool_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_run_demo_on_tiny_model(tiny_model_dir, pool_file, tmp_path):
     result = run_demo(
-        run_attacks=run_attacks,
         model=str(tiny_model_dir),
         pool=str(pool_file),
         pool_size=24,

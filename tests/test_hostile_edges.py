@@ -303,7 +303,6 @@ def test_plan_refuses_what_the_run_refuses(
 
 
 def test_a_run_time_option_error_names_the_file_and_place(tmp_path: Path, tiny_model_dir) -> None:
-    from imprint.cli.study import orchestrator
     from imprint.study.grid import run_grid
     from imprint.study.spec import load_spec
 
@@ -311,18 +310,17 @@ def test_a_run_time_option_error_names_the_file_and_place(tmp_path: Path, tiny_m
                  settings={"dtype": "float99", "blind": False})  # fmt: skip
     spec = load_spec(grid, out=tmp_path / "study")
     with pytest.raises(ConfigError, match=r"g\.yaml: settings\.dtype \(model .*'float99'"):
-        run_grid(spec, orchestrator(), progress=False)
+        run_grid(spec, None, progress=False)
 
 
 def test_plan_counts_cells_shows_which_are_stored_and_what_the_rest_cost(
     tmp_path: Path, tiny_model_dir: Path, one_torch_thread: None
 ) -> None:
-    from imprint.cli.study import orchestrator
     from imprint.study.grid import run_grid
     from imprint.study.spec import load_spec
 
     data, study = str(_small_data(tmp_path)), tmp_path / "study"
-    run_grid(load_spec(_grid(tmp_path, str(tiny_model_dir), data), out=study), orchestrator(),
+    run_grid(load_spec(_grid(tmp_path, str(tiny_model_dir), data), out=study), None,
              progress=False)  # fmt: skip
     grid = _grid(tmp_path, str(tiny_model_dir), data, attacks=["loss", "zlib", "min_k"],
                  sweep={"min_k.k": [0.1, 0.2]})  # fmt: skip
@@ -447,7 +445,6 @@ def test_a_second_experiment_on_one_folder_waits_and_reads_the_cells_back(
     import subprocess
     import sys
 
-    from imprint.cli.study import orchestrator
     from imprint.report.outdir import folder_lock
     from imprint.study.grid import run_grid
     from imprint.study.spec import load_spec
@@ -465,7 +462,7 @@ def test_a_second_experiment_on_one_folder_waits_and_reads_the_cells_back(
             ready, _, _ = select.select([second.stdout], [], [], 120)
             assert ready and second.poll() is None, seen
             seen += second.stdout.readline()
-        run_grid(load_spec(grid, out=study), orchestrator(), progress=False)
+        run_grid(load_spec(grid, out=study), None, progress=False)
     rest, _ = second.communicate(timeout=300)
     assert second.returncode == 0, seen + rest
     assert "cells: 0 computed, 1 read back; models loaded: 0" in " ".join(rest.split())

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from imprint.backends.http import APIError, OpenAICompatibleBackend, RetryPolicy
 from imprint.backends.http_checks import mask_secret, usage_tokens
 from imprint.cli import app
+from imprint.cli.flags import config_from_flags
 from imprint.errors import ConfigError
 from imprint.run import RunConfig
 
@@ -202,12 +203,14 @@ def test_cli_api_timeout_and_max_retries_reach_the_client(tmp_path):
 )
 def test_bad_api_retry_options_are_refused(options, match, tmp_path):
     with pytest.raises(ConfigError, match=match):
-        RunConfig(model="m", data="d", out=tmp_path, api_base="http://127.0.0.1:9/v1", **options)
+        config_from_flags(
+            model="m", data="d", out=tmp_path, api_base="http://127.0.0.1:9/v1", **options
+        )
 
 
 def test_api_retry_options_without_an_api_target_are_refused(tmp_path):
     with pytest.raises(ConfigError, match="--api-base"):
-        RunConfig(model="m", data="d", out=tmp_path, api_max_retries=2)
+        config_from_flags(model="m", data="d", out=tmp_path, api_max_retries=2)
 
 
 # -- item 11 (API part): bodies of the wrong shape ------------------------------------------------

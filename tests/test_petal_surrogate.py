@@ -11,9 +11,10 @@ from conftest import HashEmbedder, wikimia_subset
 
 from imprint.attacks.base import RunContext, build_attacks, hyperparameters
 from imprint.attacks.petal import PETAL, choose_surrogate
-from imprint.backends.base import SAMPLING
+from imprint.backends.base import SAMPLING, Backend
+from imprint.cli.flags import config_from_flags
 from imprint.errors import ConfigError
-from imprint.run import RunConfig, execute_run
+from imprint.run import execute_run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -52,7 +53,7 @@ def test_no_fitting_offline_model_is_refused_up_front(monkeypatch):
     assert "'smollm2-135m' is the target" in str(err.value)
     assert choose_surrogate("gemma3-270m")[0] == "smollm2-135m"
 
-    class Target:
+    class Target(Backend):
         spec = "smollm2-135m"
         capabilities = frozenset({SAMPLING})
 
@@ -61,7 +62,7 @@ def test_no_fitting_offline_model_is_refused_up_front(monkeypatch):
 
 
 def test_an_explicit_surrogate_that_is_the_target_is_still_refused():
-    class Target:
+    class Target(Backend):
         spec = "smollm2-135m"
         capabilities = frozenset({SAMPLING})
 
@@ -83,7 +84,7 @@ def test_run_whose_target_is_the_first_offline_model_takes_the_next(
     )
     monkeypatch.setattr("imprint.requests.embed.default_embedder", HashEmbedder)
     result = execute_run(
-        RunConfig(
+        config_from_flags(
             model=str(tiny_model_dir),
             data=str(wikimia_subset(tmp_path, 3)),
             out=tmp_path / "run",

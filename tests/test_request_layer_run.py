@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 from conftest import HashEmbedder, wikimia_subset
 
-from imprint.run import RunConfig, execute_run
+from imprint.cli.flags import config_from_flags
+from imprint.run import execute_run
 
 
 def test_rerun_of_every_attack_makes_no_model_call(
@@ -39,8 +40,8 @@ def test_rerun_of_every_attack_makes_no_model_call(
         n_bootstrap=20,
         blind=False,
     )
-    first = execute_run(RunConfig(out=tmp_path / "first", **config))
-    second = execute_run(RunConfig(out=tmp_path / "second", **config))
+    first = execute_run(config_from_flags(out=tmp_path / "first", **config))
+    second = execute_run(config_from_flags(out=tmp_path / "second", **config))
     done = first.manifest["requests"]
     kinds = {kind for role in done.values() for kind in role}
     assert {"logprobs", "sample", "next_word", "embed"} <= kinds, done
@@ -87,7 +88,7 @@ def test_sigkill_half_way_through_simmia_resumes_without_redrawing(tiny_model_di
     total = 2 * 22  # 22 evaluated texts (2 shots left), with and without the prefix
     assert 0 < drawn < total, f"the run must be killed half-way ({drawn}); {err.decode()[-800:]}"
     resumed = execute_run(
-        RunConfig(
+        config_from_flags(
             model=str(tiny_model_dir),
             data=str(data),
             out=tmp_path / "resumed",

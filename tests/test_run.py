@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from typer.testing import CliRunner
 
 from imprint.cli import app
+from imprint.cli.flags import config_from_flags
 from imprint.run import RunConfig, execute_run
 
 WIKIMIA = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikimia"
@@ -98,8 +99,8 @@ def test_repeated_run_does_no_forward_pass(tiny_model_dir, tmp_path):
         blind=False,
         cache=tmp_path / "cache.sqlite",
     )
-    first = execute_run(RunConfig(out=tmp_path / "a", **cfg))
-    second = execute_run(RunConfig(out=tmp_path / "b", **cfg))
+    first = execute_run(config_from_flags(out=tmp_path / "a", **cfg))
+    second = execute_run(config_from_flags(out=tmp_path / "b", **cfg))
     assert second.manifest["passes"]["target"]["scored"] == 0
     assert second.manifest["passes"]["target"]["cache_hits"] == 20
     for name, values in first.scores.items():
@@ -267,8 +268,10 @@ def test_sigkill_half_way_resumes_to_same_scores(tiny_model_dir, tmp_path):
         blind=False,
         progress=False,
     )
-    resumed = execute_run(RunConfig(out=tmp_path / "resumed", cache=cache, **base))
-    clean = execute_run(RunConfig(out=tmp_path / "clean", cache=tmp_path / "clean.sqlite", **base))
+    resumed = execute_run(config_from_flags(out=tmp_path / "resumed", cache=cache, **base))
+    clean = execute_run(
+        config_from_flags(out=tmp_path / "clean", cache=tmp_path / "clean.sqlite", **base)
+    )
     passes = resumed.manifest["passes"]["target"]
     assert passes["cache_hits"] == done_before
     assert passes["scored"] == 542 - done_before

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from imprint.cli.flags import config_from_flags
 from imprint.data import Sample
 from imprint.errors import ConfigError
 from imprint.report.outdir import is_run_folder
@@ -28,7 +29,7 @@ def _data(tmp_path: Path) -> Path:
 
 def _quick(model: Path, data: Path, out: Path, **kw: object) -> RunConfig:
     base: dict = dict(attacks=("loss",), n_bootstrap=20, progress=False, blind=False)
-    return RunConfig(model=str(model), data=str(data), out=out, **{**base, **kw})
+    return config_from_flags(model=str(model), data=str(data), out=out, **{**base, **kw})
 
 
 @pytest.mark.parametrize("inside", ["cache.sqlite", "deep/er/signals.sqlite"])

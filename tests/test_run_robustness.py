@@ -20,9 +20,10 @@ from typer.testing import CliRunner
 
 from imprint.attacks import build_attacks
 from imprint.attacks.params import check_params
+from imprint.cli.flags import config_from_flags
 from imprint.data import Sample, load_file
 from imprint.errors import ConfigError, DataError
-from imprint.report.evaluate import evaluate_scores, min_nonmembers
+from imprint.evaluation.evaluate import evaluate_scores, min_nonmembers
 from imprint.report.outdir import publish, staging_dir
 from imprint.report.render import rich_table
 from imprint.report.writer import to_jsonable, write_run
@@ -45,7 +46,7 @@ def _small_data(tmp_path: Path) -> Path:
 
 def _quick(model: Path, data: Path | str, out: Path, **kw: object) -> RunConfig:
     base: dict = dict(attacks=("loss",), n_bootstrap=20, progress=False, blind=False)
-    return RunConfig(model=str(model), data=str(data), out=out, **{**base, **kw})
+    return config_from_flags(model=str(model), data=str(data), out=out, **{**base, **kw})
 
 
 # -- item 10: --out ---------------------------------------------------------------------------

@@ -13,12 +13,13 @@ from conftest import HashEmbedder, wikimia_subset
 
 from imprint.attacks.simmia import SimMIA, relative_score
 from imprint.attacks.simmia_disclosure import prob_ratio_scores, token_scores
-from imprint.backends.base import SAMPLING, ScoreRequest, TokenStats
+from imprint.backends.base import SAMPLING, Backend, ScoreRequest, TokenStats
 from imprint.backends.hf import HFLogprobBackend
+from imprint.cli.flags import config_from_flags
 from imprint.cli.run import parse_params
 from imprint.errors import CapabilityError, ConfigError
 from imprint.requests.client import in_memory_requests
-from imprint.run import RunConfig, execute_run
+from imprint.run import execute_run
 
 PREFIX = "Numbers like 1, 10 and 100 appear.\n\n"
 
@@ -236,7 +237,7 @@ def test_prob_ratio_disclosure_equals_planner_formula(tiny):
 
 
 # -- refusals -----------------------------------------------------------------------------------
-class TextOnly:
+class TextOnly(Backend):
     capabilities = frozenset({SAMPLING})
 
     def sample(self, prompts, n, max_tokens, stop=None, **kwargs):
@@ -298,8 +299,8 @@ def test_run_with_disclosure_reruns_from_cache(
         n_bootstrap=20,
         blind=False,
     )
-    first = execute_run(RunConfig(out=tmp_path / "first", **config))
-    second = execute_run(RunConfig(out=tmp_path / "second", **config))
+    first = execute_run(config_from_flags(out=tmp_path / "first", **config))
+    second = execute_run(config_from_flags(out=tmp_path / "second", **config))
     done, again = first.manifest["requests"], second.manifest["requests"]
     assert kinds <= set(done["target"]) | set(done.get("embedder", {})), done
     assert "next_word" not in done.get("target", {}) and "sample" not in done.get("target", {})

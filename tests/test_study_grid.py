@@ -18,8 +18,7 @@ import yaml
 from typer.testing import CliRunner
 
 from imprint.cli import app
-from imprint.cli.study import orchestrator
-from imprint.study.grid import Orchestrator, run_grid
+from imprint.study.grid import run_grid
 from imprint.study.spec import load_spec
 from imprint.study.tables import build_tables
 
@@ -76,7 +75,7 @@ def _grid_spec(files: dict[str, Any], name: str, **extra: Any) -> Any:
 
 def test_each_pass_runs_once_across_cells_and_a_rerun_calls_no_model(grid_files, one_torch_thread):
     spec = _grid_spec(grid_files, "first")
-    first = run_grid(spec, orchestrator(), progress=False)
+    first = run_grid(spec, None, progress=False)
     # 2 benchmarks x (loss, min_k x 3, min_k_pp) = 10 cells, in 3 runs per benchmark
     assert (first.computed, first.reused, len(first.cells)) == (10, 0, 10)
     assert first.models_loaded == ["tiny-1"]  # loaded once for all six runs
@@ -91,7 +90,7 @@ def test_each_pass_runs_once_across_cells_and_a_rerun_calls_no_model(grid_files,
     compared = build_tables(first)[0].comparisons["tiny-1"]
     assert not isinstance(compared, str) and compared.n_pairs == 10  # 5 attack rows
 
-    again = run_grid(spec, orchestrator(), progress=False)
+    again = run_grid(spec, None, progress=False)
     assert (again.computed, again.reused, again.executed) == (0, 10, 0)
     assert again.models_loaded == [] and again.requests == {}
     assert [c.to_dict() for c in again.cells] == [c.to_dict() for c in first.cells]
@@ -99,13 +98,13 @@ def test_each_pass_runs_once_across_cells_and_a_rerun_calls_no_model(grid_files,
     renamed = _grid_spec(
         grid_files, "renamed", models=[{"name": "Tiny Ünë", "model": grid_files["m1"]}]
     )
-    relabelled = run_grid(renamed, orchestrator(), progress=False)
+    relabelled = run_grid(renamed, None, progress=False)
     assert (relabelled.computed, relabelled.executed) == (0, 0)  # a label is not content
     assert build_tables(relabelled)[0].columns == ("Tiny Ünë",)
 
 
 def test_adding_a_model_and_an_attack_computes_only_the_new_cells(grid_files, one_torch_thread):
-    run_grid(_grid_spec(grid_files, "first"), orchestrator(), progress=False)
+    run_grid(_grid_spec(grid_files, "first"), None, progress=False)
     models = [
         {"name": "tiny-1", "model": grid_files["m1"]},
         {"name": "tiny-2", "model": grid_files["m2"]},
@@ -113,7 +112,7 @@ def test_adding_a_model_and_an_attack_computes_only_the_new_cells(grid_files, on
     spec = _grid_spec(
         grid_files, "more", models=models, attacks=["loss", "min_k", "min_k_pp", "zlib"]
     )
-    more = run_grid(spec, orchestrator(), progress=False)
+    more = run_grid(spec, None, progress=False)
     # new: zlib on tiny-1 (2 cells), every cell of tiny-2 (2 x 6)
     assert (more.computed, more.reused) == (2 + 12, 10)
     distinct = len(texts_of(grid_files["a"]) | texts_of(grid_files["b"]))
@@ -150,7 +149,7 @@ def test_a_grid_killed_half_way_resumes_with_its_finished_cells(grid_files):
         f"the grid must be killed half-way ({finished}): {err.decode()[-800:]}"
     )
     assert not list(cells.glob(".*.tmp")) or all(p.stat().st_size >= 0 for p in cells.glob(".*"))
-    resumed = run_grid(load_spec(spec_path), orchestrator(), progress=False)
+    resumed = run_grid(load_spec(spec_path), None, progress=False)
     assert resumed.reused == finished and resumed.computed == 18 - finished
     passes = resumed.requests["tiny"]["logprobs"]
     assert passes["executed"] == 0  # the killed grid's passes were committed to the cache
@@ -184,15 +183,12 @@ def test_the_cli_writes_every_output_and_records_the_counts(grid_files, one_torc
     assert {r["column"] for r in cells if r["attack"] != "blind"} == {"loss", "zlib", "zlib_char"}
 
 
-def test_a_missing_benchmark_fails_before_any_model_loads(grid_files):
+def test_a_missing_benchmark_fails_before_any_model_loads(grid_files, monkeypatch):
     spec = _grid_spec(grid_files, "missing", benchmarks=[str(grid_files["tmp"] / "nope.jsonl")])
     loaded: list[Any] = []
-    real = orchestrator()
-    spy = Orchestrator(
-        real.run_config, real.load_samples, lambda *a: loaded.append(a) or {}, real.execute_run
-    )
+    monkeypatch.setattr("imprint.study.grid.load_backends", lambda *a: loaded.append(a) or {})
     with pytest.raises(Exception, match=r"benchmark .*nope\.jsonl"):
-        run_grid(spec, spy, progress=False)
+        run_grid(spec, None, progress=False)
     assert loaded == []
 
 

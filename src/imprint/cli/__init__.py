@@ -1,4 +1,4 @@
-"""The ``imprint`` command line: the one package that imports the orchestrator (:mod:`imprint.run`).
+"""The ``imprint`` command line: every command, by topic, over the pipeline's stages.
 
 Commands live by topic (:mod:`.run`, :mod:`.diagnostics`, :mod:`.game`) and share one error
 handler, one list parser, one KEY=VALUE parser and one progress factory (:mod:`.common`).

@@ -1,8 +1,5 @@
 """What every command shares: the console, the error handler, the list and KEY=VALUE parsers,
-the progress factory, JSON output and the one door to the orchestrator (:func:`run_attacks`).
-
-Only this package imports :mod:`imprint.run`; the diagnostics and games receive
-:func:`run_attacks` as an argument where they need a run.
+the progress factory, JSON output and :func:`run_attacks`, a run from command-line options.
 """
 
 from __future__ import annotations
@@ -284,9 +281,10 @@ def check_out_folder(
     check_writable(path, option)
 
 
-def run_attacks(*, console: Any = None, **config: Any) -> Any:
-    """One run of the orchestrator: ``RunConfig(**config)`` executed; returns its ``RunResult``.
-    The games and diagnostics receive this function instead of importing :mod:`imprint.run`."""
-    from imprint.run import RunConfig, execute_run
+def run_attacks(*, console: Any = None, **flags: Any) -> Any:
+    """One run from the command line's options (shorthand flags mapped by
+    :func:`imprint.cli.flags.config_from_flags`); returns its ``RunResult``."""
+    from imprint.cli.flags import config_from_flags
+    from imprint.run import execute_run
 
-    return execute_run(RunConfig(**config), console=console)
+    return execute_run(config_from_flags(**flags), console=console)

@@ -1,5 +1,5 @@
 """Privacy-game commands: ``game build``, ``game show`` and ``demo``. The work is done by
-:mod:`imprint.game`; the demo receives the orchestrator as :func:`~imprint.cli.common.run_attacks`.
+:mod:`imprint.game`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from imprint.cli.common import console, handle_errors, parse_list, run_attacks, say
+from imprint.cli.common import console, handle_errors, parse_list, say
 from imprint.game.config import DEFAULT_LR, GENERATE
 from imprint.game.demo import DEMO_DEFAULTS
 
@@ -238,7 +238,6 @@ def demo(
     from imprint.game.demo import run_demo
 
     run_demo(
-        run_attacks=run_attacks,
         epochs=_ints(epochs, "--epochs"),
         shift=shift,
         out=out,

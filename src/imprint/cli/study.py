@@ -1,6 +1,5 @@
 """``imprint experiment FILE.yaml``: a grid of models x benchmarks x attacks x options, written as
-paper tables. The grid (:mod:`imprint.study.grid`) receives the orchestrator from here, as the
-games do; only the command line imports :mod:`imprint.run`.
+paper tables (:mod:`imprint.study`).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import typer
 from imprint.cli.common import console, handle_errors, say, warn
 from imprint.cli.run import Address, ExecutorKind, WorkerCpus, Workers
 
-__all__ = ["experiment", "orchestrator"]
+__all__ = ["experiment"]
 
 File = Annotated[
     Path, typer.Argument(help="experiment file (YAML), e.g. examples/wikimia-offline.yaml")
@@ -34,15 +33,6 @@ Overwrite = Annotated[
         "--overwrite", help="use an --out folder that is not a study (deletes its contents)"
     ),
 ]
-
-
-def orchestrator(executor: Any = None) -> Any:
-    """The grid's handle on :mod:`imprint.run`; ``executor`` (an ExecutorConfig) runs every
-    cell's model work there, one set of workers per model."""
-    from imprint.run import RunConfig, execute_run, load_backends, load_samples, run_executor
-    from imprint.study.grid import Orchestrator
-
-    return Orchestrator(RunConfig, load_samples, load_backends, execute_run, run_executor, executor)
 
 
 @handle_errors
@@ -71,14 +61,14 @@ def experiment(
     spec = load_spec(file, out=out)
     claim_folder(spec.out, "study", overwrite=overwrite, dry=True)  # never another kind's folder
     if plan:
-        _print_plan(spec, orchestrator(executor))
+        _print_plan(spec, executor)
         return
     if check_kind(spec.out, "study", overwrite=overwrite):
         # --overwrite is about to empty a folder imprint did not write: the grid's own checks
         # run first, so a grid the run would refuse never costs the user that folder
         from imprint.study.grid import grid_models, prepare_grid
 
-        prepare_grid(spec, grid_models(spec), orchestrator(executor))
+        prepare_grid(spec, grid_models(spec), executor)
         check_inputs_outside(spec.out, _local_inputs(spec), why="--overwrite would delete the "
                              "folder's contents")  # fmt: skip
     claim_folder(spec.out, "study", overwrite=overwrite)
@@ -94,9 +84,7 @@ def experiment(
         from imprint.study.table_render import write_outputs
         from imprint.study.tables import build_tables
 
-        result = run_grid(
-            spec, orchestrator(executor), games=games, console=console, progress=not no_progress
-        )
+        result = run_grid(spec, executor, games=games, console=console, progress=not no_progress)
         tables = build_tables(result)
         written = write_outputs(result, tables, spec.out)
         _record(spec.out, result, time.time() - started)
@@ -160,12 +148,12 @@ def _record(out: Path, result: Any, elapsed: float) -> None:
         handle.write(json.dumps(line, ensure_ascii=False) + "\n")
 
 
-def _print_plan(spec: Any, orchestrator: Any) -> None:
+def _print_plan(spec: Any, executor: Any) -> None:
     """The grid checked as a run checks it (a grid the run refuses fails here), its cells,
     which are stored, and the cost of the rest."""
     from imprint.study.plan import plan_grid, seconds_per_cell
 
-    made = plan_grid(spec, orchestrator)
+    made = plan_grid(spec, executor)
     say(f"{spec.source}: {len(spec.models)} model(s), {len(spec.benchmarks)} benchmark(s), "
         f"{len(spec.variants)} attack variant(s), {len(spec.games)} game sweep(s)")  # fmt: skip
     for model in spec.models:

@@ -26,7 +26,7 @@ A stronger learning rate saturates every canary group at AUC 1.0 and hides the t
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ from imprint.game.demo_checks import (  # noqa: F401 (tests and the demo use the
     _shift_checks,
     canary_member_scores,
 )
+from imprint.run import RunConfig, execute_run
 
 __all__ = ["DEMO_DEFAULTS", "DemoResult", "run_demo"]
 
@@ -86,7 +87,6 @@ def _attack_games(
     variants: list[tuple[str, GameConfig]],
     counts: list[int],
     out: Path,
-    run_attacks: Callable[..., Any],
     settings: dict[str, Any],
     *,
     force: bool,
@@ -97,7 +97,8 @@ def _attack_games(
     games: dict[str, Path] = {}
     runs: dict[str, Path] = {}
     figures: dict[str, dict[str, Any]] = {}
-    device, progress = settings["device"], settings["progress"]
+    device = settings["shared_args"].get("device", "auto")
+    progress = settings["progress"]
     for prefix, cfg in variants:
         built = build_games(
             cfg, counts, force=force, device=device, console=console, progress=progress
@@ -107,14 +108,14 @@ def _attack_games(
             games[label] = folder
             if console is not None:
                 console.rule(f"attacking game {label} ({e} epochs{', shifted' if prefix else ''})")
-            result = run_attacks(
-                console=console,
+            config = RunConfig(
                 model=f"game:{folder}",
                 data=f"game:{folder}",
                 out=out / f"run-{label}",
                 pools={"nonmembers": f"game-heldout:{folder}"} if cfg.heldout else {},
                 **settings,
             )
+            result = execute_run(config, console=console)
             runs[label] = result.out
             figures[label] = _figures(result.metrics)
             if LEAD in result.scores:  # the repetition claim ranks member canaries' LOSS
@@ -131,7 +132,7 @@ def _dataset_inference(result: Any, seed: int) -> dict[str, Any]:
     import numpy as np
 
     from imprint.documents.run_hook import DocumentOptions
-    from imprint.report.documents import dataset_section
+    from imprint.evaluation.documents import dataset_section
 
     labels = np.array([s.label for s in result.samples])
     found, notes = dataset_section(
@@ -165,13 +166,15 @@ def _di_line(fig: dict[str, Any]) -> str:
 
 
 def _run_settings(
-    attacks: Sequence[str], *, reference: bool, model: str, **fields: Any
+    attacks: Sequence[str], *, reference: bool, model: str, device: str, **fields: Any
 ) -> dict[str, Any]:
     """The run options every game of the demo is attacked with (RunConfig fields)."""
     use_ref = reference and ("all" in attacks or "ref" in attacks)
     params = {k: v for k, v in DEMO_PARAMS.items() if k in _selected(attacks, use_ref)}
     refs = (("base", model),) if use_ref else ()
-    return dict(attacks=tuple(attacks), params=params, refs=refs, breakdown="group", **fields)
+    shared = {"device": device} if device != "auto" else {}
+    return dict(attacks=tuple(attacks), params=params, refs=refs, breakdown="group",
+                shared_args=shared, **fields)  # fmt: skip
 
 
 def _demo_config(*, lr: float | None, method: str, **fields: Any) -> GameConfig:
@@ -182,7 +185,6 @@ def _demo_config(*, lr: float | None, method: str, **fields: Any) -> GameConfig:
 
 def run_demo(
     *,
-    run_attacks: Callable[..., Any],
     epochs: Sequence[int] = DEMO_DEFAULTS["epochs"],
     shift: bool = False,
     out: Path | str = Path("imprint-demo"),
@@ -208,8 +210,7 @@ def run_demo(
     console: Any = None,
     progress: bool = True,
 ) -> DemoResult:
-    """Build or reuse the demo game(s), attack them with ``run_attacks`` (the CLI passes
-    ``imprint.cli.common.run_attacks``: games never import the orchestrator), write
+    """Build or reuse the demo game(s), attack each with an ordinary run, write
     ``out/demo.md`` and ``demo.json``. ``reference=True`` adds the base model as the reference
     ``base``; ``blind=False`` skips the blind baseline (its checks then fail)."""
     out = Path(out)
@@ -229,7 +230,7 @@ def run_demo(
         device=device, blind=blind, progress=progress,
     )  # fmt: skip
     games, runs, figures = _attack_games(
-        variants, counts, out, run_attacks, settings, force=force, console=console
+        variants, counts, out, settings, force=force, console=console
     )
     checks = _checks(figures, counts, shift=shift)
     plots = _plots(figures, counts, out, config)

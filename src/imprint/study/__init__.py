@@ -3,7 +3,7 @@ written as the papers' tables (``imprint experiment FILE.yaml``).
 
 - :mod:`.spec`: the YAML file read into validated frozen dataclasses;
 - :mod:`.cells`: cell keys and the atomic, one-file-per-cell store;
-- :mod:`.grid`: the grid runner (receives the orchestrator; never imports :mod:`imprint.run`);
+- :mod:`.grid`: the grid runner (each cell an ordinary :mod:`imprint.run` run);
 - :mod:`.tables`, :mod:`.table_render`: tables, CSV/Markdown/LaTeX/HTML, ``cells.parquet``.
 """
 

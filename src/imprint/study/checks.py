@@ -55,7 +55,7 @@ def _device(config: Any, spec: StudySpec, model: ModelEntry) -> None:
     """The device as the local model's load picks it (``cuda`` without CUDA is refused there)."""
     from imprint.backends.models import pick_device
 
-    device = config.model_args.get("device", config.device)
+    device = config.model_args.get("device", config.shared_args.get("device", "auto"))
     try:
         pick_device(device)
     except ConfigError as err:

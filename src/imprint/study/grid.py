@@ -1,16 +1,15 @@
 """Run an experiment grid: every (model, benchmark, attack variant) cell, through ``imprint run``.
 
 The grid does not score anything itself. For each model it loads the backends once
-(``orchestrator.load_backends``) and hands them to ``orchestrator.execute_run`` for every run of
-that model's cells; all runs share one signal cache, so each (model, text, context) pass is
+(:func:`imprint.run.load_backends`) and hands them to :func:`imprint.run.execute_run` for every
+run of that model's cells; all runs share one signal cache, so each (model, text, context) pass is
 computed once across the grid and every later cell that needs it is a cache hit. A run holds
 every attack of one (model, benchmark) that is missing, at most one variant of each attack (a
 sweep of ``min_k.k`` over three values is three runs, two of them answered from the cache).
 Finished cells are stored one by one (:mod:`.cells`); a re-run reads them back and loads no model
 unless a cell is missing. The model-less blind baseline is one cell per benchmark.
 
-Like :mod:`imprint.game.demo`, this module never imports :mod:`imprint.run`: the command line
-hands it an :class:`Orchestrator`.
+Each cell's run is an ordinary :class:`~imprint.run.RunConfig`, resolved once per run.
 """
 
 from __future__ import annotations
@@ -26,22 +25,12 @@ import numpy as np
 
 from imprint.data import Sample, fingerprint_samples
 from imprint.errors import ConfigError, DataError
+from imprint.executors import ExecutorConfig
+from imprint.run import RunConfig, execute_run, load_backends, load_samples, resolve, run_executor
 from imprint.study.cells import BLIND, CellRecord, CellStore, cell_key
 from imprint.study.spec import AttackVariant, BenchmarkEntry, ModelEntry, StudySpec
 
-__all__ = ["GridResult", "Orchestrator", "grid_models", "run_grid"]
-
-
-@dataclass(frozen=True)
-class Orchestrator:
-    """What the grid needs from :mod:`imprint.run` (the CLI passes its functions)."""
-
-    run_config: Callable[..., Any]  # RunConfig(**fields)
-    load_samples: Callable[[Any], tuple[Any, list[Sample], dict[str, int]]]
-    load_backends: Callable[[Any, Any], dict[str, Any]]
-    execute_run: Callable[..., Any]  # execute_run(config, backends=..., progress=..., executor=)
-    run_executor: Callable[[Any], Any] | None = None  # run_executor(config): Ray workers
-    executor: Any = None  # an ExecutorConfig for every cell's run (None: local)
+__all__ = ["GridResult", "grid_models", "run_grid"]
 
 
 @dataclass(frozen=True)
@@ -124,7 +113,7 @@ def grid_models(
 
 def run_grid(
     spec: StudySpec,
-    orchestrator: Orchestrator,
+    executor: ExecutorConfig | None,
     *,
     games: dict[str, dict[int, Path]] | None = None,
     console: Any = None,
@@ -138,7 +127,7 @@ def run_grid(
     from imprint.report.outdir import claim_folder
 
     store = CellStore(spec.out / "cells")
-    _, blind, cells = prepare_grid(spec, models, orchestrator)
+    _, blind, cells = prepare_grid(spec, models, executor)
     claim_folder(spec.out, "study")  # a new or earlier study folder, marked as one
     found = {key: store.get(key) for key in [*blind, *(c.key for c in cells)]}
     result = GridResult(spec, [], reused=sum(r is not None for r in found.values()))
@@ -152,7 +141,7 @@ def run_grid(
                 found[key] = store_blind(spec, key, bench, samples, data_fp, store)
                 advance(1)
         missing = _unique_keys([c for c in cells if found[c.key] is None])
-        found.update(_compute(spec, orchestrator, missing, store, result, bars, advance))
+        found.update(_compute(spec, executor, missing, store, result, bars, advance))
     finally:
         bars.close()
     # labels come from the file as it is now: renaming a model or benchmark recomputes nothing.
@@ -170,7 +159,7 @@ def run_grid(
 
 
 def prepare_grid(
-    spec: StudySpec, models: Sequence[ModelEntry], orchestrator: Orchestrator
+    spec: StudySpec, models: Sequence[ModelEntry], executor: ExecutorConfig | None
 ) -> tuple[
     dict[tuple[Any, ...], list[Sample]],
     dict[str, tuple[BenchmarkEntry, str, list[Sample]]],
@@ -180,9 +169,9 @@ def prepare_grid(
     benchmark's data), then every cell's key: (data, blind cells, model cells)."""
     from imprint.study.checks import check_models
 
-    check_models(spec, models, lambda m: _run_config(spec, orchestrator, m, _benchmarks(spec, m)[0],
+    check_models(spec, models, lambda m: _run_config(spec, executor, m, _benchmarks(spec, m)[0],
                                                      (), Path("unused")))  # fmt: skip
-    data = _load_data(spec, models, orchestrator)
+    data = _load_data(spec, models, executor)
     blind = _blind_cells(spec, models, data)
     return data, blind, [c for m in models for c in _model_cells(spec, m, data)]
 
@@ -209,7 +198,7 @@ def _benchmarks(spec: StudySpec, model: ModelEntry) -> tuple[BenchmarkEntry, ...
 
 
 def _load_data(
-    spec: StudySpec, models: Sequence[ModelEntry], orchestrator: Orchestrator
+    spec: StudySpec, models: Sequence[ModelEntry], executor: ExecutorConfig | None
 ) -> dict[tuple[Any, ...], list[Sample]]:
     """Every benchmark's samples, loaded and transformed as its runs will: a missing or broken
     data set fails here, before any model loads, naming the benchmark and the file."""
@@ -218,9 +207,9 @@ def _load_data(
         for bench in _benchmarks(spec, model):
             if _data_id(bench) in out:
                 continue
-            config = _run_config(spec, orchestrator, model, bench, (), Path("unused"))
+            config = _run_config(spec, executor, model, bench, (), Path("unused"))
             try:
-                _, samples, _ = orchestrator.load_samples(config)
+                _, samples, _ = load_samples(config)
             except (ConfigError, DataError) as err:
                 raise type(err)(f"{spec.source}: benchmark {bench.name!r}: {err}") from None
             out[_data_id(bench)] = samples
@@ -288,8 +277,8 @@ def store_blind(
 ) -> CellRecord:
     """Fit the blind suite on ``bench``'s samples once and store its cell: the SoK forest's row
     and the strongest model-less classifier (Bonferroni intervals when picked from several)."""
-    from imprint.report.evaluate import evaluate_blind
-    from imprint.report.results import BlindMetrics, BlindSuiteMetrics
+    from imprint.evaluation.evaluate import evaluate_blind
+    from imprint.evaluation.results import BlindMetrics, BlindSuiteMetrics
 
     labels = np.array([s.label for s in samples])
     sok, suite = evaluate_blind(
@@ -315,28 +304,24 @@ def store_blind(
 
 def _run_config(
     spec: StudySpec,
-    orchestrator: Orchestrator,
+    executor: ExecutorConfig | None,
     model: ModelEntry,
     bench: BenchmarkEntry,
     variants: Sequence[AttackVariant],
     out: Path,
-) -> Any:
+) -> RunConfig:
+    """The run of ``variants`` of ``model`` on ``bench``: its model, data and attacks from the
+    grid's places, everything else from the grid's settings."""
     s = spec.settings
-    fields: dict[str, Any] = dict(
+    return RunConfig(
         model=model.model, data=bench.data, out=out, model_args=dict(model.args),
-        attacks=tuple(v.attack for v in variants), refs=spec.refs,
+        shared_args=s.shared_args(), attacks=tuple(v.attack for v in variants), refs=spec.refs,
         params={v.attack: dict(v.params) for v in variants if v.params},
         pools=dict(bench.pools), text_field=bench.text_field, label_field=bench.label_field,
         truncate_words=bench.truncate, min_words=bench.min_words, n_per_label=bench.n_per_label,
-        dedupe=bench.dedupe, seed=s.seed, n_bootstrap=s.n_bootstrap, device=s.device,
-        dtype=s.dtype, max_length=s.max_length, start_token=s.start_token, cache=spec.cache,
-        blind=False, progress=False,
+        dedupe=bench.dedupe, seed=s.seed, n_bootstrap=s.n_bootstrap, token_budget=s.token_budget,
+        cache=spec.cache, blind=False, progress=False, executor=executor or ExecutorConfig(),
     )  # fmt: skip
-    if s.token_budget is not None:
-        fields["token_budget"] = s.token_budget
-    if orchestrator.executor is not None:
-        fields["executor"] = orchestrator.executor
-    return orchestrator.run_config(**fields)
 
 
 def _slots(cells: Sequence[_Cell]) -> list[list[_Cell]]:
@@ -354,7 +339,7 @@ def _slots(cells: Sequence[_Cell]) -> list[list[_Cell]]:
 
 def _compute(
     spec: StudySpec,
-    orchestrator: Orchestrator,
+    executor: ExecutorConfig | None,
     missing: Sequence[_Cell],
     store: CellStore,
     result: GridResult,
@@ -368,9 +353,9 @@ def _compute(
         by_model.setdefault(cell.model.name, []).append(cell)
     for name, cells in by_model.items():
         model = cells[0].model
-        backends = _load_model(spec, orchestrator, model)
+        backends = _load_model(spec, executor, model)
         result.models_loaded.append(name)
-        executor = _model_executor(spec, orchestrator, model)
+        workers = _model_executor(spec, executor, model)
         try:
             by_bench: dict[str, list[_Cell]] = {}
             for cell in cells:
@@ -378,25 +363,27 @@ def _compute(
             for bench_cells in by_bench.values():
                 for slot in _slots(bench_cells):
                     for record in _run_slot(
-                        spec, orchestrator, slot, (backends, executor), store, result, bars
+                        spec, executor, slot, (backends, workers), store, result, bars
                     ):
                         done[record.key] = record
                         advance(1)
         finally:
-            if executor is not None:
-                executor.close()
+            if workers is not None:
+                workers.close()
             _close(backends)
     return done
 
 
-def _load_model(spec: StudySpec, orchestrator: Orchestrator, model: ModelEntry) -> dict[str, Any]:
+def _load_model(
+    spec: StudySpec, executor: ExecutorConfig | None, model: ModelEntry
+) -> dict[str, Any]:
     from imprint.signals.cache import SignalCache
 
     bench = _benchmarks(spec, model)[0]
-    config = _run_config(spec, orchestrator, model, bench, (), spec.out / "runs" / "load")
+    plan = resolve(_run_config(spec, executor, model, bench, (), spec.out / "runs" / "load"))
     cache = SignalCache(spec.cache)  # an API target answers from it while loading
     try:
-        return orchestrator.load_backends(config, cache)
+        return load_backends(plan, cache)
     except ConfigError as err:  # a model that fails only when it loads: name its place too
         from imprint.study.checks import model_place
 
@@ -405,15 +392,15 @@ def _load_model(spec: StudySpec, orchestrator: Orchestrator, model: ModelEntry) 
         cache.close()
 
 
-def _model_executor(spec: StudySpec, orchestrator: Orchestrator, model: ModelEntry) -> Any:
+def _model_executor(spec: StudySpec, executor: ExecutorConfig | None, model: ModelEntry) -> Any:
     """One executor for all of a model's runs (Ray workers load the model once per grid, not
     once per cell); None for the local default, which each run makes for itself."""
-    if orchestrator.executor is None or orchestrator.executor.kind == "local":
+    if executor is None or executor.kind == "local":
         return None
-    assert orchestrator.run_executor is not None  # the CLI passes both or neither
     bench = _benchmarks(spec, model)[0]
-    config = _run_config(spec, orchestrator, model, bench, (), spec.out / "runs" / "load")
-    return orchestrator.run_executor(config)
+    return run_executor(
+        resolve(_run_config(spec, executor, model, bench, (), spec.out / "runs" / "load"))
+    )
 
 
 def _close(backends: dict[str, Any]) -> None:
@@ -426,7 +413,7 @@ def _close(backends: dict[str, Any]) -> None:
 
 def _run_slot(
     spec: StudySpec,
-    orchestrator: Orchestrator,
+    executor: ExecutorConfig | None,
     slot: Sequence[_Cell],
     loaded: tuple[dict[str, Any], Any],
     store: CellStore,
@@ -439,9 +426,9 @@ def _run_slot(
     run_id = cell_key({"cells": sorted(c.key for c in slot)})
     out = spec.out / "runs" / run_id
     variants = [c.variant for c in slot]
-    config = _run_config(spec, orchestrator, first.model, first.benchmark, variants, out)
-    backends, executor = loaded
-    run = orchestrator.execute_run(config, backends=backends, progress=bars, executor=executor)
+    config = _run_config(spec, executor, first.model, first.benchmark, variants, out)
+    backends, workers = loaded
+    run = execute_run(config, backends=backends, progress=bars, executor=workers)
     requests = run.manifest.get("requests", {})
     _add_counts(result.requests.setdefault(first.model.name, {}), requests)
     owners = _column_owners(variants, spec.refs, list(run.scores))

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from imprint.executors import ExecutorConfig
 from imprint.study.cells import CellStore
 from imprint.study.grid import (
-    Orchestrator,
     _data_id,
     _slots,
     _unique_keys,
@@ -53,11 +53,11 @@ class GridPlan:
         return out
 
 
-def plan_grid(spec: StudySpec, orchestrator: Orchestrator) -> GridPlan:
+def plan_grid(spec: StudySpec, executor: ExecutorConfig | None = None) -> GridPlan:
     """Check ``spec`` as a run does before its first model loads, and find the stored cells;
     compute and write nothing."""
     store = CellStore(spec.out / "cells")
-    data, blind, cells = prepare_grid(spec, grid_models(spec), orchestrator)
+    data, blind, cells = prepare_grid(spec, grid_models(spec), executor)
     keys = [*blind, *(c.key for c in cells)]
     stored = {key for key in dict.fromkeys(keys) if store.get(key) is not None}
     places = [

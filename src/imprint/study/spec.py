@@ -106,6 +106,13 @@ class Settings:
     token_budget: int | None = None
     blind: bool = True
 
+    def shared_args(self) -> dict[str, Any]:
+        """The model options every cell's models get (``RunConfig.shared_args``): the
+        settings of that kind changed from their defaults."""
+        defaults = Settings()
+        names = ("device", "dtype", "max_length", "start_token")
+        return {n: getattr(self, n) for n in names if getattr(self, n) != getattr(defaults, n)}
+
 
 @dataclass(frozen=True)
 class TableLayout:

@@ -1,0 +1,267 @@
+"""One run, start to finish: resolve -> data -> models -> attacks -> scores -> evaluation -> report.
+
+:func:`execute_run` resolves the config once (:func:`imprint.run.plan.resolve`) and hands the
+plan to each stage in turn; the report stage writes the run folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from imprint.attacks import Attack, build_attacks
+from imprint.data import LoadedData, Sample, apply_transforms, data_defects, resolve_data
+from imprint.data.pools import load_shot_pool
+from imprint.documents.run_hook import split_for_run
+from imprint.errors import ConfigError, DataError
+from imprint.executors import Executor
+from imprint.requests.client import ModelRequests
+from imprint.run.config import RunConfig
+from imprint.run.manifest import describe_models, run_manifest, unmatched_message
+from imprint.run.plan import RunPlan, load_backends, resolve, run_executor
+from imprint.scoring import WorkReport, compute_scores, model_requests, prepare_attacks
+from imprint.signals.cache import SignalCache
+from imprint.training_manifest import check_reference_ids
+
+if TYPE_CHECKING:  # the report stage is imported when a run reaches it
+    from imprint.evaluation.results import RunMetrics
+
+
+@dataclass
+class RunResult:
+    out: Path
+    samples: list[Sample]
+    scores: dict[str, np.ndarray]
+    metrics: RunMetrics  # the evaluation step's typed results; .to_dict() is metrics.json
+    manifest: dict[str, Any]
+
+
+@dataclass
+class Scored:
+    """What the scoring stage hands on: the samples evaluated, the attacks as prepared, their
+    scores, the manifest's model entries and the work done."""
+
+    samples: list[Sample]
+    attacks: list[Attack]
+    scores: dict[str, np.ndarray]
+    models: dict[str, Any]
+    work: WorkReport
+
+
+def load_samples(config: RunConfig) -> tuple[LoadedData, list[Sample], dict[str, int]]:
+    """Load the data spec and apply the configured transforms; drops are counted."""
+    loaded = resolve_data(
+        config.data,
+        text_field=config.text_field,
+        label_field=config.label_field,
+        on_bad=config.on_bad,
+    )
+    samples, dropped = apply_transforms(
+        loaded.samples,
+        truncate=config.truncate_words,
+        min_words=config.min_words,
+        dedupe=config.dedupe,
+        n_per_label=config.n_per_label,
+        seed=config.seed,
+    )
+    return loaded, list(samples), {**loaded.dropped, **dropped}
+
+
+def check_breakdown(field: str | None, samples: list[Sample]) -> None:
+    """Refuse a ``--breakdown`` field that no sample has: its table would be one "(missing)"
+    column, most likely from a typo. Raises :class:`ConfigError` naming the data's fields."""
+    if not field or any(field in s.meta for s in samples):  # "" means no breakdown
+        return
+    fields = sorted({str(k) for s in samples for k in s.meta})
+    has = f"the data's other fields are {fields}" if fields else "the data has no other fields"
+    raise ConfigError(
+        f"--breakdown {field!r}: no sample has a field {field!r} ({has}; text and label are not "
+        "breakdown fields). Pass one of those fields, or drop --breakdown"
+    )
+
+
+def execute_run(
+    config: RunConfig | RunPlan,
+    *,
+    console: Any = None,
+    backends: dict[str, Any] | None = None,
+    progress: Any = None,
+    executor: Executor | None = None,
+) -> RunResult:
+    """Run the whole pipeline and write the run folder (see :mod:`imprint.report`).
+
+    ``config`` may be a plan already resolved. ``backends`` (role -> loaded backend, as
+    :func:`~imprint.run.plan.load_backends` makes them), ``progress`` (a progress factory) and
+    ``executor`` (as :func:`~imprint.run.plan.run_executor` makes it) are a caller's own, used and
+    left open: an experiment grid loads each model once and runs many cells on it, on one set of
+    Ray workers, under one progress display.
+    """
+    from imprint.evaluation import RunWarning, evaluate_scores
+    from imprint.report import write_run
+
+    started = time.time()
+    plan = config if isinstance(config, RunPlan) else resolve(config)
+    config = plan.config
+    _check_folders(plan)
+    loaded, samples, dropped = load_samples(config)
+    defects = data_defects(config.data, loaded)  # the set as published: manifest and warnings
+    samples, split = split_for_run(config.documents, samples, dropped)
+    check_breakdown(config.breakdown, samples)
+    pools = {
+        name: load_shot_pool(
+            name, spec, text_field=config.text_field, label_field=config.label_field
+        )
+        for name, spec in config.pools.items()
+    }
+    references = (
+        None
+        if plan.references is None
+        else check_reference_ids(
+            plan.references,
+            [s.id for s in loaded.samples] + [s.id for s in samples],
+            allow=config.allow_unmatched_ids,
+        )
+    )
+    scored = score(plan, samples, pools, dropped, console, backends, progress, executor)
+    metrics = evaluate_scores(scored.samples, scored.scores, config=config)
+    found = tuple(RunWarning("data_defects", m) for m in defects.warnings(config.data))
+    if references and references["unmatched_ids"]:
+        found += (RunWarning("unmatched_reference_ids", unmatched_message(references)),)
+    metrics = dataclasses.replace(metrics, warnings=metrics.warnings + found)
+    manifest = run_manifest(plan, loaded, scored, dropped, defects.to_dict(), started)
+    if references is not None:
+        manifest["references"] = references
+    if split is not None:  # document-level figures from the same sequence scores
+        from imprint.evaluation.documents import evaluate_documents
+
+        documents = evaluate_documents(
+            split, scored.samples, scored.scores, config=config, manifest=manifest
+        )
+        metrics = dataclasses.replace(metrics, documents=documents)
+    write_run(
+        config.out,
+        scored.samples,
+        scored.scores,
+        metrics,
+        manifest,
+        console=console,
+        overwrite=config.overwrite,
+    )
+    return RunResult(config.out, scored.samples, scored.scores, metrics, manifest)
+
+
+def _check_folders(plan: RunPlan) -> None:
+    """A bad --out (or one that holds the run's own inputs) fails before any work."""
+    from imprint.report.outdir import check_inputs_outside, check_out_dir, check_outside
+
+    config = plan.config
+    check_out_dir(config.out, overwrite=config.overwrite)
+    check_outside(config.out, plan.cache_path, "--cache")
+    inputs = [("--model", config.model), ("--data", config.data),
+              ("--references", config.references or "")]  # fmt: skip
+    inputs += [(f"--ref {name}", spec) for name, spec in config.refs]
+    inputs += [(f"--pool {name}", spec) for name, spec in config.pools.items()]
+    check_inputs_outside(config.out, inputs, why="the run replaces its --out folder whole")
+
+
+def score(
+    plan: RunPlan,
+    samples: list[Sample],
+    pools: dict[str, tuple[Sample, ...]],
+    dropped: dict[str, int],
+    console: Any,
+    given: dict[str, Any] | None = None,
+    shared_progress: Any = None,
+    shared_executor: Executor | None = None,
+) -> Scored:
+    """Load the models, set the attacks up and score; every model and store is closed after
+    (``given`` backends, ``shared_progress`` and ``shared_executor`` belong to the caller and
+    stay open)."""
+    from imprint.report import ProgressFactory
+
+    config = plan.config
+    cache = SignalCache(plan.cache_path)
+    progress = (
+        shared_progress
+        if shared_progress is not None
+        else ProgressFactory(console, enabled=config.progress)
+    )
+    backends: dict[str, Any] = {}
+    work = WorkReport()
+    requests: ModelRequests | None = None
+    executor = shared_executor if shared_executor is not None else run_executor(plan)
+    try:
+        backends = given if given is not None else load_backends(plan, cache)
+        requests = model_requests(
+            backends, cache, work, config.token_budget, progress, executor=executor
+        )
+        samples, attacks, prefixes = _set_up_attacks(
+            plan, backends["target"], samples, pools, dropped, requests
+        )
+        scores = compute_scores(
+            attacks,
+            samples,
+            backends,
+            cache,
+            prefixes=prefixes,
+            requests=requests,
+            work=work,
+            token_budget=config.token_budget,
+            progress=progress,
+            executor=executor,
+        )
+        work.executor = {"kind": executor.kind, **executor.stats.to_dict()}
+        return Scored(samples, attacks, scores, describe_models(plan, backends), work)
+    finally:
+        if shared_executor is None:
+            executor.close()
+        if shared_progress is None:
+            progress.close()
+        if requests is not None:
+            requests.runner.store.close()
+        for backend in backends.values() if given is None else ():
+            if callable(getattr(backend, "close", None)):
+                backend.close()  # an API client's connections
+        cache.close()
+
+
+def _set_up_attacks(
+    plan: RunPlan,
+    target: Any,
+    samples: list[Sample],
+    pools: dict[str, tuple[Sample, ...]],
+    dropped: dict[str, int],
+    requests: ModelRequests | None = None,
+) -> tuple[list[Sample], list[Attack], dict[str, str]]:
+    """Build the attacks for this target, check it can serve them (before any scoring), and run
+    their preparation (shots leave the evaluation)."""
+    run = plan.attack_context(
+        tokenize=getattr(target, "encode", None),  # an API target has no visible tokenizer
+        target_fingerprint=target.fingerprint,
+        vocab_size=getattr(target, "vocab_size", None),  # DC-PDD's V; an API target has none
+        pools=pools,
+        requests=requests,
+    )
+    attacks = build_attacks(plan.config.attacks, run, params=plan.params)
+    for attack in attacks:
+        if getattr(attack, "needs_backend", False):
+            attack.check_backend(target)  # type: ignore[attr-defined]
+    samples, attacks, prefixes = prepare_attacks(attacks, samples, run, dropped)
+    if len({s.label for s in samples}) < 2:
+        raise DataError(f"{plan.config.data}: after preparation only one class is left to evaluate")
+    return samples, attacks, prefixes
+
+
+__all__ = [
+    "RunResult",
+    "Scored",
+    "check_breakdown",
+    "execute_run",
+    "load_samples",
+    "score",
+]

@@ -1,0 +1,72 @@
+"""The run's manifest: config, data accounting, models, attacks and the work done."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from imprint.attacks.base import hyperparameters
+from imprint.backends.registry import BackendChoice
+from imprint.data import LoadedData
+
+if TYPE_CHECKING:
+    from imprint.run.execute import Scored
+    from imprint.run.plan import RunPlan
+
+
+def run_manifest(
+    plan: RunPlan,
+    loaded: LoadedData,
+    scored: Scored,
+    dropped: dict[str, int],
+    defects: dict[str, Any],
+    started: float,
+) -> dict[str, Any]:
+    """The manifest (``manifest.json``) of a run scored as ``scored``."""
+    return {
+        "config": plan.config,
+        "data": {
+            "source": loaded.source,
+            "fingerprint": loaded.fingerprint,
+            "loaded": len(loaded.samples),
+            "evaluated": len(scored.samples),
+            "dropped": dropped,
+            "defects": defects,
+        },
+        "models": scored.models,
+        "attacks": {a.name: hyperparameters(a) for a in scored.attacks},
+        "attack_deviations": {a.name: list(a.deviations) for a in scored.attacks if a.deviations},
+        "passes": scored.work.plan.to_dict(),
+        "requests": scored.work.to_dict(),
+        "executor": scored.work.executor,
+        "elapsed_s": round(time.time() - started, 2),
+    }
+
+
+def unmatched_message(record: dict[str, Any]) -> str:
+    """The report warning for training-manifest ids that match no sample of the run."""
+    shown = ", ".join(record["unmatched_examples"])
+    more = " ..." if record["unmatched_ids"] > len(record["unmatched_examples"]) else ""
+    return (
+        f"{record['unmatched_ids']} sample id(s) of the training manifest {record['source']} "
+        f"match no sample of this run ({shown}{more}); accepted by --allow-unmatched-ids, they "
+        "play no part in the membership"
+    )
+
+
+def describe_models(plan: RunPlan, backends: dict[str, Any]) -> dict[str, Any]:
+    """Each loaded model's manifest entry, by role."""
+    return {role: describe(backend, plan.choices.get(role)) for role, backend in backends.items()}
+
+
+def describe(backend: Any, choice: BackendChoice | None = None) -> dict[str, Any]:
+    """A backend's manifest entry: its provider and typed options, what it loaded; text
+    backends add their query and token counters."""
+    entry = {"spec": backend.spec, "fingerprint": backend.fingerprint}
+    if callable(getattr(backend, "describe", None)):
+        entry = backend.describe()  # an HF backend adds its start token and window
+    if choice is not None:
+        entry = {"model": choice.spec, **choice.describe(), **entry}
+    if callable(getattr(backend, "usage", None)):
+        entry["usage"] = backend.usage()
+    return entry

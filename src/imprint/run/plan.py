@@ -1,0 +1,151 @@
+"""Resolve a run once: from what the user asked (:class:`RunConfig`) to what the run will do.
+
+:func:`resolve` reads the reference manifest, picks every model's provider with typed options,
+decides the target's access level, types the attack parameters and builds the attacks once
+without a model (so names, parameters and access fail here, before data or models load). Every
+stage after it takes the :class:`RunPlan`; nothing is recomputed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import imprint.game  # noqa: F401,E402  (registers game:DIR; goes when the registry resolves it lazily)
+from imprint.attacks import RunContext, build_attacks
+from imprint.attacks.params import check_params
+from imprint.backends.base import LOGPROBS, TOKEN_LOGPROBS
+from imprint.backends.models import cache_dir
+from imprint.backends.registry import BackendChoice, LoadContext, choose_backend
+from imprint.errors import ConfigError
+from imprint.executors import BackendFactory, Executor, make_executor
+from imprint.run.config import RunConfig
+from imprint.training_manifest import ReferenceSet, load_reference_set
+
+#: the backend options every model may take, given once (``RunConfig.shared_args``)
+SHARED_ARGS = ("device", "dtype", "max_length", "start_token")
+
+
+def default_cache_path() -> Path:
+    """Where a run's request store lives unless ``--cache`` says otherwise."""
+    return cache_dir() / "signals.sqlite"
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A run as resolved: the config, every model's provider choice (by role), the reference
+    models with their training data, the target's access level and the typed attack params."""
+
+    config: RunConfig
+    choices: dict[str, BackendChoice]
+    references: ReferenceSet | None
+    target_access: str
+    params: dict[str, dict[str, Any]]
+    cache_path: Path
+
+    @property
+    def refs(self) -> tuple[tuple[str, str], ...]:
+        """(name, spec) of every model besides the target: --ref models, then --references."""
+        extra = tuple((m.name, m.spec) for m in self.references.models) if self.references else ()
+        return (*self.config.refs, *extra)
+
+    def context(self, role: str, cache: Any = None) -> LoadContext:
+        """What the provider of ``role`` is loaded with besides its options."""
+        config = self.config
+        return LoadContext(
+            name=role, seed=config.seed, token_budget=config.token_budget, cache=cache
+        )
+
+    def attack_context(self, **run: Any) -> RunContext:
+        """The attacks' view of the run (``run`` adds what only loaded models know)."""
+        return RunContext(
+            refs=tuple(n for n, _ in self.config.refs),
+            target_access=self.target_access,
+            references=self.references,
+            target_spec=self.config.model,
+            seed=self.config.seed,
+            **run,
+        )
+
+
+def resolve(config: RunConfig) -> RunPlan:
+    """Resolve ``config`` once (see the module docstring); fails before any data or model."""
+    params = check_params(config.params)  # a bad --param fails before data or models load
+    references = load_reference_set(config.references) if config.references else None
+    extra = tuple((m.name, m.spec) for m in references.models) if references else ()
+    names = [n for n, _ in (*config.refs, *extra)]
+    if "target" in names or len(set(names)) != len(names):
+        raise ConfigError(
+            f"reference names must be unique and not 'target': {names} (--ref names and "
+            "the --references manifest's model names share one namespace)"
+        )
+    choices = backend_choices(config, (*config.refs, *extra))
+    capabilities = choices["target"].provider.capabilities
+    if LOGPROBS in capabilities:
+        access = "gray-box"
+    else:
+        access = "token-logprobs" if TOKEN_LOGPROBS in capabilities else "black-box"
+    plan = RunPlan(
+        config, choices, references, access, params, config.cache or default_cache_path()
+    )
+    build_attacks(config.attacks, plan.attack_context(), params=params)  # names, access
+    return plan
+
+
+def backend_choices(
+    config: RunConfig, refs: tuple[tuple[str, str], ...]
+) -> dict[str, BackendChoice]:
+    """The target's and the reference models' providers with typed options (nothing loaded).
+
+    ``model_args`` apply to the target; ``shared_args`` to every model whose provider takes
+    them. A shared option no model takes is refused rather than ignored.
+    """
+    shared = dict(config.shared_args)
+    unknown = sorted(set(shared) - set(SHARED_ARGS))
+    if unknown:
+        raise ConfigError(
+            f"shared model option(s) {unknown} are not among {list(SHARED_ARGS)}; give a "
+            "target-only option with --model-arg KEY=VALUE"
+        )
+    choices = {
+        "target": choose_backend(
+            config.model, api_base=config.api_base, args=config.model_args, settings=shared
+        )
+    }
+    for name, spec in refs:
+        choice = choose_backend(spec, settings=shared)
+        if LOGPROBS not in choice.provider.capabilities:
+            raise ConfigError(
+                f"reference model {name}={spec!r} is served by {choice.provider.name!r}, which "
+                "gives no log-probabilities; reference attacks need a local model (an alias, a "
+                "folder, gguf:PATH or a hub id)"
+            )
+        choices[name] = choice
+    used = set().union(*(c.settings_used for c in choices.values()))
+    for setting in sorted(set(shared) - used):
+        provider = choices["target"].provider
+        raise ConfigError(
+            f"--{setting.replace('_', '-')} {shared[setting]!r} has no effect: the target is "
+            f"served by {provider.name!r}, whose options are "
+            f"{', '.join(f.name for f in dataclasses.fields(provider.options))} "
+            "(set them with --model-arg KEY=VALUE); drop the flag"
+        )
+    return choices
+
+
+def load_backends(plan: RunPlan, cache: Any = None) -> dict[str, Any]:
+    """The target and reference backends, each built by its provider; an API target answers
+    from ``cache`` when it can."""
+    return {role: choice.load(plan.context(role, cache)) for role, choice in plan.choices.items()}
+
+
+def run_executor(plan: RunPlan) -> Executor:
+    """The run's executor; a Ray worker builds its replica of each model from the same provider
+    choice and options as :func:`load_backends` (never a pickled model)."""
+    factories = {
+        role: BackendFactory(choice, plan.context(role), imports=("imprint.game",))
+        for role, choice in plan.choices.items()
+    }
+    return make_executor(plan.config.executor, factories)
