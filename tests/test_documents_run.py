@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from imprint.cli import app
 from imprint.documents.run_hook import DocumentOptions, document_options
 from imprint.errors import ConfigError
+from imprint.evaluation import read_metrics
 from imprint.metrics import auc
-from imprint.report import read_metrics
 from imprint.run import RunConfig, execute_run
 
 runner = CliRunner()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from imprint.data import Sample
-from imprint.report.evaluate import evaluate_scores
+from imprint.evaluation.evaluate import evaluate_scores
 from imprint.report.writer import write_run
 from imprint.run import RunConfig
 

@@ -9,12 +9,8 @@ import math
 import numpy as np
 
 from imprint.data import Sample
-from imprint.report.comparisons import (
-    comparison_blocks,
-    comparison_rows,
-    comparisons_from_dict,
-    run_comparisons,
-)
+from imprint.evaluation.comparisons import comparisons_from_dict, run_comparisons
+from imprint.report.comparisons import comparison_blocks, comparison_rows
 
 
 def _samples_and_scores(n: int = 120):
@@ -73,7 +69,7 @@ def test_document_runs_resample_documents():
 
 
 def test_run_metrics_keep_the_comparisons_in_metrics_json():
-    from imprint.report.results import RunMetrics
+    from imprint.evaluation.results import RunMetrics
 
     samples, scores = _samples_and_scores()
     compared = run_comparisons(samples, scores, n_bootstrap=50, seed=0)

@@ -14,9 +14,8 @@ from imprint.data import Sample
 from imprint.diagnostics import blind
 from imprint.diagnostics import blind_suite as suite_module
 from imprint.errors import ConfigError, DataError
-from imprint.report import evaluate_scores, read_metrics, write_run
-from imprint.report.render import render_html, render_markdown
-from imprint.report.results import (
+from imprint.evaluation import evaluate_scores, read_metrics
+from imprint.evaluation.results import (
     WARNING_KINDS,
     BlindFailure,
     BlindMetrics,
@@ -25,6 +24,8 @@ from imprint.report.results import (
     RunWarning,
     SkippedGroup,
 )
+from imprint.report import write_run
+from imprint.report.render import render_html, render_markdown
 from imprint.run import RunConfig, execute_run
 
 WIKIMIA = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikimia"
@@ -235,7 +236,7 @@ def test_every_blind_row_marks_unresolvable_tpr_as_not_measurable():
 
     from conftest import WIKIMIA
 
-    from imprint.report.evaluate import evaluate_blind
+    from imprint.evaluation.evaluate import evaluate_blind
 
     rows = [_json.loads(line) for line in (WIKIMIA / "WikiMIA_length32.jsonl").open()][:80]
     labels = np.array([r["label"] for r in rows])

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from imprint.evaluation.columns import ColumnMetrics
 from imprint.metrics import Interval
-from imprint.report.columns import ColumnMetrics
 from imprint.study.cells import BLIND, CellRecord, CellStore
 from imprint.study.grid import GridResult
 from imprint.study.spec import parse_spec

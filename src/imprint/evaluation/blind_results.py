@@ -7,9 +7,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from imprint.errors import DataError
+from imprint.evaluation import jsonread as js
+from imprint.evaluation.columns import ColumnMetrics
 from imprint.metrics import Interval
-from imprint.report import jsonread as js
-from imprint.report.columns import ColumnMetrics
 
 
 @dataclass(frozen=True)

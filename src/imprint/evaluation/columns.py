@@ -6,9 +6,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from imprint.evaluation import jsonread as js
 from imprint.metrics import Interval, MetricSummary
 from imprint.metrics.bootstrap import fpr_key
-from imprint.report import jsonread as js
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The ``documents`` entry of ``metrics.json`` (``--unit document``): typed, with its JSON form.
 
-Kept apart from :mod:`imprint.report.documents` (which computes and renders it) so that
-:mod:`imprint.report.results` can read it back without importing the evaluation.
+Kept apart from :mod:`imprint.evaluation.documents` (which computes it) so that
+:mod:`imprint.evaluation.results` can read it back without importing the document step.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from imprint.evaluation import jsonread as js
+from imprint.evaluation.columns import ColumnMetrics
 from imprint.metrics import Interval
-from imprint.report import jsonread as js
-from imprint.report.columns import ColumnMetrics
 
 __all__ = ["DocumentMetrics", "DocumentRow"]
 
@@ -54,7 +54,7 @@ class DocumentRow:
 
 @dataclass(frozen=True)
 class DocumentMetrics:
-    """The ``documents`` entry of metrics.json (see :mod:`imprint.report.documents`)."""
+    """The ``documents`` entry of metrics.json (see :mod:`imprint.evaluation.documents`)."""
 
     n_documents: int
     n_members: int

@@ -2,8 +2,7 @@
 
 Score columns get bootstrap intervals; the blind (model-less) suite is fitted here and only here
 (once per run: each classifier once per fold, the SoK protocol's splits once); breakdown groups
-and warnings follow. The report stage (:mod:`imprint.report.render`, :mod:`~.writer`) only
-renders what this returns.
+and warnings follow. The report stage (:mod:`imprint.report`) only renders what this returns.
 """
 
 from __future__ import annotations
@@ -19,15 +18,8 @@ import numpy as np
 
 from imprint.data import Sample
 from imprint.diagnostics import BLIND_WARN_DELTA, blind_suite_report
-from imprint.metrics import (
-    DEFAULT_FPR_BOUNDS,
-    Interval,
-    UndefinedMetricWarning,
-    bootstrap_metrics,
-    min_nonmembers,
-)
-from imprint.report.comparisons import run_comparisons
-from imprint.report.results import (
+from imprint.evaluation.comparisons import run_comparisons
+from imprint.evaluation.results import (
     BlindClassifierMetrics,
     BlindFailure,
     BlindMetrics,
@@ -37,6 +29,13 @@ from imprint.report.results import (
     RunMetrics,
     RunWarning,
     SkippedGroup,
+)
+from imprint.metrics import (
+    DEFAULT_FPR_BOUNDS,
+    Interval,
+    UndefinedMetricWarning,
+    bootstrap_metrics,
+    min_nonmembers,
 )
 
 SKIPPED_GROUP = "needs members and non-members"

@@ -27,9 +27,8 @@ from typing import Any, Literal, get_args
 
 from imprint.diagnostics.blind import BLIND_WARN_DELTA
 from imprint.errors import ConfigError, DataError
-from imprint.metrics.pairwise import PairedComparisons
-from imprint.report import jsonread as js
-from imprint.report.blind_results import (
+from imprint.evaluation import jsonread as js
+from imprint.evaluation.blind_results import (
     BlindClassifierMetrics,
     BlindFailure,
     BlindMetrics,
@@ -37,9 +36,10 @@ from imprint.report.blind_results import (
     Selection,
     Spread,
 )
-from imprint.report.columns import ColumnMetrics
-from imprint.report.comparisons import comparisons_from_dict
-from imprint.report.document_results import DocumentMetrics
+from imprint.evaluation.columns import ColumnMetrics
+from imprint.evaluation.comparisons import comparisons_from_dict
+from imprint.evaluation.document_results import DocumentMetrics
+from imprint.metrics.pairwise import PairedComparisons
 
 __all__ = [
     "WARNING_KINDS",
@@ -136,8 +136,8 @@ class RunMetrics:
     blind_suite: BlindSuiteMetrics | BlindFailure | None = None
     breakdown: Breakdown | None = None
     blind_warn_delta: float = BLIND_WARN_DELTA
-    documents: DocumentMetrics | None = None  # --unit document (imprint.report.documents)
-    # every pair of score columns on the same samples (imprint.report.comparisons)
+    documents: DocumentMetrics | None = None  # --unit document (imprint.evaluation.documents)
+    # every pair of score columns on the same samples (imprint.evaluation.comparisons)
     comparisons: PairedComparisons | None = None
 
     def warnings_of(self, kind: WarningKind) -> list[str]:

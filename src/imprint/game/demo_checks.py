@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the report stage is imported when a demo reaches it
+    from imprint.evaluation.results import RunMetrics
     from imprint.metrics import Interval
-    from imprint.report.results import RunMetrics
 
 LEAD = "loss"  # the attack the demo's claims are about
 
@@ -25,7 +25,7 @@ def _reps(group: str) -> int | None:
 
 def _figures(metrics: RunMetrics) -> dict[str, Any]:
     """The demo's numbers from a run's metrics: blind, every attack, LOSS per canary group."""
-    from imprint.report.results import BlindMetrics, BlindSuiteMetrics, SkippedGroup
+    from imprint.evaluation.results import BlindMetrics, BlindSuiteMetrics, SkippedGroup
 
     attacks = {name: _auc(row.auc) for name, row in metrics.attacks.items()}
     groups = metrics.breakdown.groups if metrics.breakdown else {}

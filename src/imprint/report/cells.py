@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
+from imprint.evaluation.columns import ColumnMetrics
 from imprint.metrics import Interval
-from imprint.report.columns import ColumnMetrics
 
 __all__ = ["NOT_MEASURABLE", "fmt", "tpr_cell"]
 

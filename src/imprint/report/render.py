@@ -14,12 +14,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from imprint.evaluation.results import BlindMetrics, BlindSuiteMetrics, ColumnMetrics, RunMetrics
 from imprint.metrics import DEFAULT_FPR_BOUNDS
 from imprint.metrics.bootstrap import fpr_key
 from imprint.report.cells import NOT_MEASURABLE, fmt, tpr_cell
 from imprint.report.comparisons import comparison_blocks
 from imprint.report.documents import document_blocks
-from imprint.report.results import BlindMetrics, BlindSuiteMetrics, ColumnMetrics, RunMetrics
 
 BLIND_NAME = "blind (bag-of-words, no model)"
 

@@ -17,11 +17,11 @@ import numpy as np
 
 from imprint.data import Sample
 from imprint.errors import ConfigError
+from imprint.evaluation.results import RunMetrics
 from imprint.metrics import roc_curve
 from imprint.report.outdir import check_out_dir, discard, mark_output, publish, staging_dir
 from imprint.report.plots import plot_roc, plot_score_histograms
 from imprint.report.render import render_html, render_markdown, rich_table
-from imprint.report.results import RunMetrics
 
 _PACKAGES = ("llm-imprint", "torch", "transformers", "numpy", "scipy", "scikit-learn", "pyarrow")
 
@@ -125,7 +125,7 @@ def write_run(
 ) -> None:
     """Write every artefact of a run into ``out`` and print the table to ``console``.
 
-    ``metrics`` is the evaluation step's result (:func:`imprint.report.evaluate_scores`); this
+    ``metrics`` is the evaluation step's result (:func:`imprint.evaluation.evaluate_scores`); this
     only writes and renders it.
 
     The files are written into a hidden sibling folder renamed to ``out`` at the end (see

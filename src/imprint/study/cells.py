@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from imprint.errors import DataError
-from imprint.report.columns import ColumnMetrics
+from imprint.evaluation.columns import ColumnMetrics
 
 __all__ = ["BLIND", "CellRecord", "CellStore", "cell_key"]
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from imprint.evaluation.columns import ColumnMetrics
 from imprint.metrics import Interval
 from imprint.metrics.bootstrap import fpr_key
 from imprint.metrics.pairwise import PairedComparisons
-from imprint.report.columns import ColumnMetrics
 from imprint.study.cells import BLIND, CellRecord
 from imprint.study.paired_tables import RunCache, column_comparisons, winners
 
