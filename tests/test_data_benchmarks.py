@@ -158,7 +158,7 @@ def test_benchmark_offline_names_the_file_and_never_calls_datasets(
 
 
 def test_register_data_scheme(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(bench_mod, "_SCHEMES", dict(bench_mod._SCHEMES))
+    monkeypatch.setattr(bench_mod, "_SCHEMES", bench_mod._SCHEMES.copy())
     seen = []
 
     def game(rest: str, **kw) -> LoadedData:

@@ -215,3 +215,26 @@ def test_a_backend_entry_must_be_a_checked_provider_named_as_registered():
             "bad", lambda c, x: None, options=int, capabilities=frozenset(), summary="",
             example="",
         )  # fmt: skip
+
+
+def test_game_schemes_and_the_legacy_start_rule_resolve_without_importing_imprint_game():
+    code = textwrap.dedent(
+        """
+        import sys
+        from imprint.backends.models import model_schemes, resolve_model
+        from imprint.backends.start_token import _RULES
+        from imprint.data import resolve_data
+        from imprint.errors import ConfigError, DataError
+        print('imprint.game' in sys.modules, model_schemes(), _RULES.names())
+        for call, err in ((resolve_model, ConfigError), (resolve_data, DataError)):
+            try:
+                call('game:/no/such/game')
+            except err as e:
+                print(type(e).__name__, 'imprint game build' in str(e))
+        print('imprint.game' in sys.modules)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "False ('game',) ['imprint.game.start:legacy_rule']", out.stdout + out.stderr
+    assert lines[1:] == ["ConfigError True", "DataError True", "True"]

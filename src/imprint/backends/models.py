@@ -27,6 +27,7 @@ from typing import Any
 
 from imprint.backends.filehash import file_digest
 from imprint.errors import ConfigError, MissingDependencyError
+from imprint.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -72,19 +73,19 @@ def alias_installed(spec: str) -> bool:
     return module is not None and importlib.util.find_spec(module) is not None
 
 
-_SCHEMES: dict[str, Callable[[str], str]] = {}
+#: ``prefix:ARG`` model schemes; ``game:DIR`` is a lazy entry (imprint.game is imported on use)
+_SCHEMES: Registry[Callable[[str], str]] = Registry("model scheme")
+_SCHEMES.add("game", "imprint.game.schemes:game_model_spec")
 
 
 def register_model_scheme(prefix: str, to_spec: Callable[[str], str], *, force: bool = False):
     """Make ``prefix:ARG`` resolve to the spec ``to_spec(ARG)`` (e.g. ``game:DIR``)."""
-    if prefix in _SCHEMES and not force:
-        raise ConfigError(f"model scheme {prefix!r} is already registered")
-    _SCHEMES[prefix] = to_spec
+    _SCHEMES.add(prefix, to_spec, force=force)
 
 
 def model_schemes() -> tuple[str, ...]:
     """The registered ``prefix:ARG`` model schemes (e.g. ``game``), sorted."""
-    return tuple(sorted(_SCHEMES))
+    return tuple(_SCHEMES.names())
 
 
 def resolve_model(spec: str) -> ModelSource:

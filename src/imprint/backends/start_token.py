@@ -14,8 +14,9 @@ literal token string such as ``<|endoftext|>`` that is one token of the vocabula
 A model folder imprint trained (a privacy game's model, its reference models) records the token
 its texts were trained after in :data:`TRAINED_START_FILE`; ``auto`` on such a folder takes that
 token (:func:`resolve_start_token`), so a member is scored in the context it was trained in.
-Folders trained before the record existed are recognised by rules that other packages register
-(:func:`register_start_token_rule`; :mod:`imprint.game` registers one for its older games).
+Folders trained before the record existed are recognised by rules: one for imprint's older games
+(:func:`imprint.game.start.legacy_rule`, imported when first needed), others that packages add
+with :func:`register_start_token_rule`.
 """
 
 from __future__ import annotations
@@ -28,13 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from imprint.errors import ConfigError
+from imprint.registry import Registry
 
 START_TOKEN_CHOICES = ("auto", "bos", "none")
 #: In a model folder imprint trained: the start token its texts were trained after.
 TRAINED_START_FILE = "imprint-start-token.json"
 #: ``rule(folder) -> (option, reason) | None`` for folders with no record (see the module doc)
 StartTokenRule = Callable[[Path], "tuple[str, str] | None"]
-_RULES: list[StartTokenRule] = []
+#: rules by "module:name", tried in the order added; imprint's game folders of format <= 4 are a
+#: lazy entry (imprint.game is imported when a folder without a record is first scored)
+_RULES: Registry[StartTokenRule] = Registry("start-token rule")
+_RULES.add("imprint.game.start:legacy_rule", "imprint.game.start:legacy_rule")
 # end-of-document tokens of common pre-training corpora, most specific first
 DOCUMENT_SEPARATORS = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>")
 # chat-turn markers by name, for tokenizers that ship no chat template
@@ -98,8 +103,9 @@ def choose_start_token(tokenizer: Any, option: str = "auto") -> StartToken:
 
 def register_start_token_rule(rule: StartTokenRule) -> None:
     """Add a rule naming the start token a model folder without a record was trained after."""
-    if rule not in _RULES:
-        _RULES.append(rule)
+    name = f"{rule.__module__}:{rule.__qualname__}"
+    if name not in _RULES:
+        _RULES.add(name, rule)
 
 
 def write_trained_start_token(folder: Path | str, start: StartToken) -> None:
@@ -119,7 +125,7 @@ def resolve_start_token(
     record = folder / TRAINED_START_FILE
     if record.is_file():
         return _recorded(tokenizer, record)
-    for rule in _RULES:
+    for rule in _RULES.load_all(sort=False).values():
         found = rule(folder)
         if found is not None:
             chosen, reason = found

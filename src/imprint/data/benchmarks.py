@@ -6,7 +6,8 @@ datasets``) is read from a local copy first, in the data dirs (``$IMPRINT_DATA_D
 ``../shared/data`` relative to the working directory, then ``shared/data`` next to the
 repository), then from the Hugging Face hub's data files directly (see
 :mod:`imprint.data.benchmark_files`); offline, the error names each file to place and where.
-Other spec prefixes (``hf:``, ``game:``) dispatch through :func:`register_data_scheme`.
+Other spec prefixes (``hf:``, ``game:``) dispatch through :func:`register_data_scheme` (the game's
+are lazy registry entries: imprint.game is imported when such a spec is first used).
 :func:`data_defects` counts a loaded set's known defects for the run manifest.
 """
 
@@ -45,6 +46,7 @@ from imprint.data.loaders import (
     load_hf_dataset,
 )
 from imprint.errors import ConfigError, DataError
+from imprint.registry import Registry
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -94,7 +96,10 @@ class BenchmarkInfo:
         )
 
 
-_SCHEMES: dict[str, DataScheme] = {}
+#: ``prefix:rest`` data schemes: ``hf`` here, the game's lazily (imprint.game imported on use)
+_SCHEMES: Registry[DataScheme] = Registry("data scheme", error=DataError)
+_SCHEMES.add("game", "imprint.game.schemes:load_game_data")
+_SCHEMES.add("game-heldout", "imprint.game.schemes:load_game_heldout")
 
 
 def register_data_scheme(prefix: str, fn: DataScheme, *, force: bool = False) -> None:
@@ -107,9 +112,7 @@ def register_data_scheme(prefix: str, fn: DataScheme, *, force: bool = False) ->
         raise ConfigError(f"data scheme prefix {prefix!r} must be 2+ characters without ':'")
     if any(e.family == prefix for e in iter_benchmarks()):
         raise ConfigError(f"data scheme {prefix!r} is a benchmark family; choose another prefix")
-    if prefix in _SCHEMES and not force:
-        raise ConfigError(f"data scheme {prefix!r} is already registered; pass force=True")
-    _SCHEMES[prefix] = fn
+    _SCHEMES.add(prefix, fn, force=force)
 
 
 def list_benchmarks(family: str | None = None) -> list[BenchmarkInfo]:
@@ -152,11 +155,11 @@ def _load_hf_spec(rest: str, **field_kwargs: Any) -> LoadedData:
 
 def _unknown_message(spec: str) -> str:
     names = sorted((e.name for e in iter_benchmarks()), key=natural_key)
-    choices = names + [f"{p}:" for p in sorted(_SCHEMES)]
+    choices = names + [f"{p}:" for p in _SCHEMES.names()]
     return (
         f"unknown data spec {spec!r}: not a benchmark name, a known prefix or an existing file."
         f"{did_you_mean(spec, choices)} Benchmarks: {', '.join(NAME_FORMS)} (`imprint "
-        f"datasets` lists them); prefixes: {', '.join(f'{p}:' for p in sorted(_SCHEMES))}; or a "
+        f"datasets` lists them); prefixes: {', '.join(f'{p}:' for p in _SCHEMES.names())}; or a "
         f"path to a {'/'.join(JSONL_SUFFIXES + CSV_SUFFIXES + PARQUET_SUFFIXES)} file."
     )
 
@@ -171,7 +174,7 @@ def resolve_data(spec: str, **field_kwargs: Any) -> LoadedData:
         return load_benchmark(spec, **field_kwargs)
     prefix, sep, rest = spec.partition(":")
     if sep and prefix in _SCHEMES:
-        return _SCHEMES[prefix](rest, **field_kwargs)
+        return _SCHEMES.get(prefix)(rest, **field_kwargs)
     path = Path(spec)
     known = JSONL_SUFFIXES + CSV_SUFFIXES + PARQUET_SUFFIXES
     if path.exists() or path.suffix.lower() in known:
