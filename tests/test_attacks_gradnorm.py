@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from imprint.attacks.gradnorm import GradNorm
-from imprint.backends.base import LOGPROBS
+from imprint.backends.base import LOGPROBS, Backend
 from imprint.backends.gradients import combine_norms, gradient_norms
 from imprint.backends.hf import HFLogprobBackend
 from imprint.errors import CapabilityError, ConfigError
@@ -70,7 +70,7 @@ def test_training_on_a_text_raises_its_gradnorm_score(tiny_model_dir):
 
 
 def test_backend_without_gradients_is_refused():
-    class GrayBox:
+    class GrayBox(Backend):
         name = "api"
         capabilities = frozenset({LOGPROBS})
 

@@ -13,7 +13,7 @@ from imprint.attacks.base import RunContext
 from imprint.attacks.petal import PETAL, fit_line, log_similarity, petal_score
 from imprint.attacks.samia import SaMIA, split_prefix
 from imprint.attacks.simmia import SimMIA, exact_rate, relative_score
-from imprint.backends.base import SAMPLING
+from imprint.backends.base import SAMPLING, Backend
 from imprint.data.sample import Sample
 from imprint.data.words import (
     first_word,
@@ -27,11 +27,12 @@ from imprint.data.words import (
 from imprint.errors import CapabilityError, ConfigError
 
 
-class FakeText:
+class FakeText(Backend):
     """Answers each prompt with a fixed list of continuations; records what it was asked."""
 
     capabilities = frozenset({SAMPLING})
     name = "fake"
+    fingerprint = "fake-text"
 
     def __init__(self, answers: dict[str, list[str]]) -> None:
         self.answers, self.calls = answers, []
@@ -173,7 +174,7 @@ def test_samia_validates_and_refuses_non_samplers():
     with pytest.raises(ConfigError):
         SaMIA(prefix_ratio=1.0)
 
-    class LogprobsOnly:
+    class LogprobsOnly(Backend):
         capabilities = frozenset({"logprobs"})
 
     with pytest.raises(CapabilityError):
@@ -271,7 +272,7 @@ def test_petal_formulas_by_hand():
 
 
 def test_petal_refuses_the_target_as_its_own_surrogate():
-    class Target:
+    class Target(Backend):
         spec = "smollm2-135m"
         capabilities = frozenset({SAMPLING})
 

@@ -37,9 +37,9 @@ import numpy as np
 from imprint.attacks.base import register
 from imprint.attacks.ez_mia import warn_undefined
 from imprint.attacks.model_calls import ModelCallAttack
-from imprint.backends.base import TokenStats
+from imprint.backends.base import Backend, TokenStats
 from imprint.errors import CapabilityError, ConfigError
-from imprint.requests.client import ModelRequests, local_transformers
+from imprint.requests.client import ModelRequests
 
 _MIN_SIGMA = 1e-10  # the authors' floor
 
@@ -104,8 +104,8 @@ class Acmia(ModelCallAttack):
             for name in ("acmia", "acmia_deriv", "acmia_norm")
         )
 
-    def check_backend(self, backend: Any) -> None:
-        if local_transformers(backend) is None:
+    def check_backend(self, backend: Backend) -> None:
+        if backend.local_model() is None:
             raise CapabilityError(
                 "acmia rescales the target's logits, so it needs a local model (the Hugging "
                 f"Face backend); {type(backend).__name__} does not expose them"

@@ -3,23 +3,32 @@
 An attack is a frozen dataclass of its hyperparameters (validated in ``__post_init__``), declares
 the signals it needs, and maps them to one score per sample. Higher score = more likely member,
 always: signs are flipped here, never in metrics.
+
+One entry point: :meth:`Attack.score` takes :class:`ScoringInputs` (the texts, the signals of the
+attack's needs and the run's model requests). Log-prob attacks implement
+:meth:`Attack.score_signals`; attacks that call models themselves subclass
+:class:`~imprint.attacks.model_calls.ModelCallAttack` and implement ``score_with_requests``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from imprint.attacks import registry
 from imprint.attacks.params import check_params
 from imprint.attacks.registry import register as register
+from imprint.backends.base import Access, Backend
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError
 from imprint.signals.needs import Need, SignalSet
 from imprint.training_manifest import ReferenceSet
+
+if TYPE_CHECKING:
+    from imprint.requests.client import ModelRequests
 
 
 @dataclass(frozen=True)
@@ -36,9 +45,10 @@ class RunContext:
     vocab_size: int | None = None
     # named data pools the user declared (e.g. "members", "nonmembers" shots for ReCaLL)
     pools: dict[str, tuple[Sample, ...]] = field(default_factory=dict)
-    # what the target gives: "gray-box" (a local model: log-probs, and text by sampling it) or
-    # "black-box" (an API that returns text only)
-    target_access: str = "gray-box"
+    # what the target gives: gray-box (a local model: log-probs, and text by sampling it),
+    # token-logprobs (vLLM: the prompt's per-token log p) or black-box (an API: text only);
+    # its string value is accepted too
+    target_access: Access = Access.GRAY_BOX
     # the run's request client (imprint.requests.client.ModelRequests): model work an attack's
     # set-up needs (masked-LM neighbours, corpus token counts) goes through it, stored and counted
     requests: Any = None
@@ -48,6 +58,36 @@ class RunContext:
     # the target's model spec as the user gave it (``--model``), for attacks whose defaults
     # depend on which model the target is (PETAL's surrogate); "" when unknown
     target_spec: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "target_access", _access(self.target_access))
+
+
+def _access(value: str) -> Access:
+    try:
+        return Access(value)
+    except ValueError:
+        raise ConfigError(
+            f"unknown target access {value!r}; use one of {[a.value for a in Access]}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class ScoringInputs:
+    """What :meth:`Attack.score` receives: the texts to score (one per sample, in order), the
+    signals of the attack's declared needs (log-prob passes; None when it declares none) and the
+    run's request client for attacks that call models themselves (None outside a run)."""
+
+    texts: tuple[str, ...]
+    signals: SignalSet | None = None
+    requests: ModelRequests | None = None
+
+    @classmethod
+    def of(cls, value: ScoringInputs | SignalSet) -> ScoringInputs:
+        """``value`` itself, or a bare :class:`SignalSet` (library use) with its texts."""
+        if isinstance(value, ScoringInputs):
+            return value
+        return cls(tuple(value.texts), signals=value)
 
 
 @dataclass(frozen=True)
@@ -66,12 +106,13 @@ class Preparation:
 
 @dataclass(frozen=True)
 class Attack:
-    """Base class. Subclasses set ``name``, ``summary``, ``paper`` and implement two methods."""
+    """Base class. Subclasses set ``name``, ``summary``, ``paper`` and implement ``needs`` and
+    ``score_signals`` (or subclass :class:`~imprint.attacks.model_calls.ModelCallAttack`)."""
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     paper: ClassVar[str] = ""
-    access: ClassVar[str] = "gray-box"
+    access: ClassVar[Access] = Access.GRAY_BOX
     # needs the mean/variance of log p over the vocabulary (or other full-distribution statistics);
     # False = reads only per-token log p, rank or top-1, so a token-logprob backend (vLLM) serves it
     vocab_stats: ClassVar[bool] = True
@@ -101,9 +142,24 @@ class Attack:
         """Names of the score columns this attack writes (one per variant)."""
         return (self.name,)
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
-        """Column name -> scores of shape (n_samples,), higher = member."""
-        raise NotImplementedError  # abstract
+    def check_backend(self, backend: Backend) -> None:
+        """Raise CapabilityError before any work when ``backend`` (the target) cannot serve this
+        attack beyond its declared needs, which the planner checks; most attacks need nothing."""
+
+    def score(self, inputs: ScoringInputs | SignalSet) -> dict[str, np.ndarray]:
+        """The one entry point: column name -> scores of shape (len(inputs.texts),), higher =
+        member. A bare :class:`SignalSet` (library use) is taken as the inputs' signals."""
+        signals = ScoringInputs.of(inputs).signals
+        if signals is None:
+            raise ConfigError(
+                f"attack {self.name!r} scores log-prob signals, but none were given; pass "
+                "ScoringInputs(texts, signals=...) with the signals of its needs()"
+            )
+        return self.score_signals(signals)
+
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
+        """Column name -> scores of shape (n_samples,) from the signals of :meth:`needs`."""
+        raise NotImplementedError  # abstract: every log-prob attack overrides it
 
 
 def prepared_field(*, record: bool = False) -> Any:
@@ -155,13 +211,15 @@ def build_attacks(
         ]
         expanded = [m for n in names for m in (everything if n == "all" else [n])]
         names = list(dict.fromkeys(expanded))
-    if run.target_access == "black-box":
-        needing_logits = [n for n in names if get_attack_class(n).access != "black-box"]
+    if run.target_access == Access.BLACK_BOX:
+        needing_logits = [n for n in names if get_attack_class(n).access != Access.BLACK_BOX]
         if needing_logits:
             raise ConfigError(
                 f"attack(s) {needing_logits} need the target's log-probabilities, but the target "
                 "is a text-only API; choose black-box attacks ("
-                + ", ".join(n for n, c in available_attacks().items() if c.access == "black-box")
+                + ", ".join(
+                    n for n, c in available_attacks().items() if c.access == Access.BLACK_BOX
+                )
                 + ") or 'all'"
             )
     if run.target_access == TOKEN_ACCESS:
@@ -181,13 +239,13 @@ def build_attacks(
     return attacks
 
 
-TOKEN_ACCESS = "token-logprobs"  # a target that returns only its prompt's per-token log p (vLLM)
+TOKEN_ACCESS = Access.TOKEN_LOGPROBS  # a target that returns only its prompt's per-token log p
 
 
-def _served(cls: type[Attack], target_access: str) -> bool:
+def _served(cls: type[Attack], target_access: Access) -> bool:
     """Whether ``all`` includes this attack at the target's access level."""
-    if target_access == TOKEN_ACCESS:
-        return cls.access == "gray-box" and not cls.vocab_stats
+    if target_access == Access.TOKEN_LOGPROBS:
+        return cls.access == Access.GRAY_BOX and not cls.vocab_stats
     return cls.access == target_access
 
 
@@ -196,8 +254,8 @@ def _refuse_vocab_attacks(names: Sequence[str]) -> None:
     refused = [
         n
         for n in names
-        if get_attack_class(n).access == "white-box"
-        or (get_attack_class(n).access == "gray-box" and get_attack_class(n).vocab_stats)
+        if get_attack_class(n).access == Access.WHITE_BOX
+        or (get_attack_class(n).access == Access.GRAY_BOX and get_attack_class(n).vocab_stats)
     ]
     if refused:
         served = [n for n, c in available_attacks().items() if _served(c, TOKEN_ACCESS)]

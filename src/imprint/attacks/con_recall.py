@@ -86,7 +86,7 @@ class ConRecall(Attack):
     def needs(self) -> tuple[Need, ...]:
         return (Need(), Need(prefix=NONMEMBER_PREFIX), Need(prefix=MEMBER_PREFIX))
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
         def ll(need: Need) -> np.ndarray:
             return np.array([mean_logp(s.logp) for s in signals.get(need)])
 

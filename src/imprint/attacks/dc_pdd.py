@@ -240,7 +240,7 @@ class DcPdd(Attack):
     def needs(self) -> tuple[Need, ...]:
         return (Need(),)
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
         stats = signals.get()
         if self.corpus is None:
             counts = count_tokens(s.token_ids for s in stats)

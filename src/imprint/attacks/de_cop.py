@@ -48,12 +48,11 @@ import numpy as np
 
 from imprint.attacks.base import Preparation, RunContext, prepared_field, register
 from imprint.attacks.model_calls import ModelCallAttack
-from imprint.backends.base import SAMPLING
-from imprint.backends.text import as_text_backend
+from imprint.backends.base import SAMPLING, Access, Backend
 from imprint.data.sample import Sample
 from imprint.data.words import split_units
 from imprint.errors import CapabilityError, ConfigError, DataError
-from imprint.requests.client import ModelRequests, local_transformers
+from imprint.requests.client import ModelRequests
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +208,7 @@ class DECOP(ModelCallAttack):
         "Duarte et al. 2024, DE-COP: Detecting Copyrighted Content in Language Models Training "
         "Data (ICML 2024, arXiv 2402.09910)"
     )
-    access = "black-box"
+    access = Access.BLACK_BOX
     deviations = (
         "decision=letter_logits reads the letters at the first position after the question "
         "(the chat template applied where the tokenizer has one), each letter's probability "
@@ -252,12 +251,12 @@ class DECOP(ModelCallAttack):
     def columns(self) -> tuple[str, ...]:
         return ("de_cop", "de_cop_parsed")
 
-    def check_backend(self, backend: Any) -> None:
+    def check_backend(self, backend: Backend) -> None:
         """Raise CapabilityError before any work when ``backend`` cannot generate text."""
-        if SAMPLING not in getattr(backend, "capabilities", frozenset()):
+        if not backend.supports(SAMPLING):
             raise CapabilityError(f"de_cop needs text generation; {backend!r} cannot sample")
-        as_text_backend(backend)
-        if self.decision == "letter_logits" and local_transformers(backend) is None:
+        backend.text_backend()
+        if self.decision == "letter_logits" and backend.local_model() is None:
             raise CapabilityError(
                 f"de_cop decision='letter_logits' reads the option letters' next-token "
                 f"probabilities of a local model; {backend!r} returns text only: use "
@@ -286,7 +285,7 @@ class DECOP(ModelCallAttack):
         """Resolve the decision rule for the run's target (recorded in the manifest); read the
         paraphrases (``paraphrase_fields``) and titles (``source_field``) from the data; a
         sample lacking a named field fails here, naming it."""
-        requests = getattr(run, "requests", None)
+        requests = run.requests if run is not None else None  # None: a library call
         rule = self.rule(requests) if requests is not None else None
         if not self.paraphrase_fields and not self.source_field:
             return Preparation(attack=replace(self, decision_rule=rule) if rule else None)

@@ -133,7 +133,7 @@ class EzMia(PerReferenceAttack):
     def columns(self) -> tuple[str, ...]:
         return tuple(f"ez_mia[{r}]" for r in self.refs)
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
         out = {}
         for r in self.refs:
             column = f"ez_mia[{r}]"

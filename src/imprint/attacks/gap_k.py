@@ -75,7 +75,7 @@ class GapK(Attack):
     def needs(self) -> tuple[Need, ...]:
         return (Need(),)  # the target's plain pass, shared with loss, min_k and min_k_pp
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
         scores = np.array(
             [gap_k_score(standardised_gap(s), k=self.k, window=self.window) for s in signals.get()],
             dtype=np.float64,

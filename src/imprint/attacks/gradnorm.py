@@ -28,6 +28,7 @@ import numpy as np
 
 from imprint.attacks.base import register
 from imprint.attacks.model_calls import ModelCallAttack
+from imprint.backends.base import Access, Backend
 from imprint.backends.gradients import check_gradients, check_norm
 from imprint.errors import ConfigError
 from imprint.requests.client import ModelRequests
@@ -52,7 +53,7 @@ class GradNorm(ModelCallAttack):
         "Wang et al. 2024, Pandora's White-Box: Precise Training Data Detection and "
         "Extraction in Large Language Models"
     )
-    access = "white-box"
+    access = Access.WHITE_BOX
 
     def __post_init__(self) -> None:
         try:
@@ -60,7 +61,7 @@ class GradNorm(ModelCallAttack):
         except ConfigError as err:
             raise ConfigError(f"gradnorm: {err}") from err
 
-    def check_backend(self, backend: Any) -> None:
+    def check_backend(self, backend: Backend) -> None:
         """Raise CapabilityError before any work when ``backend`` has no gradients."""
         check_gradients(backend)
 

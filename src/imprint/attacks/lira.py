@@ -163,7 +163,7 @@ class LiRA(ReferenceModelAttack):
             )
         return prepared
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
         target, refs, member = self.values(signals)
         fit = fit_gaussians(refs, member, variance=self.variance)
         out = {}

@@ -21,5 +21,5 @@ class Loss(Attack):
     def needs(self) -> tuple[Need, ...]:
         return (Need(),)
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
         return {self.name: np.array([mean_logp(s.logp) for s in signals.get()])}

@@ -25,7 +25,7 @@ class Lowercase(Attack):
     def needs(self) -> tuple[Need, ...]:
         return (Need(), Need(variant=LOWER))
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
         ll = np.array([mean_logp(s.logp) for s in signals.get()])
         ll_lower = np.array([mean_logp(s.logp) for s in signals.get(Need(variant=LOWER))])
         return {self.name: -(ll / ll_lower)}

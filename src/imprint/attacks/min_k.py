@@ -36,7 +36,7 @@ class MinK(Attack):
     def needs(self) -> tuple[Need, ...]:
         return (Need(),)
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
         stats = signals.get()
         out = {self.name: np.array([lowest_fraction_mean(s.logp, self.k) for s in stats])}
         for k in self.sweep:

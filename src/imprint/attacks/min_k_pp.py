@@ -43,7 +43,7 @@ class MinKPlusPlus(Attack):
     def needs(self) -> tuple[Need, ...]:
         return (Need(),)
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
         z = [standardised_logp(s) for s in signals.get()]
         out = {self.name: np.array([lowest_fraction_mean(v, self.k) for v in z])}
         for k in self.sweep:

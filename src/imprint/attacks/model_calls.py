@@ -1,6 +1,7 @@
 """Attacks that call models beyond log-prob passes (sampling, greedy tokens, gradients, ...).
 
-They score through a :class:`imprint.requests.client.ModelRequests` handed in by the run, so
+They score through a :class:`imprint.requests.client.ModelRequests` handed in by the run (the
+``requests`` of :class:`~imprint.attacks.base.ScoringInputs`, read by :meth:`Attack.score`), so
 every model call they make is a typed request: deduplicated, stored under the model's content
 fingerprint, counted per kind, and answered from the store on a rerun or after a kill.
 ``score_with_backend`` is the convenience for library use: the same code over an in-memory store.
@@ -13,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from imprint.attacks.base import Attack
+from imprint.attacks.base import Attack, ScoringInputs
 from imprint.errors import ConfigError
 from imprint.requests.client import ModelRequests, in_memory_requests
 from imprint.signals.needs import Need, SignalSet
@@ -22,13 +23,11 @@ from imprint.signals.needs import Need, SignalSet
 class ModelCallAttack(Attack):
     """Base class: implement ``check_backend`` and ``score_with_requests``."""
 
+    # transitional, for callers not yet on check_backend() for every attack: remove once none
     needs_backend: ClassVar[bool] = True
 
     def needs(self) -> tuple[Need, ...]:
         return ()
-
-    def check_backend(self, backend: Any) -> None:
-        """Raise CapabilityError before any work when ``backend`` cannot serve this attack."""
 
     def score_with_requests(
         self, requests: ModelRequests, texts: Sequence[str], **kwargs: Any
@@ -50,8 +49,13 @@ class ModelCallAttack(Attack):
         requests = in_memory_requests(backend, embedder=embedder, roles=roles)
         return self.score_with_requests(requests, texts, **kwargs)
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
-        raise ConfigError(
-            f"{self.name} calls the model itself: the run hands it a request client "
-            "(score_with_requests); for library use call score_with_backend(backend, texts)"
-        )
+    def score(self, inputs: ScoringInputs | SignalSet) -> dict[str, np.ndarray]:
+        """Scores through ``inputs.requests`` (the run's request client)."""
+        inputs = ScoringInputs.of(inputs)
+        if inputs.requests is None:
+            raise ConfigError(
+                f"{self.name} calls the model itself and was given no request client: pass "
+                "ScoringInputs(texts, requests=...), or for library use call "
+                "score_with_backend(backend, texts)"
+            )
+        return self.score_with_requests(inputs.requests, inputs.texts)

@@ -86,7 +86,7 @@ class Neighborhood(Attack):
     def needs(self) -> tuple[Need, ...]:
         return (Need(), Need(variant=self.variant))
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
         neighbours = signals.variants(Need(variant=self.variant))
         return {
             self.name: np.array(

@@ -53,8 +53,7 @@ import numpy as np
 
 from imprint.attacks.base import check_fraction, register
 from imprint.attacks.model_calls import ModelCallAttack
-from imprint.backends.base import SAMPLING
-from imprint.backends.text import as_text_backend
+from imprint.backends.base import SAMPLING, Access, Backend
 from imprint.data.words import split_units, split_words
 from imprint.errors import CapabilityError, ConfigError
 from imprint.requests.client import ModelRequests
@@ -179,7 +178,7 @@ class NGramCoverage(ModelCallAttack):
         "Hallinan et al. 2025, The Surprising Effectiveness of Membership Inference with Simple "
         "N-Gram Coverage (CoLM 2025, arXiv 2508.09603)"
     )
-    access = "black-box"
+    access = Access.BLACK_BOX
     deviations = (
         "N-grams are matched as whole Unicode words of the suffix; the authors' code matches "
         "detokenised n-grams as substrings of the ASCII-transliterated suffix (so 'cat' can "
@@ -217,13 +216,13 @@ class NGramCoverage(ModelCallAttack):
     def columns(self) -> tuple[str, ...]:
         return ("ngram_coverage", "ngram_creativity")
 
-    def check_backend(self, backend: Any) -> None:
+    def check_backend(self, backend: Backend) -> None:
         """Raise CapabilityError before any work when ``backend`` cannot generate text."""
-        if SAMPLING not in getattr(backend, "capabilities", frozenset()):
+        if not backend.supports(SAMPLING):
             raise CapabilityError(
                 f"ngram_coverage needs text generation; {backend!r} cannot sample"
             )
-        as_text_backend(backend)
+        backend.text_backend()
 
     def text_scores(self, generations: Sequence[str], suffix: str) -> tuple[float, float]:
         """(ngram_coverage, ngram_creativity) of one text from its generations."""

@@ -32,11 +32,10 @@ import numpy as np
 
 from imprint.attacks.base import Attack, RunContext, prepared_field, register
 from imprint.attacks.model_calls import ModelCallAttack
-from imprint.backends.base import SAMPLING, TokenStats
+from imprint.backends.base import SAMPLING, Access, Backend, TokenStats
 from imprint.backends.models import alias_installed
-from imprint.backends.text import as_text_backend
 from imprint.errors import CapabilityError, ConfigError
-from imprint.requests.client import ModelRequests, local_transformers
+from imprint.requests.client import ModelRequests
 from imprint.requests.embed import Embedder
 
 log = logging.getLogger(__name__)
@@ -109,7 +108,7 @@ class PETAL(ModelCallAttack):
         "He et al. 2024, Towards Label-Only Membership Inference Attack against Pre-trained "
         "Large Language Models (PETAL)"
     )
-    access = "black-box"
+    access = Access.BLACK_BOX
 
     def __post_init__(self) -> None:
         if not self.surrogate:
@@ -130,9 +129,9 @@ class PETAL(ModelCallAttack):
         spec, why = choose_surrogate(target_spec)
         return replace(self, surrogate=spec, surrogate_choice=why)
 
-    def check_backend(self, backend: Any) -> None:
+    def check_backend(self, backend: Backend) -> None:
         """Refuse a target that is the surrogate itself, or that cannot give greedy tokens."""
-        target_spec = getattr(local_transformers(backend) or backend, "spec", None)
+        target_spec = (backend.local_model() or backend).spec
         if self.surrogate == AUTO:
             self.resolved(str(target_spec or ""))  # raises when no offline model fits
         elif target_spec == self.surrogate:
@@ -141,10 +140,10 @@ class PETAL(ModelCallAttack):
                 "on a different model — pass --param petal.surrogate=<another model spec>, or "
                 "leave it 'auto' to take an installed offline model that is not the target"
             )
-        if local_transformers(backend) is None:
-            if SAMPLING not in getattr(backend, "capabilities", frozenset()):
+        if backend.local_model() is None:
+            if not backend.supports(SAMPLING):
                 raise CapabilityError(f"petal needs greedy next tokens; {backend!r} cannot sample")
-            as_text_backend(backend)
+            backend.text_backend()
 
     def score_with_backend(
         self,
@@ -164,7 +163,7 @@ class PETAL(ModelCallAttack):
         self, requests: ModelRequests, texts: Sequence[str], **kwargs: Any
     ) -> dict[str, np.ndarray]:
         """Column ``petal``, shape (len(texts),), higher = member."""
-        attack = self.resolved(str(getattr(requests.backend("target"), "spec", "") or ""))
+        attack = self.resolved(requests.backend("target").spec)
         if (attack.surrogate_choice or "").startswith("chosen automatically"):
             log.warning(
                 "petal: surrogate %r %s; set --param petal.surrogate=SPEC to choose another",

@@ -67,7 +67,7 @@ class Recall(Attack):
     def needs(self) -> tuple[Need, ...]:
         return (Need(), Need(prefix=PREFIX))
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
         ll = np.array([mean_logp(s.logp) for s in signals.get()])
         ll_p = np.array([mean_logp(s.logp) for s in signals.get(Need(prefix=PREFIX))])
         return {self.name: recall_score(ll_p, ll)}

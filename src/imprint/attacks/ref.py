@@ -33,7 +33,7 @@ class Reference(PerReferenceAttack):
     def columns(self) -> tuple[str, ...]:
         return tuple(c for r in self.refs for c in (f"ref[{r}]", f"ref_ratio[{r}]"))
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
         ll = np.array([mean_logp(s.logp) for s in signals.get()])
         out = {}
         for r in self.refs:

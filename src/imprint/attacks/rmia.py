@@ -252,7 +252,7 @@ class RMIA(ReferenceModelAttack):
             rows.append(tuple(float(v) for v in self.signal_array(stats)))
         return tuple(rows)
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
         target, refs, member = self.values(signals)
         z_target, z_refs, z_member = self._z(target, refs, member)
         out: dict[str, Any] = {}

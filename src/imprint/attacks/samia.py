@@ -31,8 +31,7 @@ import numpy as np
 
 from imprint.attacks.base import check_fraction, register
 from imprint.attacks.model_calls import ModelCallAttack
-from imprint.backends.base import SAMPLING
-from imprint.backends.text import as_text_backend
+from imprint.backends.base import SAMPLING, Access, Backend
 from imprint.data.words import rouge1_recall, rouge_tokens, split_units
 from imprint.errors import CapabilityError, ConfigError
 from imprint.requests.client import ModelRequests
@@ -76,7 +75,7 @@ class SaMIA(ModelCallAttack):
 
     summary = "ROUGE-1 recall of sampled continuations of the first half (and x zlib size)"
     paper = "Kaneko et al. 2024, Sampling-based Pseudo-Likelihood for Membership Inference Attacks"
-    access = "black-box"
+    access = Access.BLACK_BOX
 
     def __post_init__(self) -> None:
         check_fraction("samia prefix_ratio", self.prefix_ratio)
@@ -91,11 +90,11 @@ class SaMIA(ModelCallAttack):
     def columns(self) -> tuple[str, ...]:
         return ("samia", "samia_zlib")
 
-    def check_backend(self, backend: Any) -> None:
+    def check_backend(self, backend: Backend) -> None:
         """Raise CapabilityError before any work when ``backend`` cannot generate text."""
-        if SAMPLING not in getattr(backend, "capabilities", frozenset()):
+        if not backend.supports(SAMPLING):
             raise CapabilityError(f"samia needs text generation; {backend!r} cannot sample")
-        as_text_backend(backend)
+        backend.text_backend()
 
     def score_with_requests(
         self, requests: ModelRequests, texts: Sequence[str], **kwargs: Any

@@ -62,12 +62,11 @@ from imprint.attacks.simmia_disclosure import (
     token_scores,
     token_vocabulary,
 )
-from imprint.backends.base import LOGPROBS, SAMPLING
-from imprint.backends.text import as_text_backend
+from imprint.backends.base import LOGPROBS, SAMPLING, Access, Backend
 from imprint.data.sample import Sample
 from imprint.data.words import first_word, is_number, split_words
 from imprint.errors import CapabilityError, ConfigError
-from imprint.requests.client import ModelRequests, local_transformers
+from imprint.requests.client import ModelRequests
 from imprint.requests.embed import Embedder
 from imprint.requests.next_word import MODES, NextWordConfig, WordDist
 
@@ -154,7 +153,7 @@ class SimMIA(ModelCallAttack):
         "probability-weighted similarity); prob_ratio: p(x_t) ratio, not the paper's"
     )
     paper = "Yi and Li 2026, Membership Inference on LLMs in the Wild (SimMIA)"
-    access = "black-box"
+    access = Access.BLACK_BOX
     deviations = (
         "Eq. 4 divides by L but sums from the second word; imprint averages over the L - 1 "
         "scored positions (tokens: T - 1) and leaves out a position whose plain score is 0.",
@@ -218,16 +217,17 @@ class SimMIA(ModelCallAttack):
             reason=f"simmia: {len(shots.samples)} non-member shots from {shots.source}",
         )
 
-    def check_backend(self, backend: Any) -> None:
+    def check_backend(self, backend: Backend) -> None:
         """Raise CapabilityError before any work when ``backend`` cannot serve this mode."""
+        local = backend.local_model()
         if self.disclosure == "prob_ratio":
-            if LOGPROBS not in getattr(backend, "capabilities", frozenset()):
+            if not backend.supports(LOGPROBS):
                 raise CapabilityError(
                     "simmia disclosure='prob_ratio' needs log-probabilities of the text's "
                     f"tokens; {backend!r} only returns text — use disclosure='text'"
                 )
             return
-        if self.disclosure in TOKEN_DISCLOSURES and local_transformers(backend) is None:
+        if self.disclosure in TOKEN_DISCLOSURES and local is None:
             extra = " and their log-probabilities" if self.disclosure == "logprob" else ""
             raise CapabilityError(
                 f"simmia disclosure={self.disclosure!r} needs the target's tokens of each text "
@@ -235,15 +235,15 @@ class SimMIA(ModelCallAttack):
                 f"{backend!r} does not disclose them — use disclosure='text'"
                 + (" (or 'prob_ratio', not the paper's)" if self.disclosure == "logprob" else "")
             )
-        if self.mode != "sample" and local_transformers(backend) is None:
+        if self.mode != "sample" and local is None:
             raise CapabilityError(
                 f"simmia mode={self.mode!r} needs a local model's next-token distribution; "
                 f"{backend!r} only returns text — use mode='sample'"
             )
-        if SAMPLING not in getattr(backend, "capabilities", frozenset()):
+        if not backend.supports(SAMPLING):
             raise CapabilityError(f"simmia needs text generation; {backend!r} cannot sample")
-        if local_transformers(backend) is None:
-            as_text_backend(backend)
+        if local is None:
+            backend.text_backend()
 
     def score_with_requests(
         self,

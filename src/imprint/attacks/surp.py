@@ -67,7 +67,7 @@ class Surp(Attack):
     def needs(self) -> tuple[Need, ...]:
         return (Need(),)
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
         return {
             self.name: np.array(
                 [

@@ -51,10 +51,10 @@ import numpy as np
 from imprint.attacks.base import RunContext, register
 from imprint.attacks.ez_mia import warn_undefined
 from imprint.attacks.model_calls import ModelCallAttack
-from imprint.backends.base import TokenStats
+from imprint.backends.base import Backend, TokenStats
 from imprint.data.words import Word, split_words
 from imprint.errors import CapabilityError, ConfigError, MissingDependencyError
-from imprint.requests.client import ModelRequests, local_transformers
+from imprint.requests.client import ModelRequests
 
 SENTENCE_ENDS = frozenset(".!?。！？؟।॥…")
 Lookup = Literal["stripped", "as_written"]
@@ -224,8 +224,8 @@ class TagTab(ModelCallAttack):
             return "wordfreq is not installed (pip install 'llm-imprint[tagtab]')"
         return None
 
-    def check_backend(self, backend: Any) -> None:
-        local = local_transformers(backend)
+    def check_backend(self, backend: Backend) -> None:
+        local = backend.local_model()
         if local is None or not getattr(local.tokenizer, "is_fast", False):
             raise CapabilityError(
                 "tag_tab maps keywords to tokens through character offsets, so it needs a local "

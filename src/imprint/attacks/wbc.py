@@ -81,7 +81,7 @@ class Wbc(PerReferenceAttack):
     def columns(self) -> tuple[str, ...]:
         return tuple(f"wbc[{r}]" for r in self.refs)
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
         out = {}
         for r in self.refs:
             column = f"wbc[{r}]"

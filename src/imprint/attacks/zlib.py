@@ -35,7 +35,7 @@ class Zlib(Attack):
     def columns(self) -> tuple[str, ...]:
         return ("zlib", "zlib_char")
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
         sizes = np.array([zlib_bytes(t) for t in signals.texts], dtype=float)
         stats = signals.get()
         mean_ll = np.array([mean_logp(s.logp) for s in stats])

@@ -2,22 +2,79 @@
 
 A backend declares its capabilities; an attack declares what it needs. The planner compares the two
 before any work starts, so a mismatch is a clear error and never a crash half-way through a run.
+
+Every backend subclasses :class:`Backend`. Identity and bookkeeping (``fingerprint``,
+``describe()``, ``usage()``, ``close()``) and the token facts callers plan with (``max_length``,
+``token_budget``, ``batch_tokens``, ``vocab_size``, ``reports_progress``) are declared members
+with defaults, so no caller probes attributes; the optional capabilities (``score``, ``sample``,
+``encode``, ``gradient_norms``, ...) are methods whose default raises a
+:class:`~imprint.errors.CapabilityError` naming the backend and the capability;
+:meth:`Backend.supports` asks first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
-LOGPROBS = "logprobs"  # per-token statistics of the next-token distribution (gray-box)
-GRADIENTS = "gradients"  # parameter gradients of the loss (white-box)
-SAMPLING = "sampling"  # text generation (black-box)
-# the prompt's own per-token log p, rank and top-1, without full-vocabulary statistics (what
-# serving engines such as vLLM return): serves attacks with ``vocab_stats = False``
-TOKEN_LOGPROBS = "token_logprobs"
+from imprint.errors import CapabilityError
+
+if TYPE_CHECKING:
+    from imprint.backends.hf import HFLogprobBackend
+
+
+class Capability(StrEnum):
+    """What a backend can be asked (its ``.value`` is the string manifests record)."""
+
+    LOGPROBS = "logprobs"  # per-token statistics of the next-token distribution (gray-box)
+    GRADIENTS = "gradients"  # parameter gradients of the loss (white-box)
+    SAMPLING = "sampling"  # text generation (black-box)
+    # the prompt's own per-token log p, rank and top-1, without full-vocabulary statistics (what
+    # serving engines such as vLLM return): serves attacks with ``vocab_stats = False``
+    TOKEN_LOGPROBS = "token_logprobs"
+    TOKENS = "tokens"  # a visible tokenizer: encode(), count_tokens(), vocab_size
+
+
+LOGPROBS = Capability.LOGPROBS
+GRADIENTS = Capability.GRADIENTS
+SAMPLING = Capability.SAMPLING
+TOKEN_LOGPROBS = Capability.TOKEN_LOGPROBS
+TOKENS = Capability.TOKENS
+
+# what each capability serves and what serves it, for the one-line CapabilityError
+_WHAT = {
+    LOGPROBS: ("per-token log-probabilities over the vocabulary", "a local model (the hf backend)"),
+    GRADIENTS: ("parameter gradients", "a local Hugging Face model (the hf backend)"),
+    SAMPLING: ("text generation", "a local model, vLLM or an OpenAI-compatible API"),
+    TOKEN_LOGPROBS: ("the prompt's per-token log-probabilities", "a local model or vLLM"),
+    TOKENS: ("a visible tokenizer", "a local model or vLLM"),
+}
+
+
+class Access(StrEnum):
+    """What a target gives attacks, and what an attack needs (``.value``: the manifest's and the
+    CLI's string, e.g. ``"gray-box"``)."""
+
+    GRAY_BOX = "gray-box"  # a local model: full-vocabulary log-prob statistics, text by sampling
+    TOKEN_LOGPROBS = "token-logprobs"  # only its prompt's per-token log p (vLLM)
+    BLACK_BOX = "black-box"  # generated text only (an API)
+    WHITE_BOX = "white-box"  # parameter gradients as well (a local model, named explicitly)
+
+    @classmethod
+    def of(cls, capabilities: Iterable[str]) -> Access:
+        """The access a target with these capabilities gives: gray-box with full log-probs,
+        token-logprobs with the prompt's per-token log p only, else black-box."""
+        caps = set(capabilities)
+        if LOGPROBS in caps:
+            return cls.GRAY_BOX
+        return cls.TOKEN_LOGPROBS if TOKEN_LOGPROBS in caps else cls.BLACK_BOX
+
+
+Task = Literal["continue", "next_word", "answer"]
 
 
 @dataclass(frozen=True)
@@ -72,22 +129,135 @@ class TokenStats:
         )
 
 
-@runtime_checkable
-class LogprobBackend(Protocol):
-    """Gray-box access: per-token log-probabilities and distribution statistics."""
+class Backend:
+    """Base class of every backend: identity, bookkeeping and optional capabilities.
 
-    name: str
-    capabilities: frozenset[str]
+    Subclasses set ``name``, ``spec`` and ``capabilities`` and define ``fingerprint`` (what
+    identifies the weights and settings: part of every cache key) and the methods of the
+    capabilities they declare. Everything else has a default: a capability a backend lacks
+    raises :class:`CapabilityError` naming the backend and the capability, before any work.
+    """
 
+    name: str = "target"  # the model's role in a run ("target" or a reference's name)
+    spec: str = ""  # the model as the user named it
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+    # score() accepts ``progress=`` and calls it per forward (a long text shows progress)
+    reports_progress: ClassVar[bool] = False
+    # sample() seeds each prompt on its own, so a prompt's draws never depend on its batch
+    seeds_per_prompt: ClassVar[bool] = False
+    max_length: int | None = None  # context in tokens (start token included); None = unknown
+    token_budget: int | None = None  # tokens per forward the backend was sized for
+
+    # -- identity and bookkeeping ---------------------------------------------------------------
     @property
     def fingerprint(self) -> str:
         """Identifies weights and scoring settings; part of every cache key."""
-        ...
+        raise NotImplementedError(
+            f"backend {type(self).__name__} defines no fingerprint; define the property (a "
+            "string that changes whenever its weights or settings change what it returns)"
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """The manifest entry: what was loaded (subclasses add their settings)."""
+        return {"spec": self.spec, "fingerprint": self.fingerprint}
+
+    def usage(self) -> dict[str, Any]:
+        """Query and token counters for the manifest; empty when the backend counts nothing."""
+        return {}
+
+    def close(self) -> None:
+        """Release connections or engines (a no-op for most backends)."""
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- capabilities ---------------------------------------------------------------------------
+    def supports(self, capability: str) -> bool:
+        """Whether this backend declares ``capability`` (a :class:`Capability`)."""
+        return capability in self.capabilities
+
+    def require(self, capability: str, purpose: str = "") -> None:
+        """Raise :class:`CapabilityError` naming this backend and ``capability`` unless it
+        declares it; ``purpose`` says what needed it (e.g. ``"attack gradnorm"``)."""
+        if self.supports(capability):
+            return
+        what, fix = _WHAT.get(Capability(capability), (str(capability), "another backend"))
+        needed = f", which {purpose} needs" if purpose else ""
+        raise CapabilityError(
+            f"backend {self.name!r} ({type(self).__name__}) cannot serve {capability!s} "
+            f"({what}){needed}; use {fix}"
+        )
+
+    def local_model(self) -> HFLogprobBackend | None:
+        """The local transformers backend behind this one (fast paths drive its model and
+        tokenizer directly); None for engines and APIs."""
+        return None
+
+    # -- tokens (Capability.TOKENS) -------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int | None:
+        """Entries of the next-token distribution (DC-PDD's V); None when the backend hides it."""
+        return None
+
+    @property
+    def batch_tokens(self) -> int | None:
+        """Tokens the planner should hand :meth:`score` at once (default: ``token_budget``)."""
+        return self.token_budget
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` without special tokens."""
+        self.require(TOKENS)
+        raise NotImplementedError(f"{type(self).__name__} declares {TOKENS} but no encode()")
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Number of tokens each text has (used to sort and batch by a token budget)."""
-        ...
+        return [len(self.encode(t)) for t in texts]
 
-    def score(self, requests: Sequence[ScoreRequest]) -> list[TokenStats]:
-        """One ``TokenStats`` per request, in order."""
-        ...
+    # -- gray-box (Capability.LOGPROBS / TOKEN_LOGPROBS) ----------------------------------------
+    def score(self, requests: Sequence[ScoreRequest], *, progress: Any = None) -> list[TokenStats]:
+        """One ``TokenStats`` per request, in order (``progress(n)`` per forward when
+        ``reports_progress``)."""
+        if not self.supports(TOKEN_LOGPROBS):
+            self.require(LOGPROBS)
+        raise NotImplementedError(f"{type(self).__name__} declares log-probs but no score()")
+
+    # -- black-box (Capability.SAMPLING) --------------------------------------------------------
+    def sample(
+        self,
+        prompts: Sequence[str],
+        n: int,
+        max_tokens: int,
+        stop: Sequence[str] | None = None,
+        *,
+        seed: int | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        task: Task = "continue",
+    ) -> list[list[str]]:
+        """``n`` continuations per prompt: a list of shape (len(prompts), n) of strings;
+        ``temperature=0`` asks for greedy decoding. ``task`` tells chat endpoints what to ask
+        for (see :mod:`imprint.backends.text`); completion backends ignore it."""
+        self.require(SAMPLING)
+        raise NotImplementedError(f"{type(self).__name__} declares {SAMPLING} but no sample()")
+
+    def text_backend(self) -> Backend:
+        """The backend that samples text for this one: itself (an API, vLLM) or, for a local
+        model, a sampler over the same weights; CapabilityError when it cannot sample."""
+        self.require(SAMPLING)
+        return self
+
+    # -- white-box (Capability.GRADIENTS) -------------------------------------------------------
+    def gradient_norms(
+        self, texts: Sequence[str], *, norm: str = "l2", aggregate: str = "global"
+    ) -> np.ndarray:
+        """Norm of d loss(x) / d theta per text, shape (len(texts),)."""
+        self.require(GRADIENTS)
+        raise NotImplementedError(f"{type(self).__name__} declares {GRADIENTS} but no gradients")
+
+
+# the gray-box and black-box roles of the one base class, for signatures that say which is meant
+LogprobBackend = Backend
+TextBackend = Backend

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from imprint.backends.base import GRADIENTS
+from imprint.backends.base import GRADIENTS, Backend
 from imprint.errors import CapabilityError, ConfigError
 
 NORMS = {"l1": 1.0, "l2": 2.0, "linf": float("inf")}
@@ -25,16 +25,9 @@ NORMS = {"l1": 1.0, "l2": 2.0, "linf": float("inf")}
 AGGREGATES = ("global", "tensor_mean")
 
 
-def check_gradients(backend: Any) -> None:
+def check_gradients(backend: Backend) -> None:
     """Raise :class:`CapabilityError` unless ``backend`` serves parameter gradients."""
-    if GRADIENTS not in getattr(backend, "capabilities", frozenset()) or not hasattr(
-        backend, "model"
-    ):
-        raise CapabilityError(
-            f"backend {getattr(backend, 'name', type(backend).__name__)!r} cannot compute "
-            "parameter gradients (white-box); use a local Hugging Face model "
-            "(HFLogprobBackend) for gradient attacks such as gradnorm"
-        )
+    backend.require(GRADIENTS, "a gradient attack such as gradnorm")
 
 
 def check_norm(norm: str, aggregate: str) -> None:
@@ -50,15 +43,15 @@ def check_norm(norm: str, aggregate: str) -> None:
 
 
 def gradient_norms(
-    backend: Any, texts: Sequence[str], *, norm: str = "l2", aggregate: str = "global"
+    backend: Backend, texts: Sequence[str], *, norm: str = "l2", aggregate: str = "global"
 ) -> np.ndarray:
     """Norm of d loss(x) / d theta, one per text, shape (n,).
 
     ``norm``: ``l2`` (default), ``l1`` or ``linf``. ``aggregate``: ``global`` (default; the norm
     of the whole gradient as one vector) or ``tensor_mean`` (the mean of each parameter tensor's
     norm, as MIMIR); see :func:`combine_norms`. ``backend`` is an
-    :class:`~imprint.backends.hf.HFLogprobBackend` (or any object with ``model``, ``encode``,
-    ``bos_id``, ``max_length``, ``stride`` and the GRADIENTS capability).
+    :class:`~imprint.backends.hf.HFLogprobBackend`; any other backend raises
+    :class:`CapabilityError` (its :meth:`~imprint.backends.base.Backend.local_model` is None).
     """
     import torch
 
@@ -66,6 +59,13 @@ def gradient_norms(
 
     check_gradients(backend)
     check_norm(norm, aggregate)
+    local = backend.local_model()
+    if local is None:  # declares gradients but keeps its weights out of reach
+        raise CapabilityError(
+            f"backend {backend.name!r} ({type(backend).__name__}) has no local model to "
+            "differentiate; use a local Hugging Face model (the hf backend) for gradient attacks"
+        )
+    backend = local
     model = backend.model
     params = list(model.parameters())
     flags = [p.requires_grad for p in params]

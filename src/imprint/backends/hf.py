@@ -21,7 +21,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from imprint.backends.base import GRADIENTS, LOGPROBS, SAMPLING, ScoreRequest, TokenStats
+from imprint.backends.base import (
+    GRADIENTS,
+    LOGPROBS,
+    SAMPLING,
+    TOKENS,
+    Backend,
+    ScoreRequest,
+    Task,
+    TokenStats,
+)
 from imprint.backends.budget import auto_token_budget
 from imprint.backends.models import fingerprint_source, load_causal_lm, resolve_model
 from imprint.backends.reduce import reduce_hidden, to_host
@@ -84,10 +93,15 @@ def sliding_windows(ids: list[int], max_length: int, stride: int) -> list[tuple[
     return windows
 
 
-class HFLogprobBackend:
-    """Scores texts with a transformers causal LM; see the module docstring for the policies."""
+class HFLogprobBackend(Backend):
+    """Scores texts with a transformers causal LM; see the module docstring for the policies.
 
-    capabilities = frozenset({LOGPROBS, GRADIENTS, SAMPLING})
+    Samples text through :class:`~imprint.backends.text.HFTextBackend` over the same weights
+    (:meth:`text_backend`) and takes gradients with :mod:`imprint.backends.gradients`."""
+
+    capabilities = frozenset({LOGPROBS, GRADIENTS, SAMPLING, TOKENS})
+    max_length: int  # always known here: the model's context, or less
+    token_budget: int
     reports_progress = True  # score() accepts progress=, advanced per forward
 
     def __init__(
@@ -166,6 +180,42 @@ class HFLogprobBackend:
             "token_budget": self.token_budget,
             "device": str(self.device),
         }
+
+    def local_model(self) -> HFLogprobBackend:
+        return self
+
+    def text_backend(self) -> Backend:
+        """Seeded sampling from this model (same weights, tokenizer and start token)."""
+        from imprint.backends.text import HFTextBackend
+
+        return HFTextBackend(self, name=self.name)
+
+    def sample(
+        self,
+        prompts: Sequence[str],
+        n: int,
+        max_tokens: int,
+        stop: Sequence[str] | None = None,
+        *,
+        seed: int | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        task: Task = "continue",
+    ) -> list[list[str]]:
+        """Sampled continuations with the default sampler of :meth:`text_backend`."""
+        sampler = self.text_backend()
+        return sampler.sample(
+            prompts, n, max_tokens, stop, seed=seed, temperature=temperature, top_k=top_k, task=task
+        )
+
+    def gradient_norms(
+        self, texts: Sequence[str], *, norm: str = "l2", aggregate: str = "global"
+    ) -> np.ndarray:
+        """Norm of d loss(x) / d theta per text, shape (len(texts),); see
+        :func:`imprint.backends.gradients.gradient_norms`."""
+        from imprint.backends.gradients import gradient_norms
+
+        return gradient_norms(self, texts, norm=norm, aggregate=aggregate)
 
     # -- tokens -------------------------------------------------------------------------------
     @property
@@ -328,10 +378,17 @@ class HFLogprobBackend:
         """Wrap a forward of this model: shared K/V heads on CPU for the call only."""
         return sdpa_gqa(self.share_kv_heads)
 
-    def _head(self, hidden: torch.Tensor) -> torch.Tensor:
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The output head: hidden states (..., d) -> logits (..., vocabulary rows), Gemma's
+        final soft-capping included; fast paths that reduce their own positions call it."""
         logits = self.model.get_output_embeddings()(hidden)
         cap = getattr(self.model.config, "final_logit_softcapping", None)
         return torch.tanh(logits / cap) * cap if cap else logits
+
+    def _head(self, hidden: torch.Tensor) -> torch.Tensor:
+        # transitional: callers outside backends/ move to the public head(); dispatches to a
+        # subclass's head (a tempered backend's scaled logits)
+        return self.head(hidden)
 
     def _collect(
         self, rows: list[_Row], hidden: torch.Tensor, input_ids: torch.Tensor, *, offset: int
@@ -357,7 +414,7 @@ class HFLogprobBackend:
         targets = shifted.reshape(-1)[flat]
         chosen = hidden.reshape(-1, hidden.shape[-1]).index_select(0, _to(flat, hidden.device))
         stats = reduce_hidden(
-            chosen, _to(targets, hidden.device), self._head, vocab_size=self.model.config.vocab_size
+            chosen, _to(targets, hidden.device), self.head, vocab_size=self.model.config.vocab_size
         )
         bounds = np.cumsum([0, *(hi - lo).tolist()])
 

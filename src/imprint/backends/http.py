@@ -34,7 +34,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from imprint.backends.base import SAMPLING
+from imprint.backends.base import SAMPLING, Backend
 from imprint.backends.http_checks import (
     SHAPE_FIX,
     check_api_base,
@@ -92,7 +92,7 @@ class RetryPolicy:
         return rng.uniform(0, min(self.cap_s, self.base_s * 2**attempt))
 
 
-class OpenAICompatibleBackend:
+class OpenAICompatibleBackend(Backend):
     """Samples text from an OpenAI-compatible API; see the module docstring.
 
     ``base_url`` ends with the API root, e.g. ``http://127.0.0.1:8000/v1``. ``top_k`` is sent

@@ -36,8 +36,8 @@ class TemperedBackend(HFLogprobBackend):
         key = f"{self._base_fingerprint}|temperature={self.temperature!r}"
         return hashlib.sha256(key.encode()).hexdigest()[:20]
 
-    def _head(self, hidden: torch.Tensor) -> torch.Tensor:
-        return super()._head(hidden) / self.temperature
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        return super().head(hidden) / self.temperature
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "temperature": self.temperature}

@@ -1,6 +1,6 @@
 """Black-box access: a backend that only returns generated text.
 
-``TextBackend.sample(prompts, n, max_tokens, stop, *, seed) -> list[list[str]]`` returns, for each
+``Backend.sample(prompts, n, max_tokens, stop, *, seed) -> list[list[str]]`` returns, for each
 prompt, ``n`` continuations (the generated text only, without the prompt, cut at the first stop
 string). Implementations: :class:`HFTextBackend` (local transformers model, seeded top-k /
 temperature sampling), :class:`VLLMTextBackend` (optional ``vllm`` extra) and
@@ -16,40 +16,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
-from imprint.backends.base import SAMPLING
-from imprint.errors import CapabilityError, ConfigError, MissingDependencyError
+from imprint.backends.base import SAMPLING, Backend, Task, TextBackend
+from imprint.errors import ConfigError, MissingDependencyError
 
-Task = Literal["continue", "next_word", "answer"]
+if TYPE_CHECKING:
+    from imprint.backends.hf import HFLogprobBackend
+
 TASKS = ("continue", "next_word", "answer")
-
-
-@runtime_checkable
-class TextBackend(Protocol):
-    """Generated text only (black-box). ``temperature=0`` asks for greedy decoding."""
-
-    name: str
-    capabilities: frozenset[str]
-
-    def sample(
-        self,
-        prompts: Sequence[str],
-        n: int,
-        max_tokens: int,
-        stop: Sequence[str] | None = None,
-        *,
-        seed: int | None = None,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        task: Task = "continue",
-    ) -> list[list[str]]:
-        """``n`` continuations per prompt: a list of shape (len(prompts), n) of strings."""
-        ...
-
-    def usage(self) -> dict[str, Any]:
-        """Query and token counters (for the manifest)."""
-        ...
+__all__ = ["TASKS", "HFTextBackend", "Task", "TextBackend", "VLLMTextBackend", "as_text_backend"]
 
 
 def cut_at_stop(text: str, stop: Sequence[str] | None) -> str:
@@ -71,7 +47,7 @@ def check_sample_args(n: int, max_tokens: int, temperature: float, top_k: int | 
         raise ConfigError(f"top_k must be >= 0 (0 = no top-k filter), got {top_k}")
 
 
-class HFTextBackend:
+class HFTextBackend(Backend):
     """Seeded sampling from a local transformers causal LM (``generate``, left-padded batches).
 
     Wraps an :class:`imprint.backends.hf.HFLogprobBackend` (sharing its model, tokenizer and
@@ -96,9 +72,9 @@ class HFTextBackend:
 
         if isinstance(spec_or_backend, str):
             spec_or_backend = HFLogprobBackend(spec_or_backend, device=device, dtype=dtype)
-        self.hf = spec_or_backend
+        self.hf: HFLogprobBackend = spec_or_backend
         self.name = name
-        self.spec = getattr(self.hf, "spec", "")
+        self.spec = self.hf.spec
         self.temperature, self.top_k, self.max_rows = temperature, top_k, max_rows
         check_sample_args(1, 1, temperature, top_k)
         self._usage = {"prompts": 0, "samples": 0, "generate_calls": 0, "completion_tokens": 0}
@@ -110,6 +86,9 @@ class HFTextBackend:
 
     def usage(self) -> dict[str, Any]:
         return dict(self._usage)
+
+    def local_model(self) -> HFLogprobBackend:
+        return self.hf
 
     def __repr__(self) -> str:
         return f"HFTextBackend({self.spec!r}, temperature={self.temperature}, top_k={self.top_k})"
@@ -191,7 +170,7 @@ class HFTextBackend:
         return self.hf.tokenizer.decode(ids, skip_special_tokens=True)
 
 
-class VLLMTextBackend:
+class VLLMTextBackend(Backend):
     """Sampling with vLLM (prefix caching on): ``pip install 'llm-imprint[vllm]'``.
 
     ``spec`` is a hub id or local folder vLLM can load. Imported lazily; a missing vllm raises
@@ -283,14 +262,8 @@ def prompt_ids(hf: Any, prompt: str, task: str) -> list[int]:
     return [hf.bos_id, *hf.encode(prompt)]
 
 
-def as_text_backend(backend: Any) -> TextBackend:
-    """``backend`` itself if it samples text, an :class:`HFTextBackend` over a local gray-box
-    backend, else :class:`CapabilityError` (before any work)."""
-    if callable(getattr(backend, "sample", None)):
-        return backend  # type: ignore[no-any-return]
-    if hasattr(backend, "model") and hasattr(backend, "encode") and hasattr(backend, "bos_id"):
-        return HFTextBackend(backend, name=getattr(backend, "name", "target"))
-    raise CapabilityError(
-        f"backend {type(backend).__name__} cannot generate text; black-box attacks need a "
-        "TextBackend (local model, vLLM or an OpenAI-compatible API)"
-    )
+def as_text_backend(backend: Backend) -> Backend:
+    """The backend that samples text for ``backend`` (:meth:`Backend.text_backend`: itself, or
+    an :class:`HFTextBackend` over a local model), else :class:`CapabilityError` before any
+    work."""
+    return backend.text_backend()

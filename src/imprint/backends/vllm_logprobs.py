@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from imprint.backends.base import SAMPLING, TOKEN_LOGPROBS, ScoreRequest, TokenStats
+from imprint.backends.base import SAMPLING, TOKEN_LOGPROBS, TOKENS, ScoreRequest, TokenStats
 from imprint.backends.start_token import resolve_start_token
 from imprint.backends.text import VLLMTextBackend
 from imprint.errors import ConfigError
@@ -68,7 +68,8 @@ def stats_from_prompt_logprobs(
 class VLLMBackend(VLLMTextBackend):
     """vLLM sampling (black-box attacks) and prompt log-probs (per-token gray-box attacks)."""
 
-    capabilities = frozenset({SAMPLING, TOKEN_LOGPROBS})
+    capabilities = frozenset({SAMPLING, TOKEN_LOGPROBS, TOKENS})
+    max_length: int  # the engine's max_model_len
 
     def __init__(self, spec: str, *, start_token: str = "auto", **kwargs: Any) -> None:
         super().__init__(spec, **kwargs)
@@ -79,7 +80,11 @@ class VLLMBackend(VLLMTextBackend):
         self.start_ids = list(self.start_token.ids)
         config = self.llm.llm_engine.model_config
         self.max_length = int(config.max_model_len)
-        self.vocab_size = int(config.get_vocab_size())
+        self._vocab_size = int(config.get_vocab_size())
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -91,8 +96,9 @@ class VLLMBackend(VLLMTextBackend):
     def fingerprint(self) -> str:  # sampling settings do not change prompt log-probs
         return f"{super().fingerprint}-{self.start_token.key()}"
 
-    def score(self, requests: Sequence[ScoreRequest]) -> list[TokenStats]:
-        """One engine call for the batch; prefix tokens are context only."""
+    def score(self, requests: Sequence[ScoreRequest], *, progress: Any = None) -> list[TokenStats]:
+        """One engine call for the batch; prefix tokens are context only (``progress`` is not
+        called: ``reports_progress`` is False, the planner advances per batch)."""
         from vllm.inputs import TokensPrompt
 
         prompts, firsts = [], []
