@@ -196,8 +196,8 @@ def test_run_report_blind_interval_is_the_out_of_fold_bootstrap(monkeypatch: pyt
     from types import SimpleNamespace
 
     from imprint.data import Sample
+    from imprint.evaluation.evaluate import evaluate_scores
     from imprint.metrics import bootstrap_metrics
-    from imprint.report.evaluate import evaluate_scores
     from imprint.report.render import blind_description
 
     monkeypatch.setattr(blind, "N_ESTIMATORS", 50)  # the SoK forest, smaller for speed
@@ -250,9 +250,9 @@ def test_demo_chance_claim_survives_picking_the_best_of_several():
     # own 95 % interval (what the demo used to test), but not once the pick is accounted for.
     from dataclasses import replace
 
+    from imprint.evaluation.results import BlindMetrics, BlindSuiteMetrics, RunMetrics
     from imprint.game.demo import _chance_and_detection, _figures
     from imprint.metrics import Interval
-    from imprint.report.results import BlindMetrics, BlindSuiteMetrics, RunMetrics
 
     # seed 36: with AUC intervals widened for training variability (metrics.cv_interval) the
     # split of seed 9 no longer looks better than chance unadjusted; this one still does

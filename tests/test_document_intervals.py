@@ -10,10 +10,10 @@ import pytest
 
 from imprint.data import Sample
 from imprint.documents.split import DOC_ID
+from imprint.evaluation.evaluate import evaluate_scores
+from imprint.evaluation.results import RunMetrics
 from imprint.metrics import bootstrap_metrics
-from imprint.report.evaluate import evaluate_scores
 from imprint.report.render import resampling
-from imprint.report.results import RunMetrics
 
 
 def _sequences(n_docs: int = 24, per_doc: int = 6):
@@ -94,9 +94,9 @@ def test_shi_fold_summary_is_the_pair_weighted_mean_of_fold_aucs() -> None:
 
 def test_document_rows_state_that_they_resample_documents() -> None:
     from imprint.documents import document_summary
+    from imprint.evaluation.columns import ColumnMetrics
+    from imprint.evaluation.document_results import DocumentRow
     from imprint.metrics import Interval
-    from imprint.report.columns import ColumnMetrics
-    from imprint.report.document_results import DocumentRow
 
     labels, scores = np.array([1, 0] * 10), np.linspace(0, 1, 20)
     metrics = ColumnMetrics.from_summary(document_summary(labels, scores, n_resamples=50))

@@ -231,7 +231,7 @@ def test_a_false_positive_half_emptied_by_unscored_rows_is_a_note_not_a_crash() 
     """Sixteen non-member documents pass the check's count, but nine have no score: a half of
     eight keeps at most 3. The check is left out with a note (it raised, and the run stopped
     after all its model work)."""
-    from imprint.report.documents import _false_positive
+    from imprint.evaluation.documents import _false_positive
 
     rng = np.random.default_rng(0)
     labels = np.r_[np.ones(20, int), np.zeros(16, int)]
