@@ -4,6 +4,7 @@
   attacks, evaluation, output);
 - :mod:`.plan`: :func:`resolve` -> :class:`RunPlan`, everything that follows from it, computed
   once (providers, references, access level, typed parameters); loading models and executors;
+- :mod:`.inputs`: the data stage (samples, documents, shot pools, reference ids);
 - :mod:`.execute`: :func:`execute_run`, the stages in order (data, scoring, evaluation, report);
 - :mod:`.manifest`: the run's manifest.
 
@@ -11,7 +12,8 @@ Games and experiment grids use runs through this package; it imports neither of 
 """
 
 from imprint.run.config import RunConfig
-from imprint.run.execute import RunResult, check_breakdown, execute_run, load_samples
+from imprint.run.execute import RunResult, execute_run
+from imprint.run.inputs import check_breakdown, load_samples
 from imprint.run.plan import RunPlan, default_cache_path, load_backends, resolve, run_executor
 
 __all__ = [

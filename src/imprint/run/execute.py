@@ -15,18 +15,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from imprint.attacks import Attack, build_attacks
-from imprint.data import LoadedData, Sample, apply_transforms, data_defects, resolve_data
-from imprint.data.pools import load_shot_pool
-from imprint.documents.run_hook import split_for_run
-from imprint.errors import ConfigError, DataError
+from imprint.data import Sample
+from imprint.errors import DataError
 from imprint.executors import Executor
 from imprint.requests.client import ModelRequests
 from imprint.run.config import RunConfig
+from imprint.run.inputs import load_inputs
 from imprint.run.manifest import describe_models, run_manifest, unmatched_message
 from imprint.run.plan import RunPlan, load_backends, resolve, run_executor
 from imprint.scoring import WorkReport, compute_scores, model_requests, prepare_attacks
 from imprint.signals.cache import SignalCache
-from imprint.training_manifest import check_reference_ids
 
 if TYPE_CHECKING:  # the report stage is imported when a run reaches it
     from imprint.evaluation.results import RunMetrics
@@ -53,38 +51,6 @@ class Scored:
     work: WorkReport
 
 
-def load_samples(config: RunConfig) -> tuple[LoadedData, list[Sample], dict[str, int]]:
-    """Load the data spec and apply the configured transforms; drops are counted."""
-    loaded = resolve_data(
-        config.data,
-        text_field=config.text_field,
-        label_field=config.label_field,
-        on_bad=config.on_bad,
-    )
-    samples, dropped = apply_transforms(
-        loaded.samples,
-        truncate=config.truncate_words,
-        min_words=config.min_words,
-        dedupe=config.dedupe,
-        n_per_label=config.n_per_label,
-        seed=config.seed,
-    )
-    return loaded, list(samples), {**loaded.dropped, **dropped}
-
-
-def check_breakdown(field: str | None, samples: list[Sample]) -> None:
-    """Refuse a ``--breakdown`` field that no sample has: its table would be one "(missing)"
-    column, most likely from a typo. Raises :class:`ConfigError` naming the data's fields."""
-    if not field or any(field in s.meta for s in samples):  # "" means no breakdown
-        return
-    fields = sorted({str(k) for s in samples for k in s.meta})
-    has = f"the data's other fields are {fields}" if fields else "the data has no other fields"
-    raise ConfigError(
-        f"--breakdown {field!r}: no sample has a field {field!r} ({has}; text and label are not "
-        "breakdown fields). Pass one of those fields, or drop --breakdown"
-    )
-
-
 def execute_run(
     config: RunConfig | RunPlan,
     *,
@@ -108,39 +74,21 @@ def execute_run(
     plan = config if isinstance(config, RunPlan) else resolve(config)
     config = plan.config
     _check_folders(plan)
-    loaded, samples, dropped = load_samples(config)
-    defects = data_defects(config.data, loaded)  # the set as published: manifest and warnings
-    samples, split = split_for_run(config.documents, samples, dropped)
-    check_breakdown(config.breakdown, samples)
-    pools = {
-        name: load_shot_pool(
-            name, spec, text_field=config.text_field, label_field=config.label_field
-        )
-        for name, spec in config.pools.items()
-    }
-    references = (
-        None
-        if plan.references is None
-        else check_reference_ids(
-            plan.references,
-            [s.id for s in loaded.samples] + [s.id for s in samples],
-            allow=config.allow_unmatched_ids,
-        )
+    inputs = load_inputs(plan)
+    scored = score(
+        plan, inputs.samples, inputs.pools, inputs.dropped, console, backends, progress, executor
     )
-    scored = score(plan, samples, pools, dropped, console, backends, progress, executor)
     metrics = evaluate_scores(scored.samples, scored.scores, config=config)
-    found = tuple(RunWarning("data_defects", m) for m in defects.warnings(config.data))
-    if references and references["unmatched_ids"]:
-        found += (RunWarning("unmatched_reference_ids", unmatched_message(references)),)
+    found = tuple(RunWarning("data_defects", m) for m in inputs.defects.warnings(config.data))
+    if inputs.references and inputs.references["unmatched_ids"]:
+        found += (RunWarning("unmatched_reference_ids", unmatched_message(inputs.references)),)
     metrics = dataclasses.replace(metrics, warnings=metrics.warnings + found)
-    manifest = run_manifest(plan, loaded, scored, dropped, defects.to_dict(), started)
-    if references is not None:
-        manifest["references"] = references
-    if split is not None:  # document-level figures from the same sequence scores
+    manifest = run_manifest(plan, inputs, scored, started)
+    if inputs.split is not None:  # document-level figures from the same sequence scores
         from imprint.evaluation.documents import evaluate_documents
 
         documents = evaluate_documents(
-            split, scored.samples, scored.scores, config=config, manifest=manifest
+            inputs.split, scored.samples, scored.scores, config=config, manifest=manifest
         )
         metrics = dataclasses.replace(metrics, documents=documents)
     write_run(
@@ -257,11 +205,4 @@ def _set_up_attacks(
     return samples, attacks, prefixes
 
 
-__all__ = [
-    "RunResult",
-    "Scored",
-    "check_breakdown",
-    "execute_run",
-    "load_samples",
-    "score",
-]
+__all__ = ["RunResult", "Scored", "execute_run", "score"]

@@ -7,31 +7,27 @@ from typing import TYPE_CHECKING, Any
 
 from imprint.attacks.base import hyperparameters
 from imprint.backends.registry import BackendChoice
-from imprint.data import LoadedData
 
 if TYPE_CHECKING:
     from imprint.run.execute import Scored
+    from imprint.run.inputs import RunInputs
     from imprint.run.plan import RunPlan
 
 
 def run_manifest(
-    plan: RunPlan,
-    loaded: LoadedData,
-    scored: Scored,
-    dropped: dict[str, int],
-    defects: dict[str, Any],
-    started: float,
+    plan: RunPlan, inputs: RunInputs, scored: Scored, started: float
 ) -> dict[str, Any]:
     """The manifest (``manifest.json``) of a run scored as ``scored``."""
-    return {
+    loaded = inputs.loaded
+    manifest = {
         "config": plan.config,
         "data": {
             "source": loaded.source,
             "fingerprint": loaded.fingerprint,
             "loaded": len(loaded.samples),
             "evaluated": len(scored.samples),
-            "dropped": dropped,
-            "defects": defects,
+            "dropped": inputs.dropped,
+            "defects": inputs.defects.to_dict(),
         },
         "models": scored.models,
         "attacks": {a.name: hyperparameters(a) for a in scored.attacks},
@@ -41,6 +37,9 @@ def run_manifest(
         "executor": scored.work.executor,
         "elapsed_s": round(time.time() - started, 2),
     }
+    if inputs.references is not None:
+        manifest["references"] = inputs.references
+    return manifest
 
 
 def unmatched_message(record: dict[str, Any]) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import imprint.game  # noqa: F401,E402  (registers game:DIR; goes when the registry resolves it lazily)
 from imprint.attacks import RunContext, build_attacks
 from imprint.attacks.params import check_params
-from imprint.backends.base import LOGPROBS, TOKEN_LOGPROBS
+from imprint.backends.base import LOGPROBS, Access
 from imprint.backends.models import cache_dir
 from imprint.backends.registry import BackendChoice, LoadContext, choose_backend
 from imprint.errors import ConfigError
@@ -41,7 +41,7 @@ class RunPlan:
     config: RunConfig
     choices: dict[str, BackendChoice]
     references: ReferenceSet | None
-    target_access: str
+    target_access: Access
     params: dict[str, dict[str, Any]]
     cache_path: Path
 
@@ -82,11 +82,7 @@ def resolve(config: RunConfig) -> RunPlan:
             "the --references manifest's model names share one namespace)"
         )
     choices = backend_choices(config, (*config.refs, *extra))
-    capabilities = choices["target"].provider.capabilities
-    if LOGPROBS in capabilities:
-        access = "gray-box"
-    else:
-        access = "token-logprobs" if TOKEN_LOGPROBS in capabilities else "black-box"
+    access = Access.of(choices["target"].provider.capabilities)
     plan = RunPlan(
         config, choices, references, access, params, config.cache or default_cache_path()
     )
