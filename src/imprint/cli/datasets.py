@@ -51,8 +51,9 @@ def list_datasets(name: Filter = None, as_json: AsJson = False) -> None:
 def _family_table(family: str, infos: list[BenchmarkInfo]) -> None:
     """One table per family: what the family shares in the title, one row per name."""
     first = infos[0]
+    origin = "" if first.origin == "built-in" else f" ({escape(first.origin)})"
     title = (
-        f"[bold]{escape(family)}[/bold]: {escape(first.provenance)}\n"
+        f"[bold]{escape(family)}[/bold]{origin}: {escape(first.provenance)}\n"
         f"source: {escape(first.source)} | licence: {escape(first.licence)}\n"
         f"fields: {escape(first.fields)}"
     )

@@ -294,28 +294,17 @@ def run(
 
 
 def list_attacks() -> None:
-    """List the registered attacks, one line each."""
-    from imprint.attacks import available_attacks
+    """List the registered attacks, one line each (plugins with their package, broken ones too)."""
+    from imprint.cli.tables import print_attacks  # the listing lives there
 
-    for name, cls in available_attacks().items():
-        typer.echo(f"{name:<14} {cls.access:<9} {cls.summary}  [{cls.paper}]")
-        for deviation in cls.deviations:  # differences from the paper / the authors' code
-            typer.echo(f"{'':<15}differs: {deviation}")
+    print_attacks()
 
 
 def list_backends() -> None:
-    """List the model schemes: provider, capabilities, options (--model-arg KEY=VALUE)."""
-    import dataclasses
+    """List the model schemes: provider, capabilities, options (--model-arg KEY=VALUE), aliases."""
+    from imprint.cli.tables import print_backends  # the listing lives there
 
-    from imprint.backends import available_backends
-    from imprint.backends.models import model_schemes
-
-    for name, provider in available_backends().items():
-        caps = ",".join(sorted(provider.capabilities))
-        options = ", ".join(f.name for f in dataclasses.fields(provider.options))
-        typer.echo(f"{name + ':':<8} {caps:<27} {provider.summary}\n{'':<9}options: {options}")
-    for scheme in model_schemes():  # e.g. game:DIR, resolved to a folder that hf loads
-        typer.echo(f"{scheme + ':':<8} served by hf (resolves to a model folder)")
+    print_backends()
 
 
 def list_datasets(

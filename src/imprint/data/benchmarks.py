@@ -28,6 +28,7 @@ from imprint.data.benchmark_files import (
 from imprint.data.benchmark_readers import read_benchmark
 from imprint.data.catalog import (
     BenchmarkEntry,
+    benchmark_origin,
     did_you_mean,
     get_benchmark,
     is_benchmark,
@@ -46,7 +47,7 @@ from imprint.data.loaders import (
     load_hf_dataset,
 )
 from imprint.errors import ConfigError, DataError
-from imprint.registry import Registry
+from imprint.registry import BUILTIN, Registry
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -82,6 +83,7 @@ class BenchmarkInfo:
     source: str = ""  # the hub page, the web page, or how to build it
     in_hub_cache: bool = False
     entry: BenchmarkEntry | None = field(default=None, compare=False, repr=False)
+    origin: str = BUILTIN  # or "plugin DIST": the installed package that adds it
 
     @property
     def available(self) -> bool:
@@ -92,7 +94,7 @@ class BenchmarkInfo:
         return (
             base
             | {"local_copy": str(self.local_path) if self.local_path else None}
-            | {"in_hub_cache": self.in_hub_cache}
+            | {"in_hub_cache": self.in_hub_cache, "origin": self.origin}
         )
 
 
@@ -134,6 +136,7 @@ def list_benchmarks(family: str | None = None) -> list[BenchmarkInfo]:
                 source,
                 status == "hub cache",
                 e,
+                benchmark_origin(e.name),
             )
         )
     return out
@@ -205,4 +208,4 @@ def _sibling_overlap(entry: BenchmarkEntry, loaded: LoadedData, other: str) -> S
     )
 
 
-register_data_scheme("hf", _load_hf_spec)
+_SCHEMES.add("hf", _load_hf_spec)  # not register_data_scheme: its family check reads plugins

@@ -4,18 +4,24 @@ An entry says what a benchmark is (provenance, licence, size, fields, known cave
 its files live: a path relative to a data dir (``$IMPRINT_DATA_DIR/<family>/...``), and, for sets
 published on the Hugging Face hub, the file's path in the hub repository (read directly, never
 through a ``datasets`` loading script). The entries themselves are in
-:mod:`imprint.data.catalog_entries`; this module holds the types and the registry.
+:mod:`imprint.data.catalog_entries`; this module holds the types and the registry. Installed
+packages add benchmark families through the entry-point group ``imprint.benchmarks``: the entry
+point is named after the family and names a :class:`BenchmarkEntry`, a list of them or a function
+returning them (``toy = "toy_pkg.data:benchmarks"``); they are read on the first lookup of a name
+the catalog lacks, or the first listing.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from imprint.errors import ConfigError, DataError
+from imprint.registry import PluginWarning, Registry
 
 #: How a benchmark's files become samples (see :mod:`imprint.data.benchmark_readers`):
 #: ``records``: one table (JSONL/Parquet) with a text and a label column;
@@ -126,43 +132,102 @@ class BenchmarkEntry:
         }
 
 
-_CATALOG: dict[str, BenchmarkEntry] = {}
+GROUP = "imprint.benchmarks"
 
 
-def register_benchmark(entry: BenchmarkEntry, *, force: bool = False) -> None:
-    """Add a named benchmark; an existing name raises unless ``force=True``."""
+def _check_entry(name: str, entry: Any) -> BenchmarkEntry:
+    if not isinstance(entry, BenchmarkEntry):
+        raise ConfigError(
+            f"benchmark {name!r} must be an imprint.data.catalog.BenchmarkEntry, got "
+            f"{type(entry).__name__}"
+        )
+    if entry.name != name:
+        raise ConfigError(f"benchmark {name!r}: its entry is named {entry.name!r}")
+    return entry
+
+
+def _family_entries(family: str, value: Any) -> list[BenchmarkEntry]:
+    """What a plugin's entry point names: an entry, a sequence of them, or a function that
+    returns them; each of the family ``family`` (the entry point's name)."""
+    if callable(value) and not isinstance(value, BenchmarkEntry):
+        value = value()
+    found = [value] if isinstance(value, BenchmarkEntry) else list(value)
+    for entry in found:
+        _check_entry(getattr(entry, "name", "?"), entry)
+        if entry.family != family:
+            raise ConfigError(
+                f"benchmark {entry.name!r} is of family {entry.family!r}, not {family!r}: "
+                f"name the entry point of group {GROUP} after the family"
+            )
+    return found
+
+
+#: plugin families by name (entry points of :data:`GROUP`), loaded into the catalog on first need
+FAMILIES: Registry[list[BenchmarkEntry]] = Registry(
+    "benchmark family", group=GROUP, check=_family_entries, error=DataError
+)
+
+
+def _add_plugin_families() -> None:
+    for family, entries in FAMILIES.load_all(sort=False).items():
+        origin = FAMILIES.origin(family)
+        for entry in entries:
+            if entry.name in _CATALOG:
+                warnings.warn(
+                    f"benchmark {entry.name!r} of {origin} is left out: the name is already "
+                    f"taken by {_CATALOG.origin(entry.name)}",
+                    PluginWarning,
+                    stacklevel=2,
+                )
+            else:
+                _CATALOG.add(entry.name, entry, origin=origin)
+
+
+#: name -> entry, in the order added (WikiMIA first); plugins' families follow the built-ins
+_CATALOG: Registry[BenchmarkEntry] = Registry(
+    "benchmark", check=_check_entry, sources=(_add_plugin_families,), error=DataError
+)
+
+
+def register_benchmark(
+    entry: BenchmarkEntry, *, force: bool = False, origin: str | None = None
+) -> None:
+    """Add a named benchmark; an existing name raises unless ``force=True``. ``origin`` is
+    what ``imprint datasets`` says it comes from (default: registered at run time)."""
     if ":" in entry.name.partition(":")[0] or not entry.name.strip():
         raise ConfigError(f"benchmark name {entry.name!r} must be 'family' or 'family:variant'")
-    if entry.name in _CATALOG and not force:
-        raise ConfigError(
-            f"benchmark {entry.name!r} is already registered; pass force=True to replace it"
-        )
-    _CATALOG[entry.name] = entry
+    _CATALOG.add(entry.name, entry, force=force, origin=origin)
 
 
 def is_benchmark(name: str) -> bool:
     return name in _CATALOG
 
 
+def benchmark_origin(name: str) -> str:
+    """Where benchmark ``name`` comes from: ``built-in``, ``plugin DIST``, ``module M``."""
+    return _CATALOG.origin(name)
+
+
 def get_benchmark(name: str) -> BenchmarkEntry:
     """The entry named ``name``; an unknown name raises :class:`DataError` with suggestions."""
     if name not in _CATALOG:
         raise DataError(
-            f"unknown benchmark {name!r}.{did_you_mean(name, list(_CATALOG))} "
+            f"unknown benchmark {name!r}.{did_you_mean(name, _CATALOG.names())} "
             "Run `imprint datasets` for the full list."
         )
-    return _CATALOG[name]
+    return _CATALOG.get(name)
 
 
 def iter_benchmarks(family: str | None = None) -> Iterator[BenchmarkEntry]:
     """Entries in registration order (the issue's order: WikiMIA first), optionally one family."""
-    return (e for e in _CATALOG.values() if family is None or e.family == family)
+    entries = _CATALOG.load_all(sort=False).values()
+    return (e for e in entries if family is None or e.family == family)
 
 
 def shared_file_names() -> set[str]:
     """File names (without folder) that more than one benchmark uses: never looked up flat."""
     owners: dict[str, set[str]] = {}
-    for e in _CATALOG.values():
+    for e in iter_benchmarks():
         for f in e.files:
             for rel in f.locals:
                 owners.setdefault(rel.rsplit("/", 1)[-1], set()).add(e.name)

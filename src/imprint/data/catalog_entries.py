@@ -8,7 +8,10 @@ Importing this module registers every entry.
 
 from __future__ import annotations
 
+import functools
+
 from imprint.data.catalog import BenchmarkEntry, DataFile, Role, register_benchmark
+from imprint.registry import BUILTIN
 
 LENGTHS = (32, 64, 128, 256)
 MIMIR_DOMAINS = (
@@ -38,6 +41,7 @@ NAME_FORMS = (
     "gutenberg",
     "copyright_traps:{10,100,1000}[/{25,50}]",
 )
+_register = functools.partial(register_benchmark, origin=BUILTIN)
 _SHIFT = "run the blind baseline (`imprint blind`) before reading any attack's AUC"
 # the hub file of each WikiMIA length (data/ of swj0419/WikiMIA, main branch)
 _WIKIMIA_HUB = {
@@ -51,7 +55,7 @@ _WIKIMIA_FIELDS = "input (text), label (1 = member, 0 = non-member)"
 
 def _wikimia() -> None:
     for n in LENGTHS:
-        register_benchmark(
+        _register(
             BenchmarkEntry(
                 name=f"wikimia:{n}",
                 family="wikimia",
@@ -85,7 +89,7 @@ def _wikimia() -> None:
 
 def _wikimia24() -> None:
     for n in LENGTHS:
-        register_benchmark(
+        _register(
             BenchmarkEntry(
                 name=f"wikimia24:{n}",
                 family="wikimia24",
@@ -118,7 +122,7 @@ def _wikimia24() -> None:
 
 def _wikimia25() -> None:
     for n in LENGTHS:
-        register_benchmark(
+        _register(
             BenchmarkEntry(
                 name=f"wikimia25:{n}",
                 family="wikimia25",
@@ -213,7 +217,7 @@ def _mimir() -> None:
             caveats = [_MIMIR_SPLIT_CAVEAT[split]]
             if domain == "github":
                 caveats.append("the SoK advises against the github domain (not a sound split)")
-            register_benchmark(
+            _register(
                 _mimir_entry(
                     f"mimir:{domain}/{split}",
                     f"{domain}_{split}",
@@ -225,7 +229,7 @@ def _mimir() -> None:
                     siblings=tuple(f"mimir:{domain}/{s}" for s in MIMIR_SPLITS if s != split),
                 )
             )
-    register_benchmark(
+    _register(
         _mimir_entry(
             "mimir:temporal_wiki",
             "temporal_wiki",
@@ -238,7 +242,7 @@ def _mimir() -> None:
         )
     )
     for month in MIMIR_TEMPORAL_ARXIV:
-        register_benchmark(
+        _register(
             _mimir_entry(
                 f"mimir:temporal_arxiv/{month}",
                 f"temporal_arxiv_{month}",
@@ -263,7 +267,7 @@ def _arxivmia() -> None:
         ":test": ("arxiv_mia_test", "test"),
     }
     for suffix, (stem, part) in parts.items():
-        register_benchmark(
+        _register(
             BenchmarkEntry(
                 name=f"arxivmia{suffix}",
                 family="arxivmia",
@@ -300,7 +304,7 @@ def _arxivmia() -> None:
 
 
 def _bookmia() -> None:
-    register_benchmark(
+    _register(
         BenchmarkEntry(
             name="bookmia",
             family="bookmia",
@@ -328,7 +332,7 @@ def _bookmia() -> None:
 
 
 def _gutenberg() -> None:
-    register_benchmark(
+    _register(
         BenchmarkEntry(
             name="gutenberg",
             family="gutenberg",
@@ -363,7 +367,7 @@ def _copyright_traps() -> None:
         for length in TRAP_LENGTHS:
             name = f"copyright_traps:{reps}" + ("" if length == 100 else f"/{length}")
             stem = f"seq_len_{length}_n_rep_{reps}"
-            register_benchmark(
+            _register(
                 BenchmarkEntry(
                     name=name,
                     family="copyright_traps",
@@ -402,6 +406,6 @@ def _copyright_traps() -> None:
             )
 
 
-for _register in (_wikimia, _wikimia24, _wikimia25, _mimir, _arxivmia, _bookmia, _gutenberg):
-    _register()
+for _family in (_wikimia, _wikimia24, _wikimia25, _mimir, _arxivmia, _bookmia, _gutenberg):
+    _family()
 _copyright_traps()

@@ -1,0 +1,186 @@
+"""Third-party plugins: an installed distribution adds an attack, a backend and a benchmark
+through entry points (``imprint.attacks``, ``imprint.backends``, ``imprint.benchmarks``).
+
+The fixture is real packaging, not a mock: a package and its ``.dist-info`` (METADATA and
+entry_points.txt, as pip writes them) in a folder on ``sys.path``, found by importlib.metadata in
+a fresh ``imprint`` process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import WIKIMIA
+
+ATTACK = '''
+"""A third-party attack: the negated spread of token log-likelihoods (higher = member)."""
+from dataclasses import dataclass
+
+import numpy as np
+
+from imprint.attacks.base import Attack
+from imprint.signals.needs import Need, SignalSet
+
+
+@dataclass(frozen=True)
+class LogpSpread(Attack):
+    summary = "minus the standard deviation of token log p (a plugin's attack)"
+    paper = "imprint's plugin test"
+
+    def needs(self) -> tuple[Need, ...]:
+        return (Need(),)
+
+    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+        return {self.name: np.array([-float(np.std(s.logp)) for s in signals.get()])}
+'''
+BACKEND = '''
+"""A third-party backend: ``toyhf:FOLDER`` serves a transformers folder (through imprint's hf
+loader, to keep the test small)."""
+from imprint.backends.base import LOGPROBS
+from imprint.backends.options import HFOptions
+from imprint.backends.providers import load_hf
+from imprint.backends.registry import make_provider
+
+PROVIDER = make_provider(
+    "toyhf",
+    load_hf,
+    options=HFOptions,
+    capabilities=frozenset({LOGPROBS}),
+    summary="a plugin's provider: a transformers folder",
+    example="toyhf:/path/to/folder",
+    settings={"device": "device"},
+)
+'''
+BENCHMARK = '''
+"""A third-party benchmark family, ``toybench``: one JSON-lines file in a data dir."""
+from imprint.data.catalog import BenchmarkEntry, DataFile
+
+
+def benchmarks():
+    return [
+        BenchmarkEntry(
+            name="toybench:16",
+            family="toybench",
+            description="sixteen WikiMIA texts, as a plugin's benchmark",
+            provenance="imprint's plugin test",
+            licence="MIT",
+            size="16 texts",
+            fields="input, label",
+            caveats=("a test fixture",),
+            files=(DataFile(local="toybench/toy16.jsonl"),),
+            text_field="input",
+            label_field="label",
+        )
+    ]
+'''
+ENTRY_POINTS = """\
+[imprint.attacks]
+logp_spread = imprint_toy.attacks:LogpSpread
+
+[imprint.backends]
+toyhf = imprint_toy.backends:PROVIDER
+
+[imprint.benchmarks]
+toybench = imprint_toy.data:benchmarks
+"""
+
+
+def _dist_info(site: Path, dist: str, entry_points: str) -> None:
+    info = site / f"{dist.replace('-', '_')}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(entry_points)
+    (info / "RECORD").write_text("")
+
+
+@pytest.fixture
+def plugin_env(tmp_path: Path) -> dict[str, str]:
+    """An environment whose sys.path holds the installed plugin ``imprint-toy`` (and a broken
+    one, ``imprint-broken``, whose attack's module does not exist), with its benchmark's file."""
+    site = tmp_path / "site"
+    package = site / "imprint_toy"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    for name, code in (("attacks", ATTACK), ("backends", BACKEND), ("data", BENCHMARK)):
+        (package / f"{name}.py").write_text(textwrap.dedent(code))
+    _dist_info(site, "imprint-toy", ENTRY_POINTS)
+    _dist_info(site, "imprint-broken", "[imprint.attacks]\nghost = imprint_ghost:Ghost\n")
+    data = tmp_path / "data"
+    (data / "toybench").mkdir(parents=True)
+    rows = [json.loads(line) for line in (WIKIMIA / "WikiMIA_length32.jsonl").open()][:16]
+    (data / "toybench" / "toy16.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return {
+        **os.environ,
+        "PYTHONPATH": path,
+        "IMPRINT_DATA_DIR": str(data),
+        "IMPRINT_CACHE_DIR": str(tmp_path / "cache"),
+    }
+
+
+def _imprint(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "imprint", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_a_plugin_attack_is_listed_with_its_package_and_a_broken_one_is_reported(plugin_env):
+    listed = _imprint(plugin_env, "attacks")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    (spread,) = [line for line in lines if line.startswith("logp_spread ")]
+    assert "minus the standard deviation" in spread and spread.endswith("(plugin imprint-toy)")
+    assert any(line.startswith("loss ") and "(plugin" not in line for line in lines)
+    (ghost,) = [line for line in lines if line.startswith("ghost ")]
+    assert "broken" in ghost and "imprint-broken" in ghost and "imprint_ghost" in ghost
+    assert "PluginWarning" in listed.stderr and "ModuleNotFoundError" in listed.stderr
+
+
+def test_a_plugin_backend_and_benchmark_are_listed(plugin_env):
+    backends = _imprint(plugin_env, "backends")
+    assert backends.returncode == 0, backends.stderr
+    (toy,) = [line for line in backends.stdout.splitlines() if line.startswith("toyhf:")]
+    assert "logprobs" in toy and toy.endswith("(plugin imprint-toy)")
+    assert any(
+        line.startswith("smollm2-135m") and "alias" in line for line in backends.stdout.splitlines()
+    )
+    datasets = _imprint(plugin_env, "datasets", "--json", "toybench")
+    assert datasets.returncode == 0, datasets.stderr
+    (entry,) = json.loads(datasets.stdout)
+    assert entry["name"] == "toybench:16" and entry["origin"] == "plugin imprint-toy"
+    assert entry["local_copy"].endswith("toybench/toy16.jsonl")
+    table = _imprint(plugin_env, "datasets", "toybench")
+    assert table.returncode == 0 and "toybench" in table.stdout and "imprint-toy" in table.stdout
+
+
+def test_a_plugin_attack_runs_on_a_plugin_backend_and_a_plugin_benchmark(
+    plugin_env, tiny_model_dir, tmp_path
+):
+    out = tmp_path / "run"
+    ran = _imprint(
+        plugin_env,
+        "run",
+        *("--model", f"toyhf:{tiny_model_dir}", "--data", "toybench:16"),
+        *("--attacks", "loss,logp_spread", "--device", "cpu", "--no-blind"),
+        *("--bootstrap", "20", "--out", str(out), "--cache", str(tmp_path / "s.sqlite")),
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    import pandas as pd
+
+    scores = pd.read_parquet(out / "scores.parquet")
+    assert len(scores) == 16 and scores["logp_spread"].notna().all()
+    assert (scores["logp_spread"] <= 0).all() and scores["logp_spread"].nunique() > 1
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["requests"]["target"]["logprobs"]["executed"] == 16  # one pass, both attacks
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert 0 <= metrics["attacks"]["logp_spread"]["auc"]["estimate"] <= 1
