@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from imprint.attacks import Attack, build_attacks
+from imprint.backends.base import TOKENS, Backend
 from imprint.data import Sample
+from imprint.documents.run_hook import DocumentSignals, document_signals
 from imprint.errors import DataError
 from imprint.executors import Executor
 from imprint.requests.client import ModelRequests
 from imprint.run.config import RunConfig
-from imprint.run.inputs import load_inputs
+from imprint.run.inputs import RunInputs, load_inputs
 from imprint.run.manifest import describe_models, run_manifest, unmatched_message
 from imprint.run.plan import RunPlan, load_backends, resolve, run_executor
 from imprint.scoring import WorkReport, compute_scores, model_requests, prepare_attacks
@@ -42,13 +44,14 @@ class RunResult:
 @dataclass
 class Scored:
     """What the scoring stage hands on: the samples evaluated, the attacks as prepared, their
-    scores, the manifest's model entries and the work done."""
+    scores, the manifest's model entries, the work done and the document aggregators' signals."""
 
     samples: list[Sample]
     attacks: list[Attack]
     scores: dict[str, np.ndarray]
     models: dict[str, Any]
     work: WorkReport
+    documents: DocumentSignals | None = None  # what document aggregators took (--unit document)
 
 
 def execute_run(
@@ -75,20 +78,18 @@ def execute_run(
     config = plan.config
     _check_folders(plan)
     inputs = load_inputs(plan)
-    scored = score(
-        plan, inputs.samples, inputs.pools, inputs.dropped, console, backends, progress, executor
-    )
+    scored = score(plan, inputs, console, backends, progress, executor)
     metrics = evaluate_scores(scored.samples, scored.scores, config=config)
     found = tuple(RunWarning("data_defects", m) for m in inputs.defects.warnings(config.data))
     if inputs.references and inputs.references["unmatched_ids"]:
         found += (RunWarning("unmatched_reference_ids", unmatched_message(inputs.references)),)
     metrics = dataclasses.replace(metrics, warnings=metrics.warnings + found)
     manifest = run_manifest(plan, inputs, scored, started)
-    if inputs.split is not None:  # document-level figures from the same sequence scores
+    if inputs.split is not None and scored.documents is not None:  # from the same scores
         from imprint.evaluation.documents import evaluate_documents
 
         documents = evaluate_documents(
-            inputs.split, scored.samples, scored.scores, config=config, manifest=manifest
+            inputs.split, scored.samples, scored.scores, config=config, signals=scored.documents
         )
         metrics = dataclasses.replace(metrics, documents=documents)
     write_run(
@@ -119,9 +120,7 @@ def _check_folders(plan: RunPlan) -> None:
 
 def score(
     plan: RunPlan,
-    samples: list[Sample],
-    pools: dict[str, tuple[Sample, ...]],
-    dropped: dict[str, int],
+    inputs: RunInputs,
     console: Any,
     given: dict[str, Any] | None = None,
     shared_progress: Any = None,
@@ -139,7 +138,7 @@ def score(
         if shared_progress is not None
         else ProgressFactory(console, enabled=config.progress)
     )
-    backends: dict[str, Any] = {}
+    backends: dict[str, Backend] = {}
     work = WorkReport()
     requests: ModelRequests | None = None
     executor = shared_executor if shared_executor is not None else run_executor(plan)
@@ -148,9 +147,7 @@ def score(
         requests = model_requests(
             backends, cache, work, config.token_budget, progress, executor=executor
         )
-        samples, attacks, prefixes = _set_up_attacks(
-            plan, backends["target"], samples, pools, dropped, requests
-        )
+        samples, attacks, prefixes = _set_up_attacks(plan, backends["target"], inputs, requests)
         scores = compute_scores(
             attacks,
             samples,
@@ -163,8 +160,12 @@ def score(
             progress=progress,
             executor=executor,
         )
+        documents = None
+        if inputs.split is not None:  # the aggregators' signals, while the store is open
+            texts = [s.text for s in samples]
+            documents = document_signals(attacks, requests, texts)
         work.executor = {"kind": executor.kind, **executor.stats.to_dict()}
-        return Scored(samples, attacks, scores, describe_models(plan, backends), work)
+        return Scored(samples, attacks, scores, describe_models(plan, backends), work, documents)
     finally:
         if shared_executor is None:
             executor.close()
@@ -173,33 +174,26 @@ def score(
         if requests is not None:
             requests.runner.store.close()
         for backend in backends.values() if given is None else ():
-            if callable(getattr(backend, "close", None)):
-                backend.close()  # an API client's connections
+            backend.close()  # an API client's connections
         cache.close()
 
 
 def _set_up_attacks(
-    plan: RunPlan,
-    target: Any,
-    samples: list[Sample],
-    pools: dict[str, tuple[Sample, ...]],
-    dropped: dict[str, int],
-    requests: ModelRequests | None = None,
+    plan: RunPlan, target: Backend, inputs: RunInputs, requests: ModelRequests
 ) -> tuple[list[Sample], list[Attack], dict[str, str]]:
     """Build the attacks for this target, check it can serve them (before any scoring), and run
     their preparation (shots leave the evaluation)."""
     run = plan.attack_context(
-        tokenize=getattr(target, "encode", None),  # an API target has no visible tokenizer
+        tokenize=target.encode if target.supports(TOKENS) else None,  # an API has none
         target_fingerprint=target.fingerprint,
-        vocab_size=getattr(target, "vocab_size", None),  # DC-PDD's V; an API target has none
-        pools=pools,
+        vocab_size=target.vocab_size,  # DC-PDD's V; None for an API target
+        pools=inputs.pools,
         requests=requests,
     )
     attacks = build_attacks(plan.config.attacks, run, params=plan.params)
     for attack in attacks:
-        if getattr(attack, "needs_backend", False):
-            attack.check_backend(target)  # type: ignore[attr-defined]
-    samples, attacks, prefixes = prepare_attacks(attacks, samples, run, dropped)
+        attack.check_backend(target)  # before any scoring: can this target serve it
+    samples, attacks, prefixes = prepare_attacks(attacks, inputs.samples, run, inputs.dropped)
     if len({s.label for s in samples}) < 2:
         raise DataError(f"{plan.config.data}: after preparation only one class is left to evaluate")
     return samples, attacks, prefixes

@@ -6,6 +6,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from imprint.attacks.base import hyperparameters
+from imprint.backends.base import Backend
 from imprint.backends.registry import BackendChoice
 
 if TYPE_CHECKING:
@@ -53,19 +54,17 @@ def unmatched_message(record: dict[str, Any]) -> str:
     )
 
 
-def describe_models(plan: RunPlan, backends: dict[str, Any]) -> dict[str, Any]:
+def describe_models(plan: RunPlan, backends: dict[str, Backend]) -> dict[str, Any]:
     """Each loaded model's manifest entry, by role."""
     return {role: describe(backend, plan.choices.get(role)) for role, backend in backends.items()}
 
 
-def describe(backend: Any, choice: BackendChoice | None = None) -> dict[str, Any]:
-    """A backend's manifest entry: its provider and typed options, what it loaded; text
-    backends add their query and token counters."""
-    entry = {"spec": backend.spec, "fingerprint": backend.fingerprint}
-    if callable(getattr(backend, "describe", None)):
-        entry = backend.describe()  # an HF backend adds its start token and window
+def describe(backend: Backend, choice: BackendChoice | None = None) -> dict[str, Any]:
+    """A backend's manifest entry: its provider and typed options, what it loaded (an HF
+    backend adds its start token and window); text backends add their query counters."""
+    entry = backend.describe()
     if choice is not None:
         entry = {"model": choice.spec, **choice.describe(), **entry}
-    if callable(getattr(backend, "usage", None)):
-        entry["usage"] = backend.usage()
+    if usage := backend.usage():
+        entry["usage"] = usage
     return entry
