@@ -405,8 +405,7 @@ def _model_executor(spec: StudySpec, executor: ExecutorConfig | None, model: Mod
 
 def _close(backends: dict[str, Any]) -> None:
     for backend in backends.values():
-        if callable(getattr(backend, "close", None)):
-            backend.close()
+        backend.close()
     backends.clear()
     gc.collect()  # the next model's weights should not sit beside this one's
 
