@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import typer
 
+from imprint.cli import audit as audit_commands
 from imprint.cli import diagnostics, game, study
 from imprint.cli import run as run_commands
 
@@ -35,6 +36,9 @@ app.command("compare")(diagnostics.compare)
 app.add_typer(game.game_app, name="game")
 app.command("demo")(game.demo)
 app.command("experiment")(study.experiment)
+
+app.add_typer(audit_commands.canaries_app, name="canaries")
+app.command("audit")(audit_commands.audit)
 
 
 def main() -> None:  # pragma: no cover - console entry
