@@ -5,6 +5,7 @@
 - :mod:`.plan`: :func:`resolve` -> :class:`RunPlan`, everything that follows from it, computed
   once (providers, references, access level, typed parameters); loading models and executors;
 - :mod:`.inputs`: the data stage (samples, documents, shot pools, reference ids);
+- :mod:`.score`: the scoring stage (models, attack set-up, scores, the models' manifest entries);
 - :mod:`.execute`: :func:`execute_run`, the stages in order (data, scoring, evaluation, report);
 - :mod:`.manifest`: the run's manifest.
 

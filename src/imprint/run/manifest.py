@@ -6,13 +6,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from imprint.attacks.base import hyperparameters
-from imprint.backends.base import Backend
-from imprint.backends.registry import BackendChoice
 
 if TYPE_CHECKING:
-    from imprint.run.execute import Scored
     from imprint.run.inputs import RunInputs
     from imprint.run.plan import RunPlan
+    from imprint.run.score import Scored
 
 
 def run_manifest(
@@ -52,19 +50,3 @@ def unmatched_message(record: dict[str, Any]) -> str:
         f"match no sample of this run ({shown}{more}); accepted by --allow-unmatched-ids, they "
         "play no part in the membership"
     )
-
-
-def describe_models(plan: RunPlan, backends: dict[str, Backend]) -> dict[str, Any]:
-    """Each loaded model's manifest entry, by role."""
-    return {role: describe(backend, plan.choices.get(role)) for role, backend in backends.items()}
-
-
-def describe(backend: Backend, choice: BackendChoice | None = None) -> dict[str, Any]:
-    """A backend's manifest entry: its provider and typed options, what it loaded (an HF
-    backend adds its start token and window); text backends add their query counters."""
-    entry = backend.describe()
-    if choice is not None:
-        entry = {"model": choice.spec, **choice.describe(), **entry}
-    if usage := backend.usage():
-        entry["usage"] = usage
-    return entry
