@@ -41,7 +41,12 @@ Repetitions = Annotated[
     str, typer.Option(help="canary repetition counts, comma-separated ('' for no canaries)")
 ]
 Canaries = Annotated[int, typer.Option(help="canaries per repetition count")]
-CanaryGenerator = Annotated[str, typer.Option(help="sampled or random")]
+CanaryGenerator = Annotated[str, typer.Option(help="sampled, random or high-perplexity")]
+CanaryInclusion = Annotated[
+    str,
+    typer.Option(help="split (half in per count) or bernoulli (a coin each: imprint audit --game)"),
+]
+DpEpsilon = Annotated[float | None, typer.Option(help="DP-SGD target epsilon (Opacus; LoRA)")]
 CanaryWords = Annotated[int | None, typer.Option(help="default: --words")]
 MaxCanaryShare = Annotated[
     float, typer.Option(help="largest fraction of training sequences that may be canaries")
@@ -108,6 +113,10 @@ def build(
     canary_temperature: Float = 1.5,
     canary_words: CanaryWords = None,
     max_canary_share: MaxCanaryShare = 0.5,
+    canary_inclusion: CanaryInclusion = "split",
+    dp_epsilon: DpEpsilon = None,
+    dp_delta: Annotated[float, typer.Option(help="DP delta (with --dp-epsilon)")] = 1e-5,
+    max_grad_norm: Annotated[float, typer.Option(help="DP per-sample clipping norm")] = 1.0,
     heldout: Heldout = 10,
     shift: Shift = False,
     unit: GameUnit = "sequence",
