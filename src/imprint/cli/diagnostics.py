@@ -355,7 +355,7 @@ def _stored_paraphraser(
     spec: str, max_new_tokens: int, device: str, dtype: str
 ) -> Callable[[str], str]:
     """A local model's paraphrases, stored as paraphrase requests: a rerun asks nothing again."""
-    from imprint.backends.models import cache_dir
+    from imprint.backends.models import default_cache_path
     from imprint.diagnostics.perturb import hf_generator
     from imprint.requests import RequestStore
     from imprint.requests.client import stored_generator
@@ -363,7 +363,7 @@ def _stored_paraphraser(
     return stored_generator(
         lambda: hf_generator(spec, max_new_tokens=max_new_tokens, device=device, dtype=dtype),
         spec=spec,
-        store=RequestStore(cache_dir() / "signals.sqlite"),
+        store=RequestStore(default_cache_path()),
         max_tokens=max_new_tokens,
     )
 

@@ -15,14 +15,13 @@ Games and experiment grids use runs through this package; it imports neither of 
 from imprint.run.config import RunConfig
 from imprint.run.execute import RunResult, execute_run
 from imprint.run.inputs import check_breakdown, load_samples
-from imprint.run.plan import RunPlan, default_cache_path, load_backends, resolve, run_executor
+from imprint.run.plan import RunPlan, load_backends, resolve, run_executor
 
 __all__ = [
     "RunConfig",
     "RunPlan",
     "RunResult",
     "check_breakdown",
-    "default_cache_path",
     "execute_run",
     "load_backends",
     "load_samples",

@@ -56,7 +56,7 @@ class RunConfig:
     seed: int = 0
     n_bootstrap: int = 1000
     token_budget: int | None = None  # padded tokens per forward; None = auto
-    cache: Path | None = None  # default: imprint.run.plan.default_cache_path()
+    cache: Path | None = None  # default: imprint.backends.models.default_cache_path()
     blind: bool = True
     on_bad: str = "raise"  # a bad data row: "raise" (file and line named) or "drop" (counted)
     progress: bool = True

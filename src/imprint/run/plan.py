@@ -17,7 +17,7 @@ import imprint.game  # noqa: F401,E402  (registers game:DIR; goes when the regis
 from imprint.attacks import RunContext, build_attacks
 from imprint.attacks.params import check_params
 from imprint.backends.base import LOGPROBS, Access
-from imprint.backends.models import cache_dir
+from imprint.backends.models import default_cache_path
 from imprint.backends.registry import BackendChoice, LoadContext, choose_backend
 from imprint.errors import ConfigError
 from imprint.executors import BackendFactory, Executor, make_executor
@@ -26,11 +26,6 @@ from imprint.training_manifest import ReferenceSet, load_reference_set
 
 #: the backend options every model may take, given once (``RunConfig.shared_args``)
 SHARED_ARGS = ("device", "dtype", "max_length", "start_token")
-
-
-def default_cache_path() -> Path:
-    """Where a run's request store lives unless ``--cache`` says otherwise."""
-    return cache_dir() / "signals.sqlite"
 
 
 @dataclass(frozen=True)
