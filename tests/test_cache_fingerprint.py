@@ -243,7 +243,7 @@ class FakeBackend:
 
 def corrupt_rows(path: Path, blob: bytes) -> None:
     with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE token_stats SET data = ?", (blob,))
+        conn.execute("UPDATE request_results SET data = ? WHERE kind = 'logprobs'", (blob,))
     conn.close()
 
 
@@ -276,7 +276,7 @@ def test_damaged_cached_answer_is_asked_again(tmp_path):
     cache = SignalCache(tmp_path / "signals.sqlite")
     cache.put_response("req", ["réponse", "回答"])
     assert cache.get_response("req") == ["réponse", "回答"]
-    cache._conn.execute("UPDATE responses SET data = '{\"torn'")
+    cache._conn.execute("UPDATE request_results SET data = '{\"torn' WHERE kind = 'response'")
     cache._conn.commit()
     with pytest.warns(UserWarning, match="1 damaged answers"):
         assert cache.get_response("req") is None
@@ -287,8 +287,8 @@ def test_key_for_a_non_latin_text_round_trips(tmp_path):
     cache = SignalCache(tmp_path / "c.sqlite")
     key = make_key("fp", "Ранее 以前 \U0001f600", prefix="前缀")
     stats = TokenStats(*(np.arange(4, dtype=np.int32),) * 6)
-    cache.put_many([(key, stats)])
-    np.testing.assert_array_equal(cache.get_many([key])[key].logp, stats.logp)
+    cache.put_stats([(key, stats)])
+    np.testing.assert_array_equal(cache.stats_many([key])[key].logp, stats.logp)
 
 
 # -- pickled checkpoints ------------------------------------------------------------------------

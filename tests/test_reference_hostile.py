@@ -94,4 +94,9 @@ def test_cli_refuses_an_all_in_manifest_before_any_forward_pass(
     assert not (tmp_path / "out").exists()
     if cache.exists():  # was: every pass scored, then 'no population text z has a finite ratio'
         with sqlite3.connect(cache) as db:
-            assert db.execute("SELECT COUNT(*) FROM token_stats").fetchone()[0] == 0
+            assert (
+                db.execute(
+                    "SELECT COUNT(*) FROM request_results WHERE kind = 'logprobs'"
+                ).fetchone()[0]
+                == 0
+            )

@@ -74,7 +74,12 @@ def test_cli_refuses_unmatched_ids_before_any_forward_pass(
     assert not (tmp_path / "out").exists()
     if cache.exists():  # was: lira/rmia ran to the end, the two ids silently ignored
         with sqlite3.connect(cache) as db:
-            assert db.execute("SELECT COUNT(*) FROM token_stats").fetchone()[0] == 0
+            assert (
+                db.execute(
+                    "SELECT COUNT(*) FROM request_results WHERE kind = 'logprobs'"
+                ).fetchone()[0]
+                == 0
+            )
 
 
 def test_unmatched_ids_accepted_with_the_flag_are_in_the_manifest_and_report(

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from imprint.backends.base import SAMPLING, Backend
 from imprint.errors import ConfigError
 from imprint.requests import (
     EmbedRequest,
@@ -20,8 +21,42 @@ from imprint.requests import (
 from imprint.requests.client import ModelRequests, prompt_seed
 
 
-def _echo(batch: list[SampleRequest]) -> list[list[str]]:
-    return [[f"{r.prompt}|{r.seed}|{j}" for j in range(r.n)] for r in batch]
+class _Echo(Backend):
+    """A text backend answering ``prompt|seed|j``; ``fail`` makes any call a test failure and
+    ``die_after`` raises KeyboardInterrupt (a kill) once that many prompts were answered."""
+
+    capabilities = frozenset({SAMPLING})
+    seeds_per_prompt = True  # one call per batch, the request's own seed
+
+    def __init__(self, *, fail: bool = False, die_after: int | None = None) -> None:
+        self.calls: list[int] = []
+        self.prompts: list[str] = []
+        self.fail, self.die_after = fail, die_after
+
+    @property
+    def fingerprint(self) -> str:
+        return "echo"
+
+    def sample(self, prompts, n, max_tokens, stop=None, *, seed=None, **kw):  # type: ignore[no-untyped-def]
+        if self.fail:
+            pytest.fail("executed")
+        if self.die_after is not None and len(self.prompts) >= self.die_after:
+            raise KeyboardInterrupt  # a kill between batches
+        self.calls.append(len(prompts))
+        self.prompts += list(prompts)
+        return [[f"{p}|{seed}|{j}" for j in range(n)] for p in prompts]
+
+
+class _Vectors:
+    """An embedder backend: one fixed vector per string (``fail``: never to be called)."""
+
+    def __init__(self, vec: np.ndarray, *, fail: bool = False) -> None:
+        self.vec, self.fail = vec, fail
+
+    def embed(self, strings):  # type: ignore[no-untyped-def]
+        if self.fail:
+            pytest.fail("embedded")
+        return np.stack([self.vec for _ in strings])
 
 
 def test_key_covers_every_field_and_the_kind() -> None:
@@ -39,51 +74,39 @@ def test_runner_dedupes_stores_and_counts(tmp_path: Path) -> None:
     store = RequestStore(tmp_path / "c.sqlite")
     runner = RequestRunner(store)
     reqs = [SampleRequest(prompt=p, n=2, max_tokens=4) for p in ["a", "bb", "a", "ccc"]]
-    calls: list[int] = []
-
-    def execute(batch: list[SampleRequest]) -> list[list[str]]:
-        calls.append(len(batch))
-        return _echo(batch)
-
-    out = runner.run("target", "fp", reqs, execute, batch_size=2)
+    echo = _Echo()
+    out = runner.run("target", "fp", reqs, echo, batch_size=2)
     assert out[0] == out[2] == ["a|0|0", "a|0|1"] and out[3] == ["ccc|0|0", "ccc|0|1"]
-    assert calls == [2, 1]  # 3 distinct requests, longest first, batches of 2
+    assert echo.calls == [2, 1]  # 3 distinct requests, longest first, batches of 2
+    assert echo.prompts == ["ccc", "bb", "a"]
     counts = runner.counts.of("target", "sample")
     assert (counts.requests, counts.cache_hits, counts.executed) == (3, 0, 3)
     store.close()
     # a second runner on the same file executes nothing and returns equal results
     again = RequestRunner(RequestStore(tmp_path / "c.sqlite"))
-    assert again.run("target", "fp", reqs, lambda b: pytest.fail("executed")) == out
+    assert again.run("target", "fp", reqs, _Echo(fail=True)) == out
     assert again.counts.to_dict()["target"]["sample"]["cache_hits"] == 3
     # another backend fingerprint is another model: nothing is shared
-    assert again.run("target", "fp2", reqs[:1], _echo) == [["a|0|0", "a|0|1"]]
+    assert again.run("target", "fp2", reqs[:1], _Echo()) == [["a|0|0", "a|0|1"]]
     assert again.counts.of("target", "sample").executed == 1
 
 
 def test_a_failed_batch_keeps_the_batches_before_it(tmp_path: Path) -> None:
     store = RequestStore(tmp_path / "c.sqlite")
     reqs = [SampleRequest(prompt=str(i) * (10 - i), n=1, max_tokens=1) for i in range(6)]
-    seen: list[str] = []
-
-    def dies_on_third(batch: list[SampleRequest]) -> list[list[str]]:
-        if len(seen) == 4:
-            raise KeyboardInterrupt  # a kill between batches
-        seen.extend(r.prompt for r in batch)
-        return _echo(batch)
-
     with pytest.raises(KeyboardInterrupt):
-        RequestRunner(store).run("t", "fp", reqs, dies_on_third, batch_size=2)
+        RequestRunner(store).run("t", "fp", reqs, _Echo(die_after=4), batch_size=2)
     assert store.count("sample") == 4
     runner = RequestRunner(store)
-    runner.run("t", "fp", reqs, _echo, batch_size=2)
+    runner.run("t", "fp", reqs, _Echo(), batch_size=2)
     assert runner.counts.of("t", "sample").executed == 2
 
 
 def test_embeddings_round_trip_as_float32(tmp_path: Path) -> None:
     store = RequestStore(tmp_path / "c.sqlite")
     vec = np.array([0.6, -0.8, 1e-8], dtype=np.float32)
-    RequestRunner(store).run("e", "fp", [EmbedRequest("w")], lambda b: [vec for _ in b])
-    got = RequestRunner(store).run("e", "fp", [EmbedRequest("w")], lambda b: pytest.fail("x"))
+    RequestRunner(store).run("e", "fp", [EmbedRequest("w")], _Vectors(vec))
+    got = RequestRunner(store).run("e", "fp", [EmbedRequest("w")], _Vectors(vec, fail=True))
     np.testing.assert_array_equal(got[0], vec)
     assert got[0].dtype == np.float32
 
@@ -92,8 +115,8 @@ def test_next_word_results_keep_unicode_words(tmp_path: Path) -> None:
     store = RequestStore(tmp_path / "c.sqlite")
     req = NextWordRequest("東京 は", None, 10, 50, 1.0, 8, "sample", 0)
     dists = [{"大きい": 7.0, "Kraków": 3.0}]
-    RequestRunner(store).run("t", "fp", [req], lambda b: [dists])
-    assert RequestRunner(store).run("t", "fp", [req], lambda b: []) == [dists]
+    store.put_many("fp", [(req, dists)])
+    assert RequestRunner(store).run("t", "fp", [req], None) == [dists]  # stored: no model
 
 
 def test_store_refuses_a_non_sqlite_file_and_a_folder(tmp_path: Path) -> None:
@@ -114,8 +137,11 @@ def test_store_refuses_another_schema_version(tmp_path: Path) -> None:
         RequestStore(path)
 
 
-class _Sampler:
+class _Sampler(Backend):
     """A text backend that records its calls and answers deterministically from the seed."""
+
+    capabilities = frozenset({SAMPLING})
+    fingerprint = "sampler"  # type: ignore[assignment]
 
     def __init__(self) -> None:
         self.calls: list[tuple[list[str], int | None]] = []

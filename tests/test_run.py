@@ -213,7 +213,11 @@ def test_cli_run_writes_report(tiny_model_dir, tmp_path):
 def _rows(path: Path) -> int:
     try:
         with sqlite3.connect(path) as conn:
-            return int(conn.execute("SELECT COUNT(*) FROM token_stats").fetchone()[0])
+            return int(
+                conn.execute(
+                    "SELECT COUNT(*) FROM request_results WHERE kind = 'logprobs'"
+                ).fetchone()[0]
+            )
     except sqlite3.Error:
         return 0
 

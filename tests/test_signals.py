@@ -55,7 +55,7 @@ def test_one_pass_per_distinct_text_and_need():
     signals, report = run_plan(TEXTS, needs, {"target": backend}, cache)
     scored = [r.text for call in backend.calls for r in call]
     assert sorted(scored) == sorted({*TEXTS, *(t.lower() for t in TEXTS)})
-    assert report.per_model["target"].scored == len(scored)
+    assert report.per_model["target"].executed == len(scored)
     assert len(signals.get()) == len(TEXTS)
     assert signals.get()[0] is signals.get()[2]  # same text, same stats
 

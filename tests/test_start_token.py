@@ -159,7 +159,7 @@ def test_fingerprint_and_cache_follow_the_start_token(chat_model, chat_tokenizer
     first, report = run_plan([TEXT], [Need()], {"target": backends["auto"]}, cache)
     second, report2 = run_plan([TEXT], [Need()], {"target": backends["bos"]}, cache)
     assert report2.per_model["target"].cache_hits == 0  # never served another token's signals
-    assert report2.per_model["target"].scored == 1
+    assert report2.per_model["target"].executed == 1
     assert first.get()[0].logp[0] != pytest.approx(second.get()[0].logp[0], abs=1e-4)
     cache.close()
 

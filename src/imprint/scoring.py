@@ -1,8 +1,9 @@
 """The scoring step of a run: attack set-up, log-prob passes and every other model request.
 
-:func:`compute_scores` runs the planner for the attacks' log-prob needs and hands attacks that call
-models themselves a :class:`~imprint.requests.client.ModelRequests`; :class:`WorkReport` counts the
-work per model role and request kind for the manifest. Used by :mod:`imprint.run` only.
+:func:`compute_scores` maps the attacks' log-prob needs to ``logprobs`` requests and hands attacks
+that call models themselves a :class:`~imprint.requests.client.ModelRequests`; both go through the
+one runner of :func:`model_requests`. :class:`WorkReport` counts the work per model role and
+request kind for the manifest. Used by :mod:`imprint.run` only.
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ from imprint.data import Sample
 from imprint.errors import ConfigError
 from imprint.executors import Executor
 from imprint.requests import RequestCounts, RequestRunner, RequestStore
-from imprint.requests.client import ModelRequests, load_local_model, local_transformers
-from imprint.signals.cache import SignalCache
-from imprint.signals.needs import Need
-from imprint.signals.plan import PassCounts, PlanReport, run_plan
+from imprint.requests.client import (
+    FactoryFor,
+    ModelRequests,
+    load_local_model,
+    local_transformers,
+)
+from imprint.requests.logprobs import LogprobRequest
+from imprint.signals.plan import run_plan
 
 
 def prepare_attacks(
@@ -51,7 +56,7 @@ def compute_scores(
     attacks: Sequence[Attack],
     samples: Sequence[Sample],
     backends: dict[str, Any],
-    cache: SignalCache,
+    cache: RequestStore,
     *,
     prefixes: dict[str, str],
     requests: ModelRequests,
@@ -62,23 +67,24 @@ def compute_scores(
 ) -> dict[str, np.ndarray]:
     """Score every sample with every attack; one forward pass per distinct (model, text, prefix),
     and every other model call a typed request answered once (see :mod:`imprint.requests`).
-    ``work`` accumulates the counts of both."""
+
+    Every request goes through ``requests.runner`` (its store, executor and counts, which are
+    ``work.requests`` when built by :func:`model_requests`); ``cache``, ``token_budget``,
+    ``progress`` and ``executor`` are the runner's already and kept for callers that pass them.
+    """
     texts = [s.text for s in samples]
     token_attacks = [a for a in attacks if not getattr(a, "needs_backend", False)]
     needs = [n for a in token_attacks for n in a.needs()]
     signals = None
     if needs:
-        signals, report = run_plan(
+        signals, _ = run_plan(
             texts,
             needs,
             dict(backends),
-            cache,
+            requests.runner.store,
             prefixes=prefixes,
-            token_budget=token_budget,
-            progress=progress,
-            executor=executor,
+            runner=requests.runner,
         )
-        work.add_passes(report)
     scores: dict[str, np.ndarray] = {}
     for attack in attacks:
         if getattr(attack, "needs_backend", False):  # calls models itself, through requests
@@ -95,64 +101,68 @@ def compute_scores(
 
 @dataclass
 class WorkReport:
-    """The model work of a run: log-prob passes (per model) and every other request kind."""
+    """The model work of a run: counts per model role and request kind (log-prob passes are the
+    ``logprobs`` kind), and where it ran (``executor``: per worker, and per role and kind)."""
 
-    plan: PlanReport = field(default_factory=PlanReport)
     requests: RequestCounts = field(default_factory=RequestCounts)
-    executor: dict[str, Any] = field(default_factory=dict)  # where the work ran, per worker
-
-    def add_passes(self, report: PlanReport) -> None:
-        for name, counts in report.per_model.items():
-            total = self.plan.per_model.setdefault(name, PassCounts())
-            for key, value in vars(counts).items():
-                setattr(total, key, getattr(total, key) + value)
+    executor: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, dict[str, dict[str, int]]]:
-        """Per model role and request kind: unique requests, cache hits, executed."""
-        out = self.requests.to_dict()
-        for role, counts in self.plan.per_model.items():
-            out.setdefault(role, {})["logprobs"] = {
-                "requests": counts.requests,
-                "cache_hits": counts.cache_hits,
-                "executed": counts.scored,
-                "batches": counts.batches,
-            }
+        """Per model role and request kind: requests, cache_hits, executed, batches (and
+        tokens for ``logprobs``): the manifest's ``requests``."""
+        return self.requests.to_dict()
+
+    @property
+    def plan(self) -> _Passes:
+        """The ``logprobs`` counts in the manifest's older ``passes`` layout (derived; the
+        manifest's ``requests`` is the source)."""
+        return _Passes(self.requests)
+
+
+@dataclass
+class _Passes:
+    counts: RequestCounts
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        out = {}
+        for role, kinds in sorted(self.counts.by_role.items()):
+            c = kinds.get(LogprobRequest.kind)
+            if c is not None:
+                out[role] = {
+                    "requests": c.requests,
+                    "cache_hits": c.cache_hits,
+                    "scored": c.executed,
+                    "scored_tokens": c.tokens or 0,
+                    "batches": c.batches,
+                }
         return out
 
 
 def model_requests(
     backends: dict[str, Any],
-    cache: SignalCache,
+    cache: RequestStore,
     work: WorkReport,
     token_budget: int | None,
     progress: Any,
     executor: Executor | None = None,
+    *,
+    factory_for: FactoryFor | None = None,
 ) -> ModelRequests:
-    """The request client attacks call: stored beside the signals, log-prob passes planned."""
-
-    def logprobs(
-        backend: Any, role: str, texts: Sequence[str], *, prefix: str | None = None
-    ) -> list[Any]:
-        need = Need(model=role, prefix="requested" if prefix else None)
-        signals, report = run_plan(
-            texts,
-            [need],
-            {role: backend},
-            cache,
-            prefixes={"requested": prefix} if prefix else None,
-            token_budget=token_budget,
-            progress=progress,
-            executor=executor,
-        )
-        work.add_passes(report)
-        return signals.get(need)
-
+    """The request client of a run: every kind (log-prob passes too) through one runner over
+    ``cache`` (the run's store), counted in ``work``. ``factory_for(role, spec)`` tells a Ray
+    executor how a worker builds an auxiliary model the attacks load (default: a local Hugging
+    Face model of that spec)."""
+    runner = RequestRunner(
+        cache,
+        progress=progress,
+        counts=work.requests,
+        executor=executor,
+        token_budget=token_budget,
+    )
     return ModelRequests(
         backends,
-        RequestRunner(
-            RequestStore(cache.path), progress=progress, counts=work.requests, executor=executor
-        ),
+        runner,
         local_models=local_transformers,
-        logprobs=logprobs,
         loader=load_local_model,
+        factory_for=factory_for,
     )

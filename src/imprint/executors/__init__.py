@@ -6,11 +6,15 @@ See :mod:`imprint.executors.base` for the contract; :func:`make_executor` builds
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from imprint.executors.base import (
     BackendFactory,
+    CallFactory,
     Executor,
     ExecutorConfig,
     ExecutorStats,
+    Factory,
     PlannedBatch,
     WorkerLostError,
     check_ray_installed,
@@ -19,9 +23,11 @@ from imprint.executors.local import LocalExecutor
 
 __all__ = [
     "BackendFactory",
+    "CallFactory",
     "Executor",
     "ExecutorConfig",
     "ExecutorStats",
+    "Factory",
     "LocalExecutor",
     "PlannedBatch",
     "WorkerLostError",
@@ -31,7 +37,7 @@ __all__ = [
 
 
 def make_executor(
-    config: ExecutorConfig, factories: dict[str, BackendFactory] | None = None
+    config: ExecutorConfig, factories: Mapping[str, Factory] | None = None
 ) -> Executor:
     """The executor ``config`` asks for; ``factories`` (model role -> how a worker builds its
     replica) are needed by ``ray`` only: a role without one runs locally."""

@@ -1,10 +1,11 @@
 """What an executor is: where the planned batches of model work run.
 
-The planner (:mod:`imprint.signals.plan`) and the request runner (:mod:`imprint.requests.runner`)
-decide *what* to compute: deduplicated requests, looked up in the cache, sorted and batched. An
-executor decides *where*: in this process (:class:`~imprint.executors.local.LocalExecutor`, the
-default) or on Ray actors, one model replica each (:mod:`imprint.executors.ray`). Either way every
-batch's results come back to the driver, which stores them in its one cache as they arrive.
+The request runner (:mod:`imprint.requests.runner`) decides *what* to compute: deduplicated
+requests of one kind, looked up in the store, sorted and batched. An executor decides *where*: in
+this process (:class:`~imprint.executors.local.LocalExecutor`, the default) or on Ray actors, one
+model replica each (:mod:`imprint.executors.ray`). Both call the kind's ``execute(backend,
+batch)``, with the driver's backend or the worker's replica; every batch's results come back to
+the driver, which stores them in its one store as they arrive.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from imprint.backends.base import ScoreRequest, TokenStats
 from imprint.errors import ConfigError, ImprintError, MissingDependencyError
 
 KINDS = ("local", "ray")
@@ -107,68 +107,119 @@ class BackendFactory:
 
 
 @dataclass(frozen=True)
+class CallFactory:
+    """How a worker builds a role's backend by calling ``make(*args)`` (a module-level, so
+    picklable, function or class: e.g. a masked-LM neighbour generator from its spec)."""
+
+    make: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+
+    def build(self) -> Any:
+        return self.make(*self.args)
+
+
+#: what a worker builds a replica from (anything with a picklable ``build()``)
+Factory = BackendFactory | CallFactory
+
+
+@dataclass(frozen=True)
 class PlannedBatch:
-    """One batch of log-prob requests as planned (one prefix, within the token budget)."""
+    """One batch of requests of one kind as planned: ``units`` is what the progress bar counts
+    (tokens for token-batched kinds, requests for the others)."""
 
-    requests: tuple[ScoreRequest, ...]
-    n_tokens: int
+    requests: tuple[Any, ...]
+    units: int
+
+    @property
+    def n_tokens(self) -> int:
+        return self.units
 
 
-#: ``on_batch(index, stats)``: store one finished batch (called on the driver, in any order)
-OnBatch = Callable[[int, list[TokenStats]], None]
-#: ``on_results(index, results)``: store one finished batch of typed requests
+#: ``on_results(index, results)``: store one finished batch (called on the driver, any order)
 OnResults = Callable[[int, list[Any]], None]
 
 
 @dataclass
 class ExecutorStats:
-    """What an executor did: requests executed per worker, shards retried, workers lost."""
+    """What an executor did: requests executed per worker (``"driver"`` for this process) and
+    per role and kind (``where``: role -> kind -> worker -> requests), shards retried, workers
+    lost."""
 
     executed: dict[str, int] = field(default_factory=dict)  # worker id -> requests
+    where: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     shards: int = 0
     retried_shards: int = 0
     lost_workers: int = 0
     started_workers: int = 0
     start_s: float = 0.0  # seconds spent starting Ray and the workers (their model loads)
 
-    def add(self, worker: str, n: int) -> None:
+    def add(self, worker: str, n: int, role: str = "", kind: str = "") -> None:
         self.executed[worker] = self.executed.get(worker, 0) + n
+        if role and kind:
+            per = self.where.setdefault(role, {}).setdefault(kind, {})
+            per[worker] = per.get(worker, 0) + n
 
     def to_dict(self) -> dict[str, Any]:
-        return {**vars(self), "executed": dict(sorted(self.executed.items()))}
+        where = {
+            role: {kind: dict(sorted(w.items())) for kind, w in sorted(kinds.items())}
+            for role, kinds in sorted(self.where.items())
+        }
+        return {**vars(self), "executed": dict(sorted(self.executed.items())), "where": where}
+
+
+def run_local(
+    kind: Any,
+    backend: Any,
+    batch: PlannedBatch,
+    advance: Callable[[int], None] | None,
+) -> list[Any]:
+    """``kind.execute(backend, batch)`` in this process; a kind that streams progress advances
+    the bar as it goes (one long text shows progress), which ends the batch at ``units``."""
+    requests = list(batch.requests)
+    if advance is None:
+        return list(kind.execute(backend, requests))
+    if not kind.streams_progress:
+        results = list(kind.execute(backend, requests))
+        advance(batch.units)
+        return results
+    done = 0
+
+    def step(n: int) -> None:
+        nonlocal done
+        n = min(n, batch.units - done)  # scored tokens exclude start tokens; never overshoot
+        done += n
+        advance(n)
+
+    results = list(kind.execute(backend, requests, progress=step))
+    advance(batch.units - done)
+    return results
 
 
 class Executor(Protocol):
-    """Runs planned batches for one model role; results are handed back through callbacks."""
+    """Runs planned batches of one request kind for one model role; results come back through
+    ``on_results`` on the driver, in any order."""
 
     kind: str
     stats: ExecutorStats
 
-    def score_batches(
-        self,
-        role: str,
-        backend: Any,
-        batches: Sequence[PlannedBatch],
-        on_batch: OnBatch,
-        *,
-        advance: Callable[[int], None] | None = None,
-    ) -> None:
-        """Score every batch with ``backend`` (or a replica of it); ``on_batch`` each."""
+    def register(self, role: str, factory: Factory) -> None:
+        """How a worker builds its replica of ``role`` (a role without one runs here)."""
         ...
 
     def run_batches(
         self,
         role: str,
-        batches: Sequence[Sequence[Any]],
-        execute: Callable[[list[Any]], Sequence[Any]],
+        kind: Any,
+        batches: Sequence[PlannedBatch],
         on_results: OnResults,
         *,
+        backend: Callable[[], Any],
         fingerprint: str = "",
-        remote: Callable[[Any, list[Any]], Sequence[Any]] | None = None,
+        advance: Callable[[int], None] | None = None,
     ) -> None:
-        """Run typed request batches: ``execute(batch)`` here, or ``remote(backend, batch)``
-        on a worker's replica when given (a picklable function, never a closure over a model);
-        a replica's fingerprint must equal ``fingerprint``, the driver's."""
+        """``kind.execute(model, batch)`` for every batch, with ``backend()`` (the driver's
+        model in ``role``) or a worker's replica of it, whose fingerprint must equal
+        ``fingerprint``; ``advance(units)`` per batch done."""
         ...
 
     def close(self) -> None: ...

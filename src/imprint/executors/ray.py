@@ -1,14 +1,17 @@
-"""The Ray executor: planned batches run on Ray actors, one model replica each.
+"""The Ray executor: planned batches of every request kind run on Ray actors, one replica each.
 
-The driver plans (dedupes, looks up its cache, batches) exactly as for the local executor; the
-batches of one model role are dealt into shards (interleaved, so each shard mixes long and short
-texts) and the shards queued on a pool of actors, each of which builds its own replica of the
-backend from the run's provider choice (a loaded model is never pickled) and checks that its
-content fingerprint equals the driver's. An actor streams back one result per batch (a Ray
-streaming generator); the driver stores each in its one cache as it arrives (``ray.wait``), so
-the cache never leaves the driver. When an actor dies (lost machine, OOM kill, ``ray.kill``), the
-batches of its shards that have not arrived are queued again for the other actors and a
-replacement actor is started: nothing stored is run again, nothing is stored twice.
+The driver plans (dedupes, looks up its store, batches) exactly as for the local executor; the
+batches of one model role and request kind are dealt into shards (interleaved, so each shard
+mixes long and short texts) and the shards queued on a pool of actors, each of which builds its
+own replica of the backend from the run's factory for that role (a loaded model is never
+pickled) and checks that its content fingerprint equals the driver's. A worker answers a batch
+with the kind's own ``execute(replica, batch)`` (the kind class travels by reference); a role
+the run registered no factory for runs on the driver (the stats' ``where`` says ``driver``).
+An actor streams back one result per batch (a Ray streaming generator); the driver stores each
+in its one store as it arrives (``ray.wait``), so the store never leaves the driver. When an
+actor dies (lost machine, OOM kill, ``ray.kill``), the batches of its shards that have not
+arrived are queued again for the other actors and a replacement actor is started: nothing
+stored is run again, nothing is stored twice.
 """
 
 from __future__ import annotations
@@ -16,15 +19,14 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from imprint.executors.base import (
-    BackendFactory,
     ExecutorConfig,
     ExecutorStats,
-    OnBatch,
+    Factory,
     OnResults,
     PlannedBatch,
     WorkerLostError,
@@ -37,7 +39,7 @@ DEPTH = 2  # shards queued per actor: the next is ready when one ends
 class Replica:
     """A Ray actor's state: one backend replica built from a :class:`BackendFactory`."""
 
-    def __init__(self, factory: BackendFactory, threads: int, exit_after: int | None) -> None:
+    def __init__(self, factory: Factory, threads: int, exit_after: int | None) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         try:
             import torch
@@ -57,19 +59,12 @@ class Replica:
         fingerprint = str(getattr(self.backend, "fingerprint", ""))
         return {"fingerprint": fingerprint, "pid": os.getpid(), "host": socket.gethostname()}
 
-    def score(self, shard: list[tuple[int, PlannedBatch]]) -> Iterator[tuple[int, Any]]:
-        """Score a shard batch by batch, yielding ``(index, stats)`` as each ends."""
-        for index, batch in shard:
-            self._count(len(batch.requests))
-            yield index, self.backend.score(list(batch.requests))
-
-    def run(
-        self, remote: Callable[[Any, list[Any]], Sequence[Any]], shard: list[tuple[int, list[Any]]]
-    ) -> Iterator[tuple[int, list[Any]]]:
-        """Run a shard of typed requests with ``remote(backend, batch)``."""
+    def run(self, kind: Any, shard: list[tuple[int, list[Any]]]) -> Iterator[tuple[int, list[Any]]]:
+        """Answer a shard batch by batch with ``kind.execute(replica, batch)``, yielding
+        ``(index, results)`` as each ends."""
         for index, batch in shard:
             self._count(len(batch))
-            yield index, list(remote(self.backend, batch))
+            yield index, list(kind.execute(self.backend, batch))
 
     def _count(self, n: int) -> None:
         if self.exit_after is not None and self.executed + n > self.exit_after:
@@ -82,7 +77,7 @@ class _Pool:
     """The actors serving one model role (``starting``: replacements loading their model)."""
 
     role: str
-    factory: BackendFactory
+    factory: Factory
     fingerprint: str
     actors: dict[str, Any] = field(default_factory=dict)
     starting: dict[Any, tuple[str, Any]] = field(default_factory=dict)  # info ref -> actor
@@ -94,65 +89,52 @@ class RayExecutor:
 
     kind = "ray"
 
-    def __init__(self, config: ExecutorConfig, factories: dict[str, BackendFactory]) -> None:
+    def __init__(self, config: ExecutorConfig, factories: Mapping[str, Factory]) -> None:
         self.config = config
         self.factories = dict(factories)
         self.stats = ExecutorStats()
         self._pool: _Pool | None = None
         self._started_ray = False
-        self._local = LocalExecutor()  # for work no worker can build a model for
+        self._local = LocalExecutor()  # for roles no worker can build a model for
+        self._local.stats = self.stats  # counted with the rest (worker ``driver``)
+
+    def register(self, role: str, factory: Factory) -> None:
+        """How a worker builds ``role`` (an auxiliary model the client loaded: an embedder, a
+        masked LM, a surrogate); a role already registered keeps its factory."""
+        self.factories.setdefault(role, factory)
 
     # -- the work ------------------------------------------------------------------------------
-    def score_batches(
+    def run_batches(
         self,
         role: str,
-        backend: Any,
+        kind: Any,
         batches: Sequence[PlannedBatch],
-        on_batch: OnBatch,
+        on_results: OnResults,
         *,
+        backend: Callable[[], Any],
+        fingerprint: str = "",
         advance: Callable[[int], None] | None = None,
     ) -> None:
         if not batches:
             return
         if role not in self.factories:
-            self._local.score_batches(role, backend, batches, on_batch, advance=advance)
-            return
-        pool = self._pool_for(role, str(backend.fingerprint))
-
-        def submit(actor: Any, shard: list[int]) -> Any:
-            items = [(i, batches[i]) for i in shard]
-            return actor.score.options(num_returns="streaming").remote(items)
-
-        def arrived(index: int, stats: Any) -> None:
-            on_batch(index, list(stats))
-            if advance is not None:
-                advance(batches[index].n_tokens)
-
-        sizes = [len(b.requests) for b in batches]
-        self._schedule(pool, sizes, submit, arrived)
-
-    def run_batches(
-        self,
-        role: str,
-        batches: Sequence[Sequence[Any]],
-        execute: Callable[[list[Any]], Sequence[Any]],
-        on_results: OnResults,
-        *,
-        fingerprint: str = "",
-        remote: Callable[[Any, list[Any]], Sequence[Any]] | None = None,
-    ) -> None:
-        if not batches:
-            return
-        if remote is None or role not in self.factories:
-            self._local.run_batches(role, batches, execute, on_results)
+            self._local.run_batches(
+                role, kind, batches, on_results, backend=backend, advance=advance
+            )
             return
         pool = self._pool_for(role, fingerprint)
 
         def submit(actor: Any, shard: list[int]) -> Any:
-            items = [(i, list(batches[i])) for i in shard]
-            return actor.run.options(num_returns="streaming").remote(remote, items)
+            items = [(i, list(batches[i].requests)) for i in shard]
+            return actor.run.options(num_returns="streaming").remote(kind, items)
 
-        self._schedule(pool, [len(b) for b in batches], submit, on_results)
+        def arrived(index: int, results: Any) -> None:
+            on_results(index, list(results))
+            if advance is not None:
+                advance(batches[index].units)
+
+        sizes = [len(b.requests) for b in batches]
+        self._schedule(pool, sizes, submit, arrived, kind.kind)
 
     # -- scheduling ----------------------------------------------------------------------------
     def _schedule(
@@ -161,6 +143,7 @@ class RayExecutor:
         sizes: list[int],
         submit: Callable[[Any, list[int]], Any],
         arrived: Callable[[int, Any], None],
+        kind: str,
     ) -> None:
         """Deal batches into shards, keep every actor busy, store results as they arrive and
         queue again what a lost actor did not deliver (a replacement joins once its model is
@@ -200,7 +183,7 @@ class RayExecutor:
             if index not in done:  # never stored twice (a shard is re-run only for the
                 arrived(index, payload)  # batches its lost actor did not deliver)
                 done.add(index)
-                self.stats.add(worker, sizes[index])
+                self.stats.add(worker, sizes[index], pool.role, kind)
 
     def _fill(
         self,

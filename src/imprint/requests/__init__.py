@@ -1,9 +1,9 @@
 """The request layer: typed model requests, run once, stored, counted.
 
-Every call to a model beyond the log-prob planner (sampled and greedy continuations, SimMIA's
-next-word weights and next-token laws, gradient norms, masked-LM neighbours, embeddings) is a
-typed request (:mod:`.kinds`, :mod:`.next_token`) executed by :class:`RequestRunner` through
-the persistent :class:`RequestStore`.
+Every call to a model (log-prob passes, sampled and greedy continuations, SimMIA's next-word
+weights and next-token laws, gradient norms, masked-LM neighbours, embeddings, paraphrases) is a
+typed request (:mod:`.kinds`, :mod:`.logprobs`, :mod:`.next_token`) executed by
+:class:`RequestRunner` through the persistent :class:`RequestStore` and an executor.
 """
 
 from imprint.requests.kinds import (
@@ -18,8 +18,9 @@ from imprint.requests.kinds import (
     SampleRequest,
     TokenCountsRequest,
 )
+from imprint.requests.logprobs import LogprobRequest
 from imprint.requests.next_token import NextTokenRequest
-from imprint.requests.runner import KindCounts, RequestCounts, RequestRunner
+from imprint.requests.runner import KindCounts, Lazy, RequestCounts, RequestRunner
 from imprint.requests.store import RequestStore
 
 __all__ = [
@@ -28,6 +29,8 @@ __all__ = [
     "GradNormRequest",
     "GreedyRequest",
     "KindCounts",
+    "Lazy",
+    "LogprobRequest",
     "NeighbourRequest",
     "NextTokenRequest",
     "NextWordRequest",

@@ -1,10 +1,12 @@
 """``ModelRequests``: the typed face of the request layer that attacks call.
 
-Attacks that need more than log-prob passes (sampling, greedy tokens, next-word weights, gradient
-norms, embeddings, masked-LM neighbours) ask this object, never a backend directly. Each method
-turns its arguments into typed requests (:mod:`.kinds`) and runs them through the
-:class:`RequestRunner`, so every answer is deduplicated, stored under the backend's content
-fingerprint and counted; a rerun executes nothing and a killed run resumes where it stopped.
+Attacks that need more than their declared log-prob passes (more passes, sampling, greedy tokens,
+next-word weights, gradient norms, embeddings, masked-LM neighbours) ask this object, never a
+backend directly. Each method turns its arguments into typed requests (:mod:`.kinds`) and runs
+them through the :class:`RequestRunner`, so every answer is deduplicated, stored under the
+backend's content fingerprint and counted; a rerun executes nothing and a killed run resumes
+where it stopped. Auxiliary models (a surrogate, a masked LM, the embedder) are roles like the
+target: loading one registers with the executor how a Ray worker builds its own replica.
 
 Sampled continuations are seeded per prompt (the seed of a request fixes its draws whatever
 batch it lands in): a local model draws each prompt's ``n`` samples in its own ``generate`` call
@@ -14,13 +16,14 @@ which draw nothing, batch freely.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
+from imprint.backends.base import SAMPLING, Backend
 from imprint.errors import ConfigError
+from imprint.executors import CallFactory
 from imprint.requests.kinds import (
     ChoiceRequest,
     EmbedRequest,
@@ -31,24 +34,34 @@ from imprint.requests.kinds import (
     ParaphraseRequest,
     SampleRequest,
     TokenCountsRequest,
+    local_transformers,
+    prompt_seed,
 )
-from imprint.requests.runner import RequestRunner
+from imprint.requests.logprobs import LogprobRequest, check_logprobs
+from imprint.requests.runner import Lazy, RequestRunner
+
+__all__ = [
+    "ModelRequests",
+    "in_memory_requests",
+    "load_local_model",
+    "local_transformers",
+    "prompt_seed",
+    "standalone_requests",
+    "stored_generator",
+]
 
 WordDist = dict[str, float]
-
-
-def prompt_seed(seed: int, prompt: str) -> int:
-    """A 31-bit seed from a request seed and its prompt (batch-independent draws)."""
-    digest = hashlib.sha256(f"{seed}\x00{prompt}".encode("utf-8", "surrogatepass")).digest()
-    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+#: ``factory_for(role, spec)``: how a Ray worker builds an auxiliary role loaded from ``spec``
+FactoryFor = Callable[[str, str], Any]
 
 
 class ModelRequests:
-    """Model calls of one run, by role (``"target"``, reference names, ``"embedder"``).
+    """Model calls of one run, by role (``"target"``, reference names, ``"embedder"``, ...).
 
-    ``backends`` maps a role to its backend; ``runner`` executes and stores. Backends are used
-    through duck-typed capabilities: ``sample`` (text), ``model``/``encode`` (local transformers),
-    ``embed`` (embedder).
+    ``backends`` maps a role to its backend; ``runner`` executes and stores. ``loader(role,
+    spec)`` loads an auxiliary model on first use (e.g. PETAL's surrogate) and ``factory_for(role,
+    spec)`` says how a worker builds it (default: as :func:`load_local_model` when that is the
+    loader); ``local_models`` finds the local transformers model behind a backend (fast paths).
     """
 
     def __init__(
@@ -58,23 +71,22 @@ class ModelRequests:
         *,
         embedder: Any = None,
         local_models: Callable[[Any], Any] | None = None,
-        logprobs: Callable[..., list[Any]] | None = None,  # (backend, role, texts, *, prefix=)
         loader: Callable[[str, str], Any] | None = None,
+        factory_for: FactoryFor | None = None,
     ) -> None:
         self.backends = dict(backends)
         self.runner = runner
         self._embedder = embedder
         self._local_models = local_models
-        # log-prob passes go through the signal planner and its cache (injected by the run, which
-        # owns both); ``loader(role, spec)`` loads an auxiliary model such as PETAL's surrogate
-        self._logprobs = logprobs
         self._loader = loader
+        self._factory_for = factory_for
 
     # -- plumbing ------------------------------------------------------------------------------
     def backend(self, role: str) -> Any:
         if role not in self.backends:
             raise ConfigError(f"no model in role {role!r}; the run has {sorted(self.backends)}")
-        return self.backends[role]
+        backend = self.backends[role]
+        return backend.get() if isinstance(backend, Lazy) else backend
 
     def fingerprint(self, role: str) -> str:
         return str(getattr(self.backend(role), "fingerprint", role))
@@ -84,24 +96,35 @@ class ModelRequests:
         return self._local_models(self.backend(role)) if self._local_models else None
 
     def load(self, role: str, spec: str) -> Any:
-        """The backend in ``role``, loaded from ``spec`` on first use (e.g. a surrogate model)."""
+        """The backend in ``role``, loaded from ``spec`` on first use (e.g. a surrogate model);
+        the executor learns how a worker builds the same model."""
         if role not in self.backends:
             if self._loader is None:
                 raise ConfigError(f"no model in role {role!r} and no loader to load {spec!r}")
             self.backends[role] = self._loader(role, spec)
-        return self.backends[role]
+            factory = self._factory(role, spec)
+            if factory is not None:
+                self.runner.executor.register(role, factory)
+        return self.backend(role)
+
+    def _factory(self, role: str, spec: str) -> Any:
+        if self._factory_for is not None:
+            return self._factory_for(role, spec)
+        if self._loader is load_local_model:
+            return CallFactory(load_local_model, (role, spec))
+        return None
 
     def token_stats(
         self, role: str, texts: Sequence[str], *, prefix: str | None = None
     ) -> list[Any]:
-        """Per-token statistics of each text under ``role`` (planned, batched and cached),
-        after the literal ``prefix`` when given (its tokens are not scored; x is tokenised on
-        its own, so the scored tokens are the same with and without it)."""
-        if self._logprobs is None:
-            raise ConfigError("this run has no log-prob planner for token statistics")
-        if prefix:
-            return self._logprobs(self.backend(role), role, texts, prefix=prefix)
-        return self._logprobs(self.backend(role), role, texts)
+        """Per-token statistics of each text under ``role`` (``logprobs`` requests: batched by
+        tokens and stored like every other kind), after the literal ``prefix`` when given (its
+        tokens are not scored; x is tokenised on its own, so the scored tokens are the same with
+        and without it)."""
+        backend = self.backend(role)
+        check_logprobs(role, backend)
+        reqs = [LogprobRequest(t, prefix or None) for t in texts]
+        return self.runner.run(role, self.fingerprint(role), reqs, backend)
 
     # -- text ----------------------------------------------------------------------------------
     def sample(
@@ -132,24 +155,14 @@ class ModelRequests:
             )
             for p in prompts
         ]
-        sampler = self._text_backend(role)
-        out = self.runner.run(
-            role,
-            self.fingerprint(role),
-            reqs,
-            lambda batch: _sample_batch(sampler, batch),
-            remote=sample_on,  # a Ray worker samples with its own replica
-        )
+        out = self.runner.run(role, self.fingerprint(role), reqs, self._text_backend(role))
         return [list(texts) for texts in out]
 
     def choices(self, role: str, prompts: Sequence[str], *, max_tokens: int = 8) -> list[str]:
         """``role``'s greedy answer to each multiple-choice prompt (kind ``multiple_choice``),
         shape (len(prompts),); parsing the answer is the caller's."""
         reqs = [ChoiceRequest(prompt=p, max_tokens=max_tokens) for p in prompts]
-        sampler = self._text_backend(role)
-        out = self.runner.run(
-            role, self.fingerprint(role), reqs, lambda batch: _sample_batch(sampler, batch)
-        )
+        out = self.runner.run(role, self.fingerprint(role), reqs, self._text_backend(role))
         return [str(texts[0]) for texts in out]
 
     def letter_logprobs(
@@ -158,52 +171,31 @@ class ModelRequests:
         """Per multiple-choice prompt, the option letters' log-probabilities as ``role``'s next
         token (kind ``letter_logprobs``: one forward pass, no generation; a local model only).
         See :mod:`imprint.requests.letter_choice` for the result's layout."""
-        from imprint.requests.letter_choice import LetterRequest, answer_letters, letters_on
+        from imprint.requests.letter_choice import LetterRequest
 
-        local = self.local(role)
-        if local is None:
+        if self.local(role) is None:
             raise ConfigError(f"letter log-probabilities need a local model in role {role!r}")
         reqs = [LetterRequest(prompt=p, letters=letters) for p in prompts]
-
-        def execute(batch: list[LetterRequest]) -> list[dict[str, Any]]:
-            return answer_letters(local, batch)
-
-        return self.runner.run(
-            role, self.fingerprint(role), reqs, execute, batch_size=4, remote=letters_on
-        )
+        return self.runner.run(role, self.fingerprint(role), reqs, self.backend(role))
 
     def paraphrases(self, role: str, prompts: Sequence[str], *, max_tokens: int) -> list[str]:
         """``role``'s greedy answer to each paraphrase prompt (kind ``paraphrase``), through its
         text backend (an instruction sent as it is to chat endpoints), shape (len(prompts),)."""
         reqs = [ParaphraseRequest(prompt=p, max_tokens=max_tokens) for p in prompts]
-        sampler = self._text_backend(role)
-
-        def execute(batch: list[ParaphraseRequest]) -> list[str]:
-            texts = sampler.sample(
-                [r.prompt for r in batch],
-                1,
-                max_tokens,
-                None,
-                seed=0,
-                temperature=0.0,
-                task="answer",
-            )
-            return [str(t[0]) for t in texts]
-
-        return [str(t) for t in self.runner.run(role, self.fingerprint(role), reqs, execute)]
+        out = self.runner.run(role, self.fingerprint(role), reqs, self._text_backend(role))
+        return [str(t) for t in out]
 
     def _text_backend(self, role: str) -> Any:
         from imprint.backends.text import as_text_backend
 
-        return as_text_backend(self.backend(role))
+        return as_text_backend(self.backend(role))  # CapabilityError before any work
 
     # -- local fast paths ----------------------------------------------------------------------
     def next_words(
         self, role: str, texts: Sequence[str], prefix: str | None, config: Any, *, seed: int
     ) -> list[list[WordDist]]:
         """SimMIA's next-word weights per word position of each text, after ``prefix``."""
-        local = self.local(role)
-        if local is None:
+        if self.local(role) is None:
             raise ConfigError(f"next-word weights need a local model in role {role!r}")
         reqs = [
             NextWordRequest(
@@ -215,17 +207,11 @@ class ModelRequests:
                 max_word_tokens=config.max_word_tokens,
                 mode=str(config.mode),
                 seed=seed,
+                min_mass=config.min_mass,
             )
             for t in texts
         ]
-        from imprint.requests.next_word import LocalNextWordSampler
-
-        sampler = LocalNextWordSampler(local, config)
-
-        def execute(batch: list[NextWordRequest]) -> list[list[WordDist]]:
-            return [sampler.distributions(r.text, prefix=r.prefix, rng=_text_rng(r)) for r in batch]
-
-        return self.runner.run(role, self.fingerprint(role), reqs, execute, batch_size=4)
+        return self.runner.run(role, self.fingerprint(role), reqs, self.backend(role))
 
     def next_tokens(
         self, role: str, texts: Sequence[str], prefix: str | None, settings: dict[str, Any]
@@ -233,37 +219,22 @@ class ModelRequests:
         """Next-token laws at every token position of each text after ``prefix`` (SimMIA's
         token disclosure); ``settings`` holds n, top_k, temperature, mode, min_mass and seed.
         See :mod:`imprint.requests.next_token` for the result's layout."""
-        from imprint.requests.next_token import NextTokenRequest, check_fits, token_laws
+        from imprint.requests.next_token import NextTokenRequest, check_fits
 
         local = self.local(role)
         if local is None:
             raise ConfigError(f"next-token laws need a local model in role {role!r}")
         check_fits(local, list(texts), prefix)
         reqs = [NextTokenRequest(text=t, prefix=prefix, **settings) for t in texts]
-
-        def execute(batch: list[NextTokenRequest]) -> list[dict[str, Any]]:
-            return [token_laws(local, r) for r in batch]
-
-        return self.runner.run(
-            role, self.fingerprint(role), reqs, execute, batch_size=4, remote=next_tokens_on
-        )
+        return self.runner.run(role, self.fingerprint(role), reqs, self.backend(role))
 
     def gradient_norms(
         self, role: str, texts: Sequence[str], *, norm: str = "l2", aggregate: str = "global"
     ) -> np.ndarray:
         """Norm of d loss(x) / d theta per text, shape (len(texts),)."""
-        from imprint.backends.gradients import gradient_norms
-
-        backend = self.backend(role)
         reqs = [GradNormRequest(text=t, norm=norm, aggregate=aggregate) for t in texts]
-
-        def execute(batch: list[GradNormRequest]) -> list[float]:
-            values = gradient_norms(
-                backend, [r.text for r in batch], norm=norm, aggregate=aggregate
-            )
-            return [float(v) for v in values]
-
-        return np.asarray(self.runner.run(role, self.fingerprint(role), reqs, execute), float)
+        out = self.runner.run(role, self.fingerprint(role), reqs, self.backend(role))
+        return np.asarray(out, float)
 
     def token_counts(
         self,
@@ -273,80 +244,66 @@ class ModelRequests:
         count: Callable[[Iterable[list[int]]], np.ndarray],
     ) -> np.ndarray:
         """Token counts of a corpus (identified by its content digest) under ``role``'s
-        tokenizer; ``texts()`` iterates the corpus, ``count`` tallies token id lists."""
-        tokenize = self.backend(role).encode
-        request = TokenCountsRequest(corpus=corpus_digest)
-
-        def execute(batch: list[TokenCountsRequest]) -> list[np.ndarray]:
-            return [count(tokenize(t) for t in texts()) for _ in batch]
-
-        return np.asarray(self.runner.run(role, self.fingerprint(role), [request], execute)[0])
+        tokenizer; ``texts()`` iterates the corpus, ``count`` tallies token id lists (both
+        travel to a Ray worker with the request: module-level functions or closures over
+        plain data, such as the corpus path)."""
+        request = TokenCountsRequest(corpus=corpus_digest, texts=texts, count=count)
+        out = self.runner.run(role, self.fingerprint(role), [request], self.backend(role))
+        return np.asarray(out[0])
 
     def neighbours(
         self, spec: str, texts: Sequence[str], config: str, *, seed: int = 0
     ) -> list[tuple[str, ...]]:
         """Masked-LM neighbours of each text from the MLM at ``spec`` (role ``mlm``), under the
-        generator settings ``config`` (canonical JSON: n, top_k, dropout, ranking)."""
-        import json
+        generator settings ``config`` (canonical JSON: n, top_k, dropout, ranking); the MLM is
+        loaded only when a text is missing from the store."""
+        from imprint.requests.mlm_neighbours import MaskedLMNeighbours, model_fingerprint
 
-        from imprint.requests.mlm_neighbours import MaskedLMNeighbours
-
-        settings = json.loads(config)
-        fingerprint = _model_fingerprint(spec)
+        if "mlm" not in self.backends:
+            self.backends["mlm"] = Lazy(lambda: MaskedLMNeighbours(spec))
+            self.runner.executor.register("mlm", CallFactory(MaskedLMNeighbours, (spec,)))
         reqs = [NeighbourRequest(text=t, config=config, seed=seed) for t in texts]
-
-        def execute(batch: list[NeighbourRequest]) -> list[list[str]]:
-            if "mlm" not in self.backends:  # loaded only when a text is missing from the store
-                self.backends["mlm"] = MaskedLMNeighbours(spec)
-            mlm = self.backends["mlm"]
-            return [
-                list(
-                    mlm.neighbours(
-                        r.text,
-                        n=settings["n"],
-                        top_k=settings["top_k"],
-                        dropout=settings["dropout"],
-                        seed=r.seed,
-                        ranking=settings["ranking"],
-                    )
-                )
-                for r in batch
-            ]
-
-        out = self.runner.run("mlm", fingerprint, reqs, execute, batch_size=8)
+        out = self.runner.run("mlm", model_fingerprint(spec), reqs, self.backends["mlm"])
         return [tuple(texts) for texts in out]
 
     # -- embeddings ----------------------------------------------------------------------------
     def embed(self, strings: Sequence[str]) -> np.ndarray:
-        """Unit-norm embeddings of the stripped strings, shape (len(strings), d), float32."""
+        """Unit-norm embeddings of the stripped strings, shape (len(strings), d), float32
+        (role ``embedder``)."""
         if not strings:
             return np.zeros((0, 0), dtype=np.float32)
         embedder = self._embedder_backend()
         reqs = [EmbedRequest(text=s.strip()) for s in strings]
         fingerprint = str(getattr(embedder, "fingerprint", type(embedder).__name__))
-
-        def execute(batch: list[EmbedRequest]) -> list[np.ndarray]:
-            return list(np.asarray(embedder.embed([r.text for r in batch]), dtype=np.float32))
-
-        rows = self.runner.run("embedder", fingerprint, reqs, execute, batch_size=512)
-        return np.stack(rows)
+        return np.stack(self.runner.run("embedder", fingerprint, reqs, embedder))
 
     def _embedder_backend(self) -> Any:
         if self._embedder is None:
-            from imprint.requests.embed import default_embedder
+            from imprint.requests import embed
 
-            self._embedder = default_embedder()
+            self._embedder = embed.default_embedder()
+            if type(self._embedder) is embed.MiniLMEmbedder:  # a worker builds its own
+                self.runner.executor.register("embedder", CallFactory(embed.MiniLMEmbedder))
         return self._embedder
 
 
-def _model_fingerprint(spec: str) -> str:
-    """The content fingerprint of a model spec (its name when it cannot be resolved locally)."""
-    from imprint.backends.models import fingerprint_source, resolve_model
+class _PromptModel(Backend):
+    """A text backend over ``generate(prompt) -> str`` (greedy answers, one prompt at a time)."""
 
-    try:
-        return fingerprint_source(resolve_model(spec))
-    except ConfigError:
-        return spec
+    capabilities = frozenset({SAMPLING})
+
+    def __init__(self, generate: Callable[[str], str], fingerprint: str) -> None:
+        self.generate = generate
+        self._fingerprint = fingerprint
+
+    @property
+    def fingerprint(self) -> str:
+        return self._fingerprint
+
+    def sample(
+        self, prompts: Sequence[str], n: int, max_tokens: int, stop: Any = None, **kw: Any
+    ) -> list[list[str]]:
+        return [[self.generate(p)] for p in prompts]
 
 
 def stored_generator(
@@ -360,18 +317,15 @@ def stored_generator(
     :class:`RequestStore`), keyed by the model's content fingerprint: a rerun, or a run resumed
     after a kill, asks the model only for prompts it has not answered. ``make()`` builds the real
     generator, on the first prompt that is not stored."""
-    runner = RequestRunner(store)
-    fingerprint = _model_fingerprint(spec)
-    built: list[Callable[[str], str]] = []
+    from imprint.requests.mlm_neighbours import model_fingerprint
 
-    def execute(batch: list[ParaphraseRequest]) -> list[str]:
-        if not built:
-            built.append(make())
-        return [built[0](r.prompt) for r in batch]
+    runner = RequestRunner(store)
+    fingerprint = model_fingerprint(spec)
+    model = Lazy(lambda: _PromptModel(make(), fingerprint))
 
     def generate(prompt: str) -> str:
         request = ParaphraseRequest(prompt=prompt, max_tokens=max_tokens)
-        return str(runner.run("paraphraser", fingerprint, [request], execute)[0])
+        return str(runner.run("paraphraser", fingerprint, [request], model)[0])
 
     generate.counts = runner.counts  # type: ignore[attr-defined]
     return generate
@@ -384,81 +338,8 @@ def standalone_requests() -> ModelRequests:
     return ModelRequests({}, RequestRunner(RequestStore(None)), local_models=local_transformers)
 
 
-def _sample_batch(sampler: Any, batch: Sequence[SampleRequest]) -> list[list[str]]:
-    """Answer a batch of sample requests; seeded draws get one call per prompt."""
-    out: dict[SampleRequest, list[str]] = {}
-    per_prompt_seed = bool(getattr(sampler, "seeds_per_prompt", False))
-    groups: dict[tuple[Any, ...], list[SampleRequest]] = {}
-    for r in batch:
-        groups.setdefault(r.params(), []).append(r)
-    for reqs in groups.values():
-        head = reqs[0]
-        # greedy decoding draws nothing, and some backends seed each prompt themselves: batch
-        calls = [reqs] if head.temperature == 0 or per_prompt_seed else [[r] for r in reqs]
-        for call in calls:
-            seed = (
-                head.seed
-                if len(call) > 1 or per_prompt_seed
-                else prompt_seed(head.seed, call[0].prompt)
-            )
-            texts = sampler.sample(
-                [r.prompt for r in call],
-                head.n,
-                head.max_tokens,
-                list(head.stop) or None,
-                seed=seed,
-                temperature=head.temperature,
-                top_k=head.top_k,
-                task=head.task,
-            )
-            out.update(zip(call, texts, strict=True))
-    return [out[r] for r in batch]
-
-
-def sample_on(backend: Any, batch: Sequence[SampleRequest]) -> list[list[str]]:
-    """``_sample_batch`` on a worker's own backend replica (the Ray executor's remote form)."""
-    from imprint.backends.text import as_text_backend
-
-    return _sample_batch(as_text_backend(backend), batch)
-
-
-def next_tokens_on(backend: Any, batch: Sequence[Any]) -> list[dict[str, Any]]:
-    """SimMIA's next-token laws on a worker's own backend replica (remote form)."""
-    from imprint.requests.next_token import token_laws
-
-    local = local_transformers(backend)
-    assert local is not None  # the driver checked its own replica of the same model
-    return [token_laws(local, r) for r in batch]
-
-
-def _text_rng(request: NextWordRequest) -> np.random.Generator:
-    digest = hashlib.sha256(
-        f"{request.seed}\x00{request.prefix or ''}\x00{request.text}".encode(
-            "utf-8", "surrogatepass"
-        )
-    ).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
-
-
-def local_transformers(backend: Any) -> Any | None:
-    """The local transformers backend behind ``backend`` (an HFLogprobBackend itself, or the one
-    an HFTextBackend wraps), which fast paths can drive; None for text-only backends."""
-    for candidate in (backend, getattr(backend, "hf", None)):
-        attrs = ("model", "tokenizer", "encode", "bos_id", "_head")
-        if candidate is not None and all(hasattr(candidate, a) for a in attrs):
-            return candidate
-    return None
-
-
-def _score_directly(
-    backend: Any, role: str, texts: Sequence[str], *, prefix: str | None = None
-) -> list[Any]:
-    from imprint.backends.base import ScoreRequest
-
-    return list(backend.score([ScoreRequest(t, prefix) for t in texts]))
-
-
 def load_local_model(role: str, spec: str) -> Any:
+    """A local Hugging Face model in ``role`` (the default loader of auxiliary models)."""
     from imprint.backends.hf import HFLogprobBackend
 
     return HFLogprobBackend(spec, name=role)
@@ -476,6 +357,5 @@ def in_memory_requests(
         RequestRunner(RequestStore(None)),
         embedder=embedder,
         local_models=local_transformers,
-        logprobs=_score_directly,
         loader=load_local_model,
     )

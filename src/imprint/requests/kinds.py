@@ -5,14 +5,20 @@ settings, seed). ``key()`` hashes the kind and every field, so two requests with
 one request (deduplicated across attacks) and one cache row; a changed seed or setting is another.
 The backend's content fingerprint completes the key in the store (see :mod:`.store`).
 
-Results are plain data (texts, word weights, floats, float32 vectors), encoded without pickle.
+A kind declares everything the engine needs (:mod:`.runner` says how to add one): its key, its
+store encoding (plain data: JSON or raw arrays, never pickle), its batching policy (``count``:
+``batch_size`` requests per batch; ``tokens``: one :meth:`Request.group` per batch within a token
+budget, longest first) and ``execute(backend, batch)``, a static or class method (picklable by
+reference, never a closure over a loaded model) that the local executor and a Ray worker both
+call with their own backend of the request's role.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -25,6 +31,11 @@ class Request:
     """Base class: ``kind`` names the request type (manifest counts are per kind)."""
 
     kind: ClassVar[str] = ""
+    #: ``count``: ``batch_size`` requests per batch; ``tokens``: by a token budget (see runner)
+    batching: ClassVar[str] = "count"
+    batch_size: ClassVar[int] = 16
+    #: ``execute`` takes ``progress=`` (a callback of units done) for long batches
+    streams_progress: ClassVar[bool] = False
 
     def key(self) -> str:
         payload = json.dumps([self.kind, asdict(self)], ensure_ascii=False, sort_keys=True)
@@ -34,6 +45,14 @@ class Request:
         """A length to sort by (longest first, so batches pad little)."""
         return 0
 
+    def group(self) -> Any:
+        """Requests of one ``tokens`` batch share this (a prefix: its KV cache is reused)."""
+        return None
+
+    def token_text(self) -> str:
+        """The text whose tokens a ``tokens`` batch counts against its budget."""
+        return ""
+
     @staticmethod
     def encode(result: Any) -> bytes:
         return json.dumps(result, ensure_ascii=False).encode("utf-8", "surrogatepass")
@@ -41,6 +60,45 @@ class Request:
     @staticmethod
     def decode(blob: bytes) -> Any:
         return json.loads(blob.decode("utf-8", "surrogatepass"))
+
+    @classmethod
+    def check(cls, role: str, backend: Any, requests: Sequence[Request]) -> None:
+        """Refuse, before any work, requests ``backend`` cannot answer (default: none)."""
+
+    @classmethod
+    def execute(cls, backend: Any, batch: Sequence[Any]) -> list[Any]:
+        """One result per request of ``batch``, computed with ``backend`` (the role's model)."""
+        raise NotImplementedError(f"request kind {cls.kind!r} defines no execute()")
+
+
+def prompt_seed(seed: int, prompt: str) -> int:
+    """A 31-bit seed from a request seed and its prompt (batch-independent draws)."""
+    digest = hashlib.sha256(f"{seed}\x00{prompt}".encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+def local_transformers(backend: Any) -> Any | None:
+    """The local transformers backend behind ``backend`` (an HFLogprobBackend itself, or the one
+    an HFTextBackend wraps), which fast paths can drive; None for text-only backends."""
+    for candidate in (backend, getattr(backend, "hf", None)):
+        attrs = ("model", "tokenizer", "encode", "bos_id", "_head")
+        if candidate is not None and all(hasattr(candidate, a) for a in attrs):
+            return candidate
+    return None
+
+
+def require_local(backend: Any, what: str) -> Any:
+    """:func:`local_transformers` of ``backend``, or a ConfigError naming ``what`` needs it."""
+    local = local_transformers(backend)
+    if local is None:
+        raise ConfigError(f"{what} need a local (Hugging Face) model; got {type(backend).__name__}")
+    return local
+
+
+def _text_sampler(backend: Any) -> Any:
+    from imprint.backends.text import as_text_backend
+
+    return as_text_backend(backend)
 
 
 @dataclass(frozen=True)
@@ -83,6 +141,41 @@ class SampleRequest(Request):
             self.task,
         )
 
+    @classmethod
+    def execute(cls, backend: Any, batch: Sequence[Any]) -> list[Any]:
+        return sample_batch(_text_sampler(backend), batch)
+
+
+def sample_batch(sampler: Any, batch: Sequence[SampleRequest]) -> list[list[str]]:
+    """Answer a batch of sample requests; seeded draws get one call per prompt."""
+    out: dict[SampleRequest, list[str]] = {}
+    per_prompt_seed = bool(getattr(sampler, "seeds_per_prompt", False))
+    groups: dict[tuple[Any, ...], list[SampleRequest]] = {}
+    for r in batch:
+        groups.setdefault(r.params(), []).append(r)
+    for reqs in groups.values():
+        head = reqs[0]
+        # greedy decoding draws nothing, and some backends seed each prompt themselves: batch
+        calls = [reqs] if head.temperature == 0 or per_prompt_seed else [[r] for r in reqs]
+        for call in calls:
+            seed = (
+                head.seed
+                if len(call) > 1 or per_prompt_seed
+                else prompt_seed(head.seed, call[0].prompt)
+            )
+            texts = sampler.sample(
+                [r.prompt for r in call],
+                head.n,
+                head.max_tokens,
+                list(head.stop) or None,
+                seed=seed,
+                temperature=head.temperature,
+                top_k=head.top_k,
+                task=head.task,
+            )
+            out.update(zip(call, texts, strict=True))
+    return [out[r] for r in batch]
+
 
 @dataclass(frozen=True)
 class GreedyRequest(SampleRequest):
@@ -121,9 +214,43 @@ class NextWordRequest(Request):
     max_word_tokens: int
     mode: str
     seed: int
+    min_mass: float = 1e-4  # in the key only when set otherwise (older keys stay valid)
+    batch_size: ClassVar[int] = 4
+
+    def key(self) -> str:
+        fields = asdict(self)
+        if fields["min_mass"] == 1e-4:
+            del fields["min_mass"]
+        payload = json.dumps([self.kind, fields], ensure_ascii=False, sort_keys=True)
+        return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
     def size(self) -> int:
         return len(self.text)
+
+    def rng(self) -> np.random.Generator:
+        """The draws of this request, fixed by its seed, prefix and text (batch-independent)."""
+        key = f"{self.seed}\x00{self.prefix or ''}\x00{self.text}"
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+        return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+    @classmethod
+    def execute(cls, backend: Any, batch: Sequence[Any]) -> list[Any]:
+        from imprint.requests.next_word import LocalNextWordSampler, NextWordConfig
+
+        local = require_local(backend, "next-word weights")
+        out = []
+        for r in batch:
+            config = NextWordConfig(
+                n=r.n,
+                top_k=r.top_k,
+                temperature=r.temperature,
+                max_word_tokens=r.max_word_tokens,
+                mode=r.mode,
+                min_mass=r.min_mass,
+            )
+            sampler = LocalNextWordSampler(local, config)
+            out.append(sampler.distributions(r.text, prefix=r.prefix, rng=r.rng()))
+        return out
 
 
 @dataclass(frozen=True)
@@ -138,6 +265,17 @@ class GradNormRequest(Request):
     def size(self) -> int:
         return len(self.text)
 
+    @classmethod
+    def execute(cls, backend: Any, batch: Sequence[Any]) -> list[Any]:
+        from imprint.backends.gradients import gradient_norms
+
+        out: dict[str, float] = {}
+        for norm, aggregate in dict.fromkeys((r.norm, r.aggregate) for r in batch):
+            part = [r for r in batch if (r.norm, r.aggregate) == (norm, aggregate)]
+            values = gradient_norms(backend, [r.text for r in part], norm=norm, aggregate=aggregate)
+            out.update((r.key(), float(v)) for r, v in zip(part, values, strict=True))
+        return [out[r.key()] for r in batch]
+
 
 @dataclass(frozen=True)
 class NeighbourRequest(Request):
@@ -147,9 +285,27 @@ class NeighbourRequest(Request):
     text: str
     config: str  # the neighbour generator's settings, canonical JSON
     seed: int = 0
+    batch_size: ClassVar[int] = 8
 
     def size(self) -> int:
         return len(self.text)
+
+    @classmethod
+    def execute(cls, backend: Any, batch: Sequence[Any]) -> list[Any]:
+        """``backend``: the role's masked-LM neighbour generator (MaskedLMNeighbours)."""
+        out = []
+        for r in batch:
+            settings = json.loads(r.config)
+            found = backend.neighbours(
+                r.text,
+                n=settings["n"],
+                top_k=settings["top_k"],
+                dropout=settings["dropout"],
+                seed=r.seed,
+                ranking=settings["ranking"],
+            )
+            out.append(list(found))
+        return out
 
 
 @dataclass(frozen=True)
@@ -158,9 +314,15 @@ class EmbedRequest(Request):
 
     kind: ClassVar[str] = "embed"
     text: str
+    batch_size: ClassVar[int] = 512
 
     def size(self) -> int:
         return len(self.text)
+
+    @classmethod
+    def execute(cls, backend: Any, batch: Sequence[Any]) -> list[Any]:
+        """``backend``: the ``embedder`` role's embedder (``embed(strings) -> (n, d)``)."""
+        return list(np.asarray(backend.embed([r.text for r in batch]), dtype=np.float32))
 
     @staticmethod
     def encode(result: Any) -> bytes:
@@ -179,6 +341,23 @@ class TokenCountsRequest(Request):
     kind: ClassVar[str] = "token_counts"
     corpus: str
     version: str = "1"
+    # how to read and tally the corpus (picklable; not part of the key: the digest names it)
+    texts: Callable[[], Any] | None = field(default=None, compare=False, repr=False)
+    count: Callable[[Any], Any] | None = field(default=None, compare=False, repr=False)
+
+    def key(self) -> str:
+        fields = {"corpus": self.corpus, "version": self.version}
+        payload = json.dumps([self.kind, fields], ensure_ascii=False, sort_keys=True)
+        return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+    @classmethod
+    def execute(cls, backend: Any, batch: Sequence[Any]) -> list[Any]:
+        out = []
+        for r in batch:
+            if r.texts is None or r.count is None:
+                raise ConfigError(f"token_counts of corpus {r.corpus}: no corpus reader given")
+            out.append(r.count(backend.encode(t) for t in r.texts()))
+        return out
 
     @staticmethod
     def encode(result: Any) -> bytes:
@@ -200,3 +379,16 @@ class ParaphraseRequest(Request):
 
     def size(self) -> int:
         return len(self.prompt)
+
+    @classmethod
+    def execute(cls, backend: Any, batch: Sequence[Any]) -> list[Any]:
+        """Greedy answers of the role's text backend (an instruction, sent as it is)."""
+        sampler = _text_sampler(backend)
+        out: dict[str, str] = {}
+        for budget in dict.fromkeys(r.max_tokens for r in batch):
+            part = [r for r in batch if r.max_tokens == budget]
+            texts = sampler.sample(
+                [r.prompt for r in part], 1, budget, None, seed=0, temperature=0.0, task="answer"
+            )
+            out.update((r.key(), str(t[0])) for r, t in zip(part, texts, strict=True))
+        return [out[r.key()] for r in batch]

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from imprint.errors import ConfigError
-from imprint.requests.kinds import Request
+from imprint.requests.kinds import Request, require_local
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,14 @@ class LetterRequest(Request):
     letters: str = "ABCD"
     task: str = "answer"  # the prompt is an instruction: chat template where there is one
 
+    batch_size: ClassVar[int] = 4
+
     def size(self) -> int:
         return len(self.prompt)
+
+    @classmethod
+    def execute(cls, backend: Any, batch: Sequence[Any]) -> list[Any]:
+        return answer_letters(require_local(backend, "letter log-probabilities"), batch)
 
 
 def letter_token_ids(hf: Any, letters: str) -> list[tuple[int, ...]]:
@@ -88,12 +94,3 @@ def answer_letters(hf: Any, batch: Sequence[LetterRequest]) -> list[dict[str, An
         per_letter, mass = letter_logprobs(row, letter_token_ids(hf, request.letters))
         out.append({"logp": [float(v) for v in per_letter], "mass": mass})
     return out
-
-
-def letters_on(backend: Any, batch: Sequence[LetterRequest]) -> list[dict[str, Any]]:
-    """:func:`answer_letters` on a worker's own replica of the model (the Ray remote form)."""
-    from imprint.requests.client import local_transformers
-
-    local = local_transformers(backend)
-    assert local is not None  # the driver checked its own replica of the same model
-    return answer_letters(local, batch)

@@ -64,11 +64,23 @@ def rank_candidates(
     return out
 
 
+def model_fingerprint(spec: str) -> str:
+    """The content fingerprint of a model spec (its name when it cannot be resolved locally)."""
+    from imprint.backends.models import fingerprint_source, resolve_model
+
+    try:
+        return fingerprint_source(resolve_model(spec))
+    except ConfigError:
+        return spec
+
+
 class MaskedLMNeighbours:
     """Proposes single-token swaps with a transformers masked LM (see the module docstring)."""
 
     def __init__(self, spec: str, *, device: str = "auto") -> None:
         from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+        self.fingerprint = model_fingerprint(spec)  # a Ray worker's replica is checked by it
 
         location = spec[3:] if spec.startswith("hf:") else spec
         try:

@@ -27,13 +27,14 @@ are different tokens); ``strings`` maps each id to its decoded text for embeddin
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from imprint.errors import ConfigError
-from imprint.requests.kinds import Request
+from imprint.requests.kinds import Request, require_local
 
 TOKEN_MODES = ("sample", "exact")
 ROW_CHUNK = 256  # positions per vocabulary projection: bounds memory on 262k vocabularies
@@ -75,8 +76,15 @@ class NextTokenRequest(Request):
                 f"temperature={self.temperature}"
             )
 
+    batch_size: ClassVar[int] = 4
+
     def size(self) -> int:
         return len(self.text)
+
+    @classmethod
+    def execute(cls, backend: Any, batch: Sequence[Any]) -> list[Any]:
+        local = require_local(backend, "next-token laws")
+        return [token_laws(local, r) for r in batch]
 
     def rng(self) -> np.random.Generator:
         """The draws of this request, fixed by its seed, prefix and text (batch-independent)."""

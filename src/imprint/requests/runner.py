@@ -1,41 +1,59 @@
 """Run typed requests once: deduplicate, answer from the store, execute the rest in batches.
 
-``RequestRunner.run(role, fingerprint, requests, execute)`` is the one path every model call
-takes (besides the log-prob planner, which shares the counting): requests are deduplicated by
-key, looked up in the store, the misses sorted longest first and handed to ``execute`` a batch at
-a time; each batch's results are stored in one transaction as it arrives. Where a batch runs is
-the executor's business (:mod:`imprint.executors`: this process, or Ray actors when the call
-gives a ``remote`` form of ``execute``).
+``RequestRunner.run(role, fingerprint, requests, backend)`` is the one path every model call
+takes, log-prob passes included: the kind's checks run before any work, requests are
+deduplicated by key, looked up in the store, the misses sorted longest first and batched by the
+kind's policy (``count``: ``batch_size`` per batch; ``tokens``: one :meth:`Request.group` per
+batch, rows x longest <= the token budget), then handed to the executor, which calls
+``kind.execute(backend, batch)`` in this process or on a Ray worker's replica of ``role``
+(:mod:`imprint.executors`). Each batch's results are stored in one transaction as they arrive
+(any order), by one writer thread, so the next batch runs while SQLite writes. Counts are kept
+per (role, kind).
+
+Adding a request kind touches two files: the kind (a frozen dataclass subclassing
+:class:`~imprint.requests.kinds.Request`, with ``kind``, its fields, ``size()``, and a static or
+class method ``execute(backend, batch) -> list``; ``encode``/``decode`` when the result is not
+JSON, ``batching``/``batch_size`` when the defaults do not fit), and the client method that
+builds the requests and calls :meth:`RequestRunner.run`. Runner, store and both executors need
+no change (``tests/test_requests_engine.py`` adds one in a test module).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 from imprint.errors import ConfigError
-from imprint.executors import Executor, LocalExecutor
+from imprint.executors import Executor, LocalExecutor, PlannedBatch
 from imprint.requests.kinds import Request
 from imprint.requests.store import RequestStore
 
 R = TypeVar("R", bound=Request)
 Progress = Callable[[str, int], Callable[[int], None]]
+DEFAULT_TOKEN_BUDGET = 4096  # used where neither the run nor the backend sets one
 
 
 @dataclass
 class KindCounts:
-    """Per (model role, request kind): unique requests, answered from the cache, executed."""
+    """Per (model role, request kind): unique requests, answered from the store, executed,
+    batches; ``tokens`` executed for token-batched kinds (None for the others)."""
 
     requests: int = 0
     cache_hits: int = 0
     executed: int = 0
     batches: int = 0
+    tokens: int | None = None
+
+    def to_dict(self) -> dict[str, int]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 @dataclass
 class RequestCounts:
-    """Counts of every request a run made, by model role and kind (written to the manifest)."""
+    """Counts of every request a run made, by model role and kind (the manifest's
+    ``requests``)."""
 
     by_role: dict[str, dict[str, KindCounts]] = field(default_factory=dict)
 
@@ -44,13 +62,28 @@ class RequestCounts:
 
     def to_dict(self) -> dict[str, dict[str, dict[str, int]]]:
         return {
-            role: {kind: asdict(c) for kind, c in sorted(kinds.items())}
+            role: {kind: c.to_dict() for kind, c in sorted(kinds.items())}
             for role, kinds in sorted(self.by_role.items())
         }
 
 
+class Lazy:
+    """A backend loaded on first use (``load()``): e.g. a masked LM needed only for texts that
+    are not in the store yet."""
+
+    def __init__(self, load: Callable[[], Any]) -> None:
+        self._load = load
+        self._backend: Any = None
+
+    def get(self) -> Any:
+        if self._backend is None:
+            self._backend = self._load()
+        return self._backend
+
+
 class RequestRunner:
-    """Executes requests through the store; ``progress(label, total)`` gives an advance callback."""
+    """Executes requests through the store; ``progress(label, total)`` gives an advance callback
+    (advanced by tokens for token-batched kinds, by requests for the others)."""
 
     def __init__(
         self,
@@ -59,60 +92,153 @@ class RequestRunner:
         progress: Progress | None = None,
         counts: RequestCounts | None = None,
         executor: Executor | None = None,
+        token_budget: int | None = None,
     ) -> None:
         self.store = store
         self.progress = progress
         self.counts = counts if counts is not None else RequestCounts()
         # where batches run: this process unless the run hands a Ray executor in
         self.executor: Executor = executor if executor is not None else LocalExecutor()
+        self.token_budget = token_budget
 
     def run(
         self,
         role: str,
         fingerprint: str,
         requests: Sequence[R],
-        execute: Callable[[list[R]], Sequence[Any]],
+        backend: Any,
         *,
-        batch_size: int = 16,
-        remote: Callable[[Any, list[R]], Sequence[Any]] | None = None,
+        batch_size: int | None = None,
     ) -> list[Any]:
-        """One result per request, in order; ``execute(batch)`` returns one result per request.
-
-        ``remote(backend, batch)``, a picklable function (never a closure over a loaded model),
-        lets a Ray executor run the batch on a worker's own replica of the ``role`` model.
-        """
+        """One result per request, in order, computed by ``type(request).execute(backend, ...)``
+        (``backend``: the model in ``role``, or a :class:`Lazy` one) for those not stored under
+        ``fingerprint``; ``batch_size`` overrides the kind's for ``count`` batching."""
         if not requests:
             return []
-        kinds = {r.kind for r in requests}
-        if len(kinds) != 1:
-            raise ConfigError(f"one run() call takes one request kind, got {sorted(kinds)}")
-        kind = kinds.pop()
-        unique = list(dict.fromkeys(requests))
-        counts = self.counts.of(role, kind)
+        kinds = {type(r) for r in requests}
+        if len({k.kind for k in kinds}) != 1:
+            raise ConfigError(
+                f"one run() call takes one request kind, got {sorted(kinds, key=str)}"
+            )
+        kind = type(requests[0])
+        get = backend.get if isinstance(backend, Lazy) else (lambda: backend)
+        keys = [r.key() for r in requests]
+        unique = list(dict(zip(keys, requests, strict=True)).values())
+        if kind.check.__func__ is not Request.check.__func__:  # type: ignore[attr-defined]
+            kind.check(role, get(), unique)
+        counts = self.counts.of(role, kind.kind)
+        if kind.batching == "tokens" and counts.tokens is None:
+            counts.tokens = 0
         found = self.store.get_many(fingerprint, unique)
         counts.requests += len(unique)
         counts.cache_hits += len(found)
         missing = sorted((r for r in unique if r.key() not in found), key=lambda r: -r.size())
-        advance = (
-            self.progress(f"{kind} requests to {role}", len(missing))
-            if self.progress and missing
-            else None
-        )
-        batches = [missing[i : i + batch_size] for i in range(0, len(missing), batch_size)]
+        if missing:
+            batches = self._plan(kind, missing, get, batch_size)
+            self._execute(role, kind, fingerprint, batches, get, found, counts)
+        return [found[k] for k in keys]
 
-        def store(index: int, results: list[Any]) -> None:
-            # each batch is stored in one transaction as it arrives (any order under Ray)
-            batch = batches[index]
-            if len(results) != len(batch):
-                raise RuntimeError(f"{kind}: {len(batch)} requests gave {len(results)} results")
-            self.store.put_many(fingerprint, zip(batch, results, strict=True))
-            found.update((r.key(), res) for r, res in zip(batch, results, strict=True))
-            counts.executed += len(batch)
-            counts.batches += 1
-            if advance:
-                advance(len(batch))
+    def _plan(
+        self, kind: type[Request], missing: list[Any], get: Callable[[], Any], size: int | None
+    ) -> list[PlannedBatch]:
+        if kind.batching != "tokens":
+            n = size or kind.batch_size
+            return [
+                PlannedBatch(tuple(missing[i : i + n]), len(missing[i : i + n]))
+                for i in range(0, len(missing), n)
+            ]
+        backend = get()
+        lengths = backend.count_tokens([r.token_text() for r in missing])
+        own = getattr(backend, "batch_tokens", None) or getattr(backend, "token_budget", None)
+        budget = self.token_budget or own or DEFAULT_TOKEN_BUDGET
+        max_length = getattr(backend, "max_length", None)
+        groups: dict[Any, list[int]] = {}
+        for i, r in enumerate(missing):
+            groups.setdefault(r.group(), []).append(i)
+        out = []
+        for rows in groups.values():  # one group (prefix) per batch: its KV cache is reused
+            sizes = [lengths[i] for i in rows]
+            for idx in batches_by_budget(sizes, budget, max_length=max_length):
+                chosen = [rows[j] for j in idx]
+                out.append(
+                    PlannedBatch(tuple(missing[i] for i in chosen), sum(lengths[i] for i in chosen))
+                )
+        return out
 
-        self.executor.run_batches(
-            role, batches, execute, store, fingerprint=fingerprint, remote=remote
+    def _execute(
+        self,
+        role: str,
+        kind: type[Request],
+        fingerprint: str,
+        batches: list[PlannedBatch],
+        get: Callable[[], Any],
+        found: dict[str, Any],
+        counts: KindCounts,
+    ) -> None:
+        total = sum(b.units for b in batches)
+        label = (
+            f"scoring with {role}"
+            if kind.batching == "tokens"
+            else f"{kind.kind} requests to {role}"
         )
-        return [found[r.key()] for r in requests]
+        advance = self.progress(label, total) if self.progress else None
+        # one writer thread commits each batch as it arrives (any order under Ray): on a GPU the
+        # next forward runs while SQLite writes (the write releases the GIL). A write error
+        # surfaces here; a kill loses at most the batches still queued.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="imprint-store") as writer:
+            writes: list[Future[None]] = []
+
+            def on_results(index: int, results: list[Any]) -> None:
+                batch = batches[index].requests
+                if len(results) != len(batch):
+                    raise RuntimeError(
+                        f"{kind.kind}: {len(batch)} requests gave {len(results)} results"
+                    )
+                pairs = list(zip(batch, results, strict=True))
+                writes.append(writer.submit(self.store.put_many, fingerprint, pairs))
+                found.update((r.key(), res) for r, res in pairs)
+                counts.executed += len(batch)
+                counts.batches += 1
+                if counts.tokens is not None:
+                    counts.tokens += batches[index].units
+
+            try:
+                self.executor.run_batches(
+                    role,
+                    kind,
+                    batches,
+                    on_results,
+                    backend=get,
+                    fingerprint=fingerprint,
+                    advance=advance,
+                )
+            finally:
+                for write in writes:
+                    write.result()
+
+
+def batches_by_budget(
+    lengths: Sequence[int], budget: int, *, max_length: int | None = None
+) -> list[list[int]]:
+    """Indices sorted by length (longest first) and grouped so that rows x width <= budget.
+
+    A text longer than ``max_length`` is a batch of its own: the backend streams its sliding
+    windows and its result reaches the store (and the progress bar) before the next text starts.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    out: list[list[int]] = []
+    current: list[int] = []
+    width = 0
+    for i in order:
+        if max_length and lengths[i] > max_length:
+            out.append([i])
+            continue
+        n = lengths[i]
+        if current and (len(current) + 1) * max(width, n) > budget:
+            out.append(current)
+            current, width = [], 0
+        current.append(i)
+        width = max(width, n)
+    if current:
+        out.append(current)
+    return out

@@ -1,23 +1,37 @@
-"""The request store: one SQLite table of results, keyed by (backend, kind, request key).
+"""The one store: every model answer in one SQLite table, keyed by (backend, kind, request key).
 
-It lives in the same file as the log-prob signal cache (:class:`imprint.signals.cache.
-SignalCache` keeps per-token statistics there), in WAL mode; each executed batch is written in one
-transaction, so a run killed at any point leaves whole rows only and the next run executes just
-what is missing. Results are encoded by their request kind (JSON or raw float32), never pickled.
+Log-prob passes, sampled texts, embeddings, neighbours, an HTTP endpoint's raw answers: each is a
+row of ``request_results``, encoded by its request kind (raw arrays or JSON, never pickle), in WAL
+mode. Each executed batch is written in one transaction, so a run killed at any point leaves whole
+rows only and the next run executes just what is missing.
+
+Damage is handled one way: a row that cannot be decoded (a torn write, disk damage) is deleted
+with a warning naming the cache, and computed again; never a silent wrong answer.
+
+Versions: schema 2 is this layout. A file of schema 1 (the request table beside the signal
+cache's ``token_stats`` and ``responses`` tables) is migrated once, in one transaction, when it is
+opened: its log-prob rows become ``logprobs`` rows under the same content-hash key and its HTTP
+answers ``response`` rows, so an old cache serves a rerun without a single model call.
+
+A path that cannot be an imprint cache (a folder, a file that is not SQLite, another program's
+database) is refused when the store is opened, before any model loads, and left untouched.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from imprint.errors import ConfigError
 from imprint.requests.kinds import Request
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS request_results (
     backend TEXT NOT NULL,
@@ -28,83 +42,255 @@ CREATE TABLE IF NOT EXISTS request_results (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS request_schema (version INTEGER NOT NULL)
 """
+# tables of this layout and of schema 1 (migrated on open), with their columns
+_COLUMNS = {
+    "request_results": ["backend", "kind", "key", "data"],
+    "request_schema": ["version"],
+    "token_stats": ["backend", "context", "text", "data"],
+    "responses": ["key", "data"],
+}
+_MIGRATE_V1 = {
+    "token_stats": "INSERT OR IGNORE INTO request_results "
+    "SELECT backend, 'logprobs', context || ':' || text, data FROM token_stats",
+    "responses": "INSERT OR IGNORE INTO request_results "
+    "SELECT '', 'response', key, CAST(data AS BLOB) FROM responses",
+}
+RESPONSE = "response"  # the kind of an HTTP endpoint's raw answer (a list of texts)
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_FIX = (
+    "pass --cache (RunConfig.cache) a file path of imprint's own, e.g. signals.sqlite (created "
+    "if missing)"
+)
+_CHUNK = 500  # keys per SELECT (SQLite's parameter limit is 999 on old builds)
 
 
 class RequestStore:
     """Thread-safe store of request results; ``path=None`` keeps it in memory."""
 
     def __init__(self, path: str | Path | None) -> None:
+        """Open (or create, or migrate) the store at ``path``; ConfigError, naming the path and
+        the fix, for a folder, a file that is not SQLite, or an SQLite file of something else."""
         self.path = Path(path) if path else None
         self._lock = threading.Lock()
-        try:
-            if self.path:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(
-                str(self.path) if self.path else ":memory:", check_same_thread=False, timeout=60
-            )
-            if self.path:
-                self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.executescript(_SCHEMA)
-            self._check_version()
-        except sqlite3.DatabaseError as err:
-            raise ConfigError(
-                f"request cache {self.path}: not a usable SQLite file ({err}); point --cache at "
-                "a new path or delete the file"
-            ) from err
+        self._conn = _connect(self.path)
 
-    def _check_version(self) -> None:
-        with self._conn:
-            row = self._conn.execute("SELECT version FROM request_schema").fetchone()
-            if row is None:
-                self._conn.execute("INSERT INTO request_schema VALUES (?)", (SCHEMA_VERSION,))
-            elif row[0] != SCHEMA_VERSION:
-                raise ConfigError(
-                    f"request cache {self.path} has schema version {row[0]}, this imprint "
-                    f"writes {SCHEMA_VERSION}; use another --cache path"
-                )
+    @contextmanager
+    def _locked(self) -> Iterator[sqlite3.Connection]:
+        """The connection, under the lock; SQLite failures become errors naming the file."""
+        with self._lock:
+            try:
+                yield self._conn
+            except sqlite3.DatabaseError as err:
+                raise _database_error(self.path, err) from err
 
     def get_many(self, backend: str, requests: Sequence[Request]) -> dict[str, Any]:
-        """Request key -> decoded result, for the requests already stored."""
+        """Request key -> decoded result, for the requests already stored (of one kind each);
+        an undecodable row is deleted with a warning and left out (it is computed again)."""
+        by_kind: dict[str, dict[str, Request]] = {}
+        for request in requests:
+            by_kind.setdefault(request.kind, {})[request.key()] = request
         found: dict[str, Any] = {}
-        with self._lock:
-            for request in requests:
-                key = request.key()
-                row = self._conn.execute(
-                    "SELECT data FROM request_results WHERE backend=? AND kind=? AND key=?",
-                    (backend, request.kind, key),
-                ).fetchone()
-                if row is not None:
-                    found[key] = _decode(request, row[0], self.path)
+        for kind, wanted in by_kind.items():
+            decode = next(iter(wanted.values())).decode
+            found.update(self.get_keys(backend, kind, list(wanted), decode))
         return found
 
+    def get_keys(
+        self, backend: str, kind: str, keys: Sequence[str], decode: Callable[[bytes], Any]
+    ) -> dict[str, Any]:
+        """Key -> ``decode(row)`` for the stored ``keys`` of one kind (damaged rows: deleted
+        with a warning and left out)."""
+        found: dict[str, Any] = {}
+        damaged: list[tuple[str, str, str]] = []
+        with self._locked() as conn:
+            for key, blob in _select(conn, backend, kind, list(dict.fromkeys(keys))):
+                try:
+                    found[key] = decode(blob)
+                except (ValueError, TypeError, UnicodeDecodeError):
+                    damaged.append((backend, kind, key))
+            if damaged:
+                self._discard(conn, damaged, "entries")
+        return found
+
+    def put_keys(self, backend: str, kind: str, rows: Iterable[tuple[str, bytes]]) -> None:
+        """Store encoded ``(key, blob)`` rows of one kind in one transaction."""
+        with self._locked() as conn, conn:
+            conn.executemany(
+                "INSERT OR REPLACE INTO request_results VALUES (?, ?, ?, ?)",
+                [(backend, kind, k, b) for k, b in rows],
+            )
+
     def put_many(self, backend: str, items: Iterable[tuple[Request, Any]]) -> None:
-        """Store one executed batch atomically."""
+        """Store one executed batch atomically (one transaction)."""
         rows = [(backend, r.kind, r.key(), r.encode(result)) for r, result in items]
-        with self._lock, self._conn:
-            self._conn.executemany(
-                "INSERT OR REPLACE INTO request_results VALUES (?, ?, ?, ?)", rows
+        with self._locked() as conn, conn:
+            conn.executemany("INSERT OR REPLACE INTO request_results VALUES (?, ?, ?, ?)", rows)
+
+    def get_response(self, key: str) -> list[str] | None:
+        """An HTTP endpoint's stored answer (a list of texts) to the request ``key``, or None
+        (also when the stored answer is damaged: it is removed and asked again)."""
+        with self._locked() as conn:
+            rows = list(_select(conn, "", RESPONSE, [key]))
+            if not rows:
+                return None
+            try:
+                texts = json.loads(rows[0][1])
+            except (TypeError, ValueError):
+                texts = None
+            if isinstance(texts, list) and all(isinstance(t, str) for t in texts):
+                return texts
+            self._discard(conn, [("", RESPONSE, key)], "answers")
+        return None
+
+    def put_response(self, key: str, texts: Sequence[str]) -> None:
+        """Store one HTTP answer (its own transaction: each paid answer is kept at once)."""
+        blob = json.dumps(list(texts)).encode("utf-8")
+        with self._locked() as conn, conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO request_results VALUES (?, ?, ?, ?)",
+                ("", RESPONSE, key, blob),
             )
 
     def count(self, kind: str | None = None) -> int:
+        """Stored rows (of one kind when given)."""
         sql = "SELECT COUNT(*) FROM request_results"
-        with self._lock:
-            cur = (
-                self._conn.execute(sql + " WHERE kind=?", (kind,))
-                if kind
-                else self._conn.execute(sql)
-            )
+        with self._locked() as conn:
+            cur = conn.execute(sql + " WHERE kind=?", (kind,)) if kind else conn.execute(sql)
             return int(cur.fetchone()[0])
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
 
+    def _discard(
+        self, conn: sqlite3.Connection, keys: list[tuple[str, str, str]], what: str
+    ) -> None:
+        """Delete unreadable rows (they are recomputed) and say so."""
+        with conn:
+            conn.executemany(
+                "DELETE FROM request_results WHERE backend=? AND kind=? AND key=?", keys
+            )
+        warnings.warn(
+            f"signal cache {str(self.path or ':memory:')!r}: {len(keys)} damaged {what} could "
+            "not be read and were removed; they are computed again",
+            stacklevel=5,
+        )
 
-def _decode(request: Request, blob: bytes, path: Path | None) -> Any:
-    try:
-        return request.decode(blob)
-    except (ValueError, UnicodeDecodeError) as err:
+
+def _select(
+    conn: sqlite3.Connection, backend: str, kind: str, keys: list[str]
+) -> Iterator[tuple[str, bytes]]:
+    for i in range(0, len(keys), _CHUNK):
+        chunk = keys[i : i + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        yield from conn.execute(
+            "SELECT key, data FROM request_results WHERE backend=? AND kind=? "
+            f"AND key IN ({marks})",
+            (backend, kind, *chunk),
+        )
+
+
+def _check_file(path: Path) -> None:
+    """Refuse, before opening it, a path that cannot be an imprint cache."""
+    if path.is_dir():
         raise ConfigError(
-            f"request cache {path}: a stored {request.kind} result cannot be read ({err}); "
-            "delete the cache file (or use another --cache path) to recompute"
+            f"signal cache {str(path)!r} is a folder, not an SQLite file; pass --cache "
+            f"(RunConfig.cache) a file path such as {str(path / 'signals.sqlite')!r} (created "
+            "if missing)"
+        )
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(_SQLITE_MAGIC))
+    except FileNotFoundError:
+        return  # a new cache
+    except OSError as err:
+        raise ConfigError(f"signal cache {str(path)!r} cannot be read ({err}); {_FIX}") from err
+    if head and head != _SQLITE_MAGIC:
+        raise ConfigError(
+            f"signal cache {str(path)!r} is not an SQLite database (it starts with {head[:8]!r}; "
+            f"a data or model file passed by mistake?); it was left untouched; {_FIX}"
+        )
+
+
+def _check_tables(conn: sqlite3.Connection, path: Path) -> set[str]:
+    """Refuse an SQLite file of something else, or an imprint cache of another layout."""
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+    tables = {name for (name,) in rows}
+    if tables and not tables & _COLUMNS.keys():
+        raise ConfigError(
+            f"signal cache {str(path)!r} is an SQLite database of something else (tables: "
+            f"{', '.join(sorted(tables))}); imprint will not add its tables to it; {_FIX}"
+        )
+    for table, expected in _COLUMNS.items():
+        if table in tables:
+            found = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+            if found != expected:
+                raise ConfigError(
+                    f"signal cache {str(path)!r}: table {table!r} has columns {found}, expected "
+                    f"{expected}; it was not written by this imprint. Delete the file (it only "
+                    f"holds cached scores) or {_FIX}"
+                )
+    return tables
+
+
+def _connect(path: Path | None) -> sqlite3.Connection:
+    if path is None:
+        conn = sqlite3.connect(":memory:", check_same_thread=False)
+        conn.executescript(_SCHEMA)
+        _set_version(conn, path)
+        return conn
+    _check_file(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(
+            f"signal cache {str(path)!r}: cannot create its folder ({err}); {_FIX}"
         ) from err
+    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
+    try:
+        _check_tables(conn, path)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(_SCHEMA)
+        conn.commit()
+        _set_version(conn, path)
+    except sqlite3.DatabaseError as err:
+        conn.close()
+        raise _database_error(path, err) from err
+    except ConfigError:
+        conn.close()
+        raise
+    return conn
+
+
+def _set_version(conn: sqlite3.Connection, path: Path | None) -> None:
+    """Stamp a new store, migrate a schema-1 one (one transaction), refuse a newer one."""
+    conn.execute("BEGIN IMMEDIATE")  # two runs opening one old file migrate it once
+    try:
+        row = conn.execute("SELECT version FROM request_schema").fetchone()
+        if row is not None and row[0] not in (1, SCHEMA_VERSION):
+            raise ConfigError(
+                f"request cache {path} has schema version {row[0]}, this imprint writes "
+                f"{SCHEMA_VERSION}; use another --cache path"
+            )
+        tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        legacy = [t for t in _MIGRATE_V1 if t in tables]
+        for table in legacy:
+            conn.execute(_MIGRATE_V1[table])
+            conn.execute(f"DROP TABLE {table}")
+        if row is None or row[0] != SCHEMA_VERSION or legacy:
+            conn.execute("DELETE FROM request_schema")
+            conn.execute("INSERT INTO request_schema VALUES (?)", (SCHEMA_VERSION,))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _database_error(path: Path | None, err: sqlite3.DatabaseError) -> ConfigError:
+    where = str(path) if path else ":memory:"
+    return ConfigError(
+        f"signal cache {where!r} failed: {err}. If another run holds it, wait or pass --cache "
+        "another path; if it is damaged ('malformed', 'not a database'), delete it (it only "
+        f"holds cached scores, recomputed on the next run) or {_FIX}"
+    )
