@@ -1,0 +1,130 @@
+"""``imprint canaries make`` and ``imprint audit`` end to end on the tiny random model: files,
+the one-run bound through the normal run, mismatched masks refused, games audited."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_game import write_pool
+from typer.testing import CliRunner
+
+from imprint.audit.audit import bounds_for, guess_grid
+from imprint.audit.bounds import one_run_epsilon
+from imprint.cli import app
+from imprint.game.texts import inclusion_draw
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def canary_dir(tmp_path_factory, tiny_model_dir) -> Path:
+    out = tmp_path_factory.mktemp("canaries") / "c"
+    res = invoke("canaries", "make", "--n", 24, "--out", out, "--model", tiny_model_dir,
+                 "--words", 6, "--seed", 5)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def test_canaries_make_writes_canaries_insert_file_and_mask(canary_dir):
+    rows = read_jsonl(canary_dir / "canaries.jsonl")
+    assert len(rows) == 24 and len({r["text"] for r in rows}) == 24
+    assert all(len(r["text"].split()) == 6 for r in rows)
+    mask = json.loads((canary_dir / "mask.json").read_text())
+    drawn = inclusion_draw([r["text"] for r in rows], seed=5)
+    assert mask["included"] == [r["id"] for r, b in zip(rows, drawn, strict=True) if b]
+    inserted = [r["text"] for r in read_jsonl(canary_dir / "insert.jsonl")]
+    assert inserted == [r["text"] for r, b in zip(rows, drawn, strict=True) if b]
+    assert 0 < len(inserted) < 24
+
+
+def test_audit_on_own_model_end_to_end(canary_dir, tiny_model_dir, tmp_path, one_torch_thread):
+    out = tmp_path / "audit"
+    res = invoke("audit", "--model", tiny_model_dir, "--canaries", canary_dir, "--attack",
+                 "loss,zlib", "--out", out, "--dp-epsilon", 4, "--delta", 1e-5,
+                 "--device", "cpu")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    record = json.loads((out / "audit.json").read_text())
+    assert record["canaries"] == 24 and record["attack"] in ("loss", "zlib", "zlib_char")
+    assert record["dp_claimed"] == {"epsilon": 4.0, "delta": 1e-5}
+    assert record["selection"]["guess_grid"] == [10, 20]
+    # the reported bound is the one-run bound of its own counts at the corrected level
+    beta_each = record["selection"]["beta_each"]
+    assert beta_each == pytest.approx(0.05 / (len(record["selection"]["attacks"]) * 2))
+    expected = one_run_epsilon(24, record["guesses"], record["correct_guesses"],
+                               beta=beta_each, delta=1e-5)  # fmt: skip
+    assert record["epsilon_lower_bound"] == pytest.approx(expected)
+    assert (out / "audit_bound.png").stat().st_size > 0
+    assert (out / "run" / "scores.parquet").exists()  # scored by the normal run
+    assert "epsilon >=" in res.output
+    again = invoke("audit", "--model", tiny_model_dir, "--canaries", canary_dir, "--out", out)
+    assert again.exit_code == 2 and "--overwrite" in again.output
+
+
+def test_audit_refuses_a_mask_of_other_canaries(canary_dir, tiny_model_dir, tmp_path):
+    other = tmp_path / "other"
+    res = invoke("canaries", "make", "--n", 8, "--out", other, "--model", tiny_model_dir,
+                 "--words", 6, "--seed", 9)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    res = invoke("audit", "--model", tiny_model_dir, "--canaries", canary_dir, "--mask",
+                 other / "mask.json", "--out", tmp_path / "a")  # fmt: skip
+    assert res.exit_code == 2
+    assert "does not match" in res.output and "pass the mask written" in res.output
+    assert not (tmp_path / "a").exists()  # refused before any model work
+    # a canary file edited after its mask was made is refused too
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    rows = read_jsonl(canary_dir / "canaries.jsonl")
+    rows[0]["text"] += " extra"
+    (edited / "canaries.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (edited / "mask.json").write_text((canary_dir / "mask.json").read_text())
+    res = invoke("audit", "--model", tiny_model_dir, "--canaries", edited, "--out", tmp_path / "b")
+    assert res.exit_code == 2 and "does not match" in res.output
+
+
+def test_audit_on_games(tmp_path, tiny_model_dir, one_torch_thread):
+    pool = write_pool(tmp_path / "pool.txt")
+    common = ["game", "build", "--model", tiny_model_dir, "--pool", pool, "--pool-size", 20,
+              "--words", 8, "--epochs", 1, "--max-length", 64, "--repetitions", "1",
+              "--canaries", 16, "--canary-generator", "random", "--canary-words", 6,
+              "--heldout", 0, "--device", "cpu"]  # fmt: skip
+    res = invoke(*common, "--canary-inclusion", "bernoulli", "--out", tmp_path / "g")
+    assert res.exit_code == 0, res.output
+    res = invoke("audit", "--game", tmp_path / "g", "--attack", "loss", "--out", tmp_path / "a",
+                 "--device", "cpu")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    record = json.loads((tmp_path / "a" / "audit.json").read_text())
+    rows = read_jsonl(tmp_path / "g" / "data.jsonl")
+    members = sum(r["label"] for r in rows if r["meta"]["kind"] == "canary")
+    assert record["canaries"] == 16 and record["canary_members"] == members
+    assert record["dp_claimed"] is None
+    # a game whose canaries were split into fixed halves is refused, saying how to build one
+    res = invoke(*common, "--canaries", 4, "--out", tmp_path / "s")
+    assert res.exit_code == 0, res.output
+    res = invoke("audit", "--game", tmp_path / "s", "--out", tmp_path / "b")
+    assert res.exit_code == 2 and "--canary-inclusion bernoulli" in res.output
+
+
+def test_selection_is_paid_for_by_bonferroni():
+    """A perfect attack and a useless one on 200 canaries: the best bound is the perfect one's,
+    computed at beta / (2 attacks x 3 numbers of guesses), never at beta itself."""
+    included = np.arange(200) % 2 == 0
+    scores = {"perfect": included.astype(float), "noise": np.random.default_rng(0).random(200)}
+    result = bounds_for(scores, included, beta=0.05, grid=(10, 20, 50))
+    assert result.attack == "perfect" and result.beta_each == pytest.approx(0.05 / 6)
+    assert result.best.guesses == 50 and result.best.correct == 50
+    assert result.best.epsilon == pytest.approx(one_run_epsilon(200, 50, 50, beta=0.05 / 6))
+    assert result.best.epsilon < one_run_epsilon(200, 50, 50, beta=0.05)
+    assert guess_grid(256) == (10, 20, 50, 100, 200) and guess_grid(5) == (5,)
+    claimed = bounds_for(scores, included, claimed={"epsilon": 0.5})
+    assert claimed.notes and "exceeds the claimed epsilon" in claimed.notes[0]
