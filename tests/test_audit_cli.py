@@ -128,3 +128,28 @@ def test_selection_is_paid_for_by_bonferroni():
     assert guess_grid(256) == (10, 20, 50, 100, 200) and guess_grid(5) == (5,)
     claimed = bounds_for(scores, included, claimed={"epsilon": 0.5})
     assert claimed.notes and "exceeds the claimed epsilon" in claimed.notes[0]
+
+
+def test_dp_game_from_the_command_line_is_audited_against_its_claim(
+    tmp_path, tiny_model_dir, one_torch_thread
+):
+    pool = write_pool(tmp_path / "pool.txt")
+    res = invoke("game", "build", "--model", tiny_model_dir, "--pool", pool, "--pool-size", 20,
+                 "--words", 8, "--epochs", 1, "--max-length", 64, "--repetitions", "1",
+                 "--canaries", 12, "--canary-generator", "random", "--canary-words", 6,
+                 "--heldout", 0, "--method", "lora", "--canary-inclusion", "bernoulli",
+                 "--dp-epsilon", 2, "--dp-delta", 1e-4, "--max-grad-norm", 0.5,
+                 "--device", "cpu", "--out", tmp_path / "g")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    dp = json.loads((tmp_path / "g" / "game.json").read_text())["dp"]
+    assert dp["max_grad_norm"] == 0.5 and dp["delta"] == 1e-4 and 0 < dp["epsilon"] <= 2.0
+    res = invoke("audit", "--game", tmp_path / "g", "--attack", "loss", "--out", tmp_path / "a",
+                 "--device", "cpu")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    record = json.loads((tmp_path / "a" / "audit.json").read_text())
+    assert record["dp_claimed"] == {"epsilon": dp["epsilon"], "delta": 1e-4, "target": 2.0}
+    assert record["delta"] == 1e-4  # the bound is for the claimed delta
+    assert record["epsilon_lower_bound"] <= dp["epsilon"]
+    res = invoke("game", "build", "--model", tiny_model_dir, "--pool", pool, "--dp-epsilon", 2,
+                 "--out", tmp_path / "full")  # fmt: skip
+    assert res.exit_code == 2 and "--method lora" in res.output
