@@ -13,14 +13,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from imprint.audit.bounds import OneRunBound, one_run_bound
+from imprint.audit.bounds import one_run_bound
 from imprint.audit.canaries import CanarySet
+from imprint.audit.report import plot_bound, print_audit
+from imprint.audit.results import AuditResult
 from imprint.errors import ConfigError, DataError
 
 __all__ = ["AUDIT", "AuditResult", "audit_game", "audit_model", "bounds_for", "guess_grid"]
@@ -40,44 +41,6 @@ def guess_grid(m: int) -> tuple[int, ...]:
         out += [g * base for g in (10, 20, 50) if g * base <= m]
         base *= 10
     return tuple(out) or (m,)
-
-
-@dataclass(frozen=True)
-class AuditResult:
-    """An audit: every attack's bound per number of guesses (all at ``beta_each``), the best."""
-
-    best: OneRunBound
-    attack: str
-    curves: dict[str, list[OneRunBound]]
-    beta: float
-    beta_each: float
-    claimed: dict[str, Any] | None
-    canaries: int
-    members: int
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "epsilon_lower_bound": self.best.epsilon,
-            "confidence": 1 - self.beta,
-            "attack": self.attack,
-            "guesses": self.best.guesses,
-            "correct_guesses": self.best.correct,
-            "guesses_in": self.best.k_pos,
-            "guesses_out": self.best.k_neg,
-            "delta": self.best.delta,
-            "canaries": self.canaries,
-            "canary_members": self.members,
-            "selection": {
-                "attacks": sorted(self.curves),
-                "guess_grid": [b.guesses for b in next(iter(self.curves.values()))],
-                "beta_each": self.beta_each,
-                "correction": "Bonferroni over attacks x numbers of guesses",
-            },
-            "dp_claimed": self.claimed,
-            "curves": {a: [b.to_dict() for b in c] for a, c in self.curves.items()},
-            "notes": self.notes,
-        }
 
 
 def bounds_for(
@@ -210,8 +173,6 @@ def audit_model(
         "wall_s": round(time.time() - started, 2),
     }
     (out / AUDIT).write_text(json.dumps(record, indent=2), encoding="utf-8")
-    from imprint.audit.report import plot_bound, print_audit
-
     plot_bound(result, out / PLOT)
     print_audit(result, console=console)
     return result

@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from imprint.audit.audit import AuditResult
+from imprint.audit.results import AuditResult
 
 __all__ = ["plot_bound", "print_audit", "summary_line"]
 
