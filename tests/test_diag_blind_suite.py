@@ -14,7 +14,6 @@ from imprint.cli import app as diagnostics_app
 from imprint.data import LabelConflictWarning
 from imprint.diagnostics import blind
 from imprint.diagnostics.blind_suite import (
-    blind_suite_report,
     blind_suite_warning,
     run_blind_suite,
     strongest_blind,
@@ -22,6 +21,8 @@ from imprint.diagnostics.blind_suite import (
 from imprint.diagnostics.dates import find_dates
 from imprint.diagnostics.greedy import fit_greedy_ngrams
 from imprint.errors import ConfigError, DataError
+from imprint.evaluation.blind_results import BlindFailure, BlindSuiteMetrics
+from imprint.evaluation.evaluate import evaluate_blind
 
 WIKIMIA_32 = (
     Path(__file__).resolve().parents[2] / "shared" / "data" / "wikimia" / "WikiMIA_length32.jsonl"
@@ -121,13 +122,17 @@ def test_greedy_decision_list():
 
 def test_report_and_errors():
     texts, labels = _shifted(40)
-    report = blind_suite_report(texts, labels, n_bootstrap=100, baselines=FAST)
+    _, suite = evaluate_blind(texts, np.array(labels), seed=0, n_bootstrap=100, baselines=FAST)
+    assert isinstance(suite, BlindSuiteMetrics)  # typed, straight from the suite's results
+    report = suite.to_dict()
     assert report["strongest"] in FAST
     assert report["auc"]["estimate"] > 0.9 and "tpr@1%" in report
     assert set(report["baselines"]) == set(FAST)
     assert report["warning"]
     json.dumps(report)  # JSON-ready
-    assert "error" in blind_suite_report(texts[:3], labels[:3])
+    sok, failed_suite = evaluate_blind(texts[:3], np.array(labels[:3]), seed=0, n_bootstrap=10)
+    assert isinstance(sok, BlindFailure) and isinstance(failed_suite, BlindFailure)
+    assert "at least 5 texts per class" in failed_suite.error
     with pytest.raises(DataError, match="at least 5 texts per class"):
         run_blind_suite(texts[:6], [1, 1, 1, 0, 0, 0])
     with pytest.raises(ConfigError, match="unknown blind baseline"):
@@ -226,7 +231,9 @@ def test_strongest_blind_interval_is_bonferroni_adjusted():
     from imprint.metrics.cv_interval import widen_auc
 
     texts, labels = _null_split(9)
-    report = blind_suite_report(texts, labels, n_bootstrap=300, baselines=FAST)
+    _, suite = evaluate_blind(texts, np.array(labels), seed=0, n_bootstrap=300, baselines=FAST)
+    assert isinstance(suite, BlindSuiteMetrics)
+    report = suite.to_dict()
     m = report["selection"]["n_classifiers"]
     assert m == 3 and report["selection"]["confidence"] == pytest.approx(1 - 0.05 / 3)
     results = run_blind_suite(texts, labels, n_bootstrap=300, baselines=FAST)
@@ -250,19 +257,19 @@ def test_demo_chance_claim_survives_picking_the_best_of_several():
     # own 95 % interval (what the demo used to test), but not once the pick is accounted for.
     from dataclasses import replace
 
-    from imprint.evaluation.results import BlindMetrics, BlindSuiteMetrics, RunMetrics
+    from imprint.evaluation.results import BlindClassifierMetrics, RunMetrics
     from imprint.game.demo import _chance_and_detection, _figures
     from imprint.metrics import Interval
 
     # seed 36: with AUC intervals widened for training variability (metrics.cv_interval) the
     # split of seed 9 no longer looks better than chance unadjusted; this one still does
     texts, labels = _null_split(36)
-    suite = blind_suite_report(texts, labels, n_bootstrap=300, baselines=FAST)
-    assert suite["auc_unadjusted"]["low"] > 0.5 >= suite["auc"]["low"]
-    typed = BlindSuiteMetrics.from_dict(suite, "suite")
+    _, typed = evaluate_blind(texts, np.array(labels), seed=0, n_bootstrap=300, baselines=FAST)
     assert isinstance(typed, BlindSuiteMetrics)
+    suite = typed.to_dict()
+    assert suite["auc_unadjusted"]["low"] > 0.5 >= suite["auc"]["low"]
     chance = replace(typed.selected, auc=Interval(0.5, 0.4, 0.6))  # a SoK row at chance
-    sok = BlindMetrics("sok_bag_of_words", "", chance, (), {}, None, None)
+    sok = BlindClassifierMetrics("sok_bag_of_words", "", chance)
     metrics = RunMetrics(attacks={}, blind=sok, blind_suite=typed)
     check = _chance_and_detection(_figures(metrics), "e1")[0]
     assert check["passed"], check

@@ -94,12 +94,12 @@ def test_shi_fold_summary_is_the_pair_weighted_mean_of_fold_aucs() -> None:
 
 def test_document_rows_state_that_they_resample_documents() -> None:
     from imprint.documents import document_summary
-    from imprint.evaluation.columns import ColumnMetrics
+    from imprint.evaluation.columns import as_column
     from imprint.evaluation.document_results import DocumentRow
     from imprint.metrics import Interval
 
     labels, scores = np.array([1, 0] * 10), np.linspace(0, 1, 20)
-    metrics = ColumnMetrics.from_summary(document_summary(labels, scores, n_resamples=50))
+    metrics = as_column(document_summary(labels, scores, n_resamples=50))
     row = DocumentRow("loss", "mean", metrics, Interval(0.6, 0.5, 0.7), Interval(0.1, 0.0, 0.2))
     out = row.to_dict()
     assert out["metrics"]["resamples"] == "documents" and out["paired_resamples"] == "documents"

@@ -17,8 +17,8 @@ from imprint.errors import ConfigError, DataError
 from imprint.evaluation import evaluate_scores, read_metrics
 from imprint.evaluation.results import (
     WARNING_KINDS,
+    BlindClassifierMetrics,
     BlindFailure,
-    BlindMetrics,
     BlindSuiteMetrics,
     RunMetrics,
     RunWarning,
@@ -110,7 +110,7 @@ def test_run_folder_round_trip_and_blind_fitted_once(tiny_model_dir, tmp_path, m
     assert "blind_not_at_chance" in kinds  # WikiMIA is temporally shifted
     assert any("только члены" in m for m in read.warnings_of("single_class"))
     assert saved["warning_kinds"] == kinds
-    assert isinstance(read.blind, BlindMetrics) and read.blind.spread is not None
+    assert isinstance(read.blind, BlindClassifierMetrics) and read.blind.protocol is not None
     assert isinstance(read.blind_suite, BlindSuiteMetrics)
     assert read.blind_suite.strongest in read.blind_suite.baselines
 

@@ -14,8 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from imprint.evaluation.columns import ColumnMetrics
-from imprint.metrics import Interval
+from imprint.metrics import Interval, MetricSummary
 from imprint.study.cells import BLIND, CellRecord, CellStore
 from imprint.study.grid import GridResult
 from imprint.study.spec import parse_spec
@@ -35,9 +34,9 @@ ODD = "M|o*d_el & 50% <b>"  # a model name with every format's special character
 NAN = Interval(math.nan, math.nan, math.nan)
 
 
-def metrics(auc: float, low: float, high: float, tpr: float | None, n: int = 120) -> ColumnMetrics:
+def metrics(auc: float, low: float, high: float, tpr: float | None, n: int = 120) -> MetricSummary:
     reasons = {} if tpr is not None else {0.01: "needs 100 non-members"}
-    return ColumnMetrics(
+    return MetricSummary(
         auc=Interval(auc, low, high),
         tpr_at_fpr={0.01: Interval(tpr, tpr, tpr) if tpr is not None else NAN},
         n_members=n, n_nonmembers=n, n_resamples=1000, confidence=0.95, seed=0,
@@ -46,7 +45,7 @@ def metrics(auc: float, low: float, high: float, tpr: float | None, n: int = 120
 
 
 def cell(
-    model: str, bench: str, attack: str, columns: dict[str, ColumnMetrics], **kw
+    model: str, bench: str, attack: str, columns: dict[str, MetricSummary], **kw
 ) -> CellRecord:
     row = kw.pop("row", attack)
     prov = {"data": f"fp-{bench}", "evaluated": kw.pop("evaluated", f"ev-{bench}")}

@@ -3,7 +3,6 @@
 from imprint.diagnostics.blind import BLIND_WARN_DELTA, BlindResult, blind_baseline, blind_warning
 from imprint.diagnostics.blind_suite import (
     BlindSuiteResult,
-    blind_suite_report,
     blind_suite_warning,
     run_blind_suite,
     strongest_blind,
@@ -29,7 +28,6 @@ __all__ = [
     "OverlapScores",
     "auc_difference",
     "blind_baseline",
-    "blind_suite_report",
     "blind_suite_warning",
     "blind_warning",
     "build_index",

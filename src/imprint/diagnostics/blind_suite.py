@@ -46,11 +46,11 @@ from imprint.metrics.cv_interval import widen_auc
 __all__ = [
     "BASELINES",
     "BlindSuiteResult",
-    "blind_suite_report",
     "blind_suite_warning",
     "measured_dict",
     "run_blind_suite",
     "selected_summary",
+    "selection_rule",
     "strongest_blind",
 ]
 
@@ -444,52 +444,9 @@ def blind_suite_warning(
     )
 
 
-def blind_suite_report(
-    texts: Sequence[str],
-    labels: Sequence[int],
-    *,
-    seed: int = 0,
-    n_bootstrap: int = 1000,
-    n_folds: int = 5,
-    baselines: Sequence[str] | None = None,
-    groups: Sequence[Any] | None = None,
-) -> dict[str, Any]:
-    """The ``metrics.json`` "blind_suite" entry: the strongest classifier's name, its ``auc`` and
-    ``tpr@x%`` with Bonferroni-adjusted intervals at top level (``selection`` says how;
-    ``auc_unadjusted`` keeps its own 95 % interval), ``warning``, and every classifier under
-    ``baselines`` (each with its own 95 % intervals and the warning it alone would give).
-    Unusable input gives ``{"error": message}``. ``groups``: as :func:`run_blind_suite`."""
-    try:
-        results = run_blind_suite(
-            texts,
-            labels,
-            seed=seed,
-            n_bootstrap=n_bootstrap,
-            n_folds=n_folds,
-            baselines=baselines,
-            groups=groups,
-        )
-    except DataError as err:
-        return {"error": str(err)}
-    selected = selected_summary(results)
-    if selected is None:
-        errors = "; ".join(f"{r.name}: {r.error}" for r in results)
-        return {"error": f"no blind baseline could be fitted ({errors})"}
-    best, summary, m = selected
-    row = best.to_dict()
-    row.update(
-        measured_dict(summary)
-    )  # the strongest's figures, with intervals that survive the pick
-    row["auc_unadjusted"] = best.summary.auc.to_dict() if best.summary else None
-    row["selection"] = {
-        "n_classifiers": m,
-        "confidence": summary.confidence,
-        "rule": f"strongest of {m} by out-of-fold AUC; Bonferroni interval at level "
-        f"1 - {1 - FAMILY_CONFIDENCE:g}/{m}",
-    }
-    row["strongest"] = best.name
-    row["warning"] = blind_suite_warning(results)
-    row["baselines"] = {
-        r.name: {**r.to_dict(), "warning": blind_suite_warning([r])} for r in results
-    }
-    return row
+def selection_rule(m: int) -> str:
+    """How the strongest of ``m`` classifiers was picked and the level its intervals keep."""
+    return (
+        f"strongest of {m} by out-of-fold AUC; Bonferroni interval at level "
+        f"1 - {1 - FAMILY_CONFIDENCE:g}/{m}"
+    )

@@ -2,18 +2,21 @@
 
 Before scoring, :func:`split_for_run` turns the loaded documents into sequences (each keeps its
 document's id in ``meta["doc_id"]``); the run then scores the sequences exactly as it scores any
-samples, through the planner, the request layer and the cache. After scoring,
-:func:`cached_token_stats` reads the target's per-token statistics of every sequence back from
-the signal cache (the plain log-prob pass LOSS, Min-K% and Zlib share), so the Meeus features
-cost no model call. The document-level evaluation itself is :mod:`imprint.report.documents`.
+samples, through the planner, the request layer and the cache. The document aggregators declare
+what they need of the models (:data:`MEEUS_NEEDS`: Meeus et al. read the target's plain log-prob
+pass, the one LOSS, Min-K% and Zlib share); :func:`document_signals` takes it from the run's
+request client during scoring, while the models and the store are open, so the Meeus features
+cost no model call and nothing reopens the store afterwards. Shi et al.'s aggregation needs only
+the sequence scores. The document-level evaluation itself is :mod:`imprint.evaluation.documents`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from imprint.attacks import Attack
+from imprint.attacks.dc_pdd import DcPdd
 from imprint.backends.base import TokenStats
 from imprint.data import Sample
 from imprint.documents.dataset_inference import ALPHA, CLIP
@@ -30,8 +33,18 @@ from imprint.documents.split import (
     split_documents,
 )
 from imprint.errors import ConfigError
+from imprint.requests.client import ModelRequests
+from imprint.signals.needs import TARGET, Need
 
-__all__ = ["UNITS", "DocumentOptions", "cached_token_stats", "document_options", "split_for_run"]
+__all__ = [
+    "MEEUS_NEEDS",
+    "UNITS",
+    "DocumentOptions",
+    "DocumentSignals",
+    "document_options",
+    "document_signals",
+    "split_for_run",
+]
 
 UNITS = ("sequence", "document")
 
@@ -140,19 +153,35 @@ def split_for_run(
     return split.sequences, split
 
 
-def cached_token_stats(
-    cache_path: Path, fingerprint: str, texts: Sequence[str]
-) -> list[TokenStats] | None:
-    """The target's plain log-prob pass of each text, read from the signal cache (keyed by the
-    target's fingerprint); None unless every text has one (no attack asked for that pass)."""
-    from imprint.signals.cache import SignalCache, make_key
+@dataclass(frozen=True)
+class DocumentSignals:
+    """What the document aggregators took from scoring: ``token_stats`` the target's plain
+    log-prob pass of each scored sample (None when the run did not plan it: then ``missing``
+    says why) and ``vocab_size`` the V of Meeus's Laplace smoothing (None: the largest token
+    id + 1)."""
 
-    cache = SignalCache(cache_path)
-    try:
-        keys = [make_key(fingerprint, t) for t in texts]
-        found = cache.get_many(keys)
-    finally:
-        cache.close()
-    if any(k not in found for k in keys):
-        return None
-    return [found[k] for k in keys]
+    token_stats: tuple[TokenStats, ...] | None
+    vocab_size: int | None = None
+    missing: str | None = None
+
+
+#: Meeus et al.'s needs: the target's plain log-prob pass (no prefix, the text itself).
+MEEUS_NEEDS: tuple[Need, ...] = (Need(model=TARGET),)
+NOT_PLANNED = (
+    "Meeus et al. not computed: it reads the target's plain log-prob pass, which no "
+    "attack of this run asked for; add e.g. loss or min_k (they share the pass)"
+)
+
+
+def document_signals(
+    attacks: Sequence[Attack], requests: ModelRequests, texts: Sequence[str]
+) -> DocumentSignals:
+    """The aggregators' signals, taken during scoring from the run's request client: the pass
+    Meeus needs when an attack planned it (a store hit, no model call), else a note. V is
+    DC-PDD's when the run has it, as its manifest entry recorded (else None)."""
+    vocab = next((a.vocab_size for a in attacks if isinstance(a, DcPdd)), None)
+    planned = {need for attack in attacks for need in attack.needs()}
+    if not set(MEEUS_NEEDS) <= planned:
+        return DocumentSignals(None, vocab, NOT_PLANNED)
+    stats = requests.token_stats(TARGET, texts)
+    return DocumentSignals(tuple(stats), vocab)

@@ -1,5 +1,7 @@
-"""Typed results of the blind (model-less) baselines of a run: the SoK forest's row and the
-suite's strongest classifier with every classifier it was picked from."""
+"""Typed results of the blind (model-less) baselines of a run: one row type per classifier
+(:class:`BlindClassifierMetrics`; the SoK forest's row, metrics.json's ``blind`` entry, is the
+suite's own SoK row without the selection adjustment) and the suite's strongest classifier with
+every classifier it was picked from (:class:`BlindSuiteMetrics`)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ from typing import Any
 
 from imprint.errors import DataError
 from imprint.evaluation import jsonread as js
-from imprint.evaluation.columns import ColumnMetrics
-from imprint.metrics import Interval
+from imprint.evaluation.columns import summary_from_dict
+from imprint.metrics import Interval, MetricSummary
 
 
 @dataclass(frozen=True)
@@ -77,11 +79,11 @@ class BlindClassifierMetrics:
 
     name: str
     description: str
-    summary: ColumnMetrics | None
+    summary: MetricSummary | None
     top_features: tuple[tuple[str, float], ...] = ()
     config: dict[str, Any] = field(default_factory=dict)
     protocol: Spread | None = None
-    adjusted: ColumnMetrics | None = None
+    adjusted: MetricSummary | None = None
     error: str | None = None
     warning: str | None = None
 
@@ -107,53 +109,36 @@ class BlindClassifierMetrics:
         return cls(
             name=js.text(js.get(data, "name", where), f"{where}.name"),
             description=js.text(js.get(data, "description", where), f"{where}.description"),
-            summary=ColumnMetrics.from_dict(data, where) if "auc" in data else None,
+            summary=summary_from_dict(data, where) if "auc" in data else None,
             top_features=_features(data.get("top_features", []), f"{where}.top_features"),
             config=js.obj(data.get("config", {}), f"{where}.config"),
             protocol=js.optional(data, "protocol_auc", Spread.from_dict, where),
-            adjusted=js.optional(data, "adjusted", ColumnMetrics.from_dict, where),
+            adjusted=js.optional(data, "adjusted", summary_from_dict, where),
             error=js.text(data.get("error"), f"{where}.error", optional=True),
             warning=js.text(data.get("warning"), f"{where}.warning", optional=True),
         )
 
-
-@dataclass(frozen=True)
-class BlindMetrics:
-    """The report's SoK row: the SoK bag-of-words forest, its 95 % bootstrap interval over its
-    pooled out-of-fold scores (``summary``) and its protocol's split-AUC ``spread``."""
-
-    name: str
-    description: str
-    summary: ColumnMetrics
-    top_features: tuple[tuple[str, float], ...]
-    config: dict[str, Any]
-    warning: str | None
-    spread: Spread | None
-
-    @classmethod
-    def from_classifier(cls, row: BlindClassifierMetrics) -> BlindMetrics | BlindFailure:
-        if row.summary is None:
-            return BlindFailure(row.error or "not fitted")
-        return row_metrics(row)
-
-    def to_dict(self) -> dict[str, Any]:
+    def sok_dict(self) -> dict[str, Any]:
+        """The metrics.json ``blind`` entry (the SoK forest's row): as :meth:`to_dict`, its
+        protocol's split AUCs under ``spread`` (None without them), no adjusted intervals."""
+        assert self.summary is not None  # a failed fit is a BlindFailure, never this row
         out: dict[str, Any] = {"name": self.name, "description": self.description}
         out.update(self.summary.to_dict())
         out["top_features"] = [[f, js.json_float(w)] for f, w in self.top_features]
         out.update(config=self.config, warning=self.warning)
-        out["spread"] = None if self.spread is None else self.spread.to_dict()
+        out["spread"] = None if self.protocol is None else self.protocol.to_dict()
         return out
 
     @classmethod
-    def from_dict(cls, data: Any, where: str) -> BlindMetrics | BlindFailure:
+    def from_sok_dict(cls, data: Any, where: str) -> BlindClassifierMetrics | BlindFailure:
+        """Read :meth:`sok_dict` (or a failure's ``{"error"}``) back."""
         data = js.obj(data, where)
         if "error" in data:
             return BlindFailure(js.text(data["error"], f"{where}.error"))
-        row = BlindClassifierMetrics.from_dict(data, where)
-        if row.summary is None:
+        if "auc" not in data:
             raise DataError(f"{where} has neither 'auc' nor 'error'")
-        spread = js.optional(data, "spread", Spread.from_dict, where)
-        return replace(row_metrics(row), spread=spread)
+        row = cls.from_dict({k: v for k, v in data.items() if k != "spread"}, where)
+        return replace(row, protocol=js.optional(data, "spread", Spread.from_dict, where))
 
 
 @dataclass(frozen=True)
@@ -180,7 +165,7 @@ class BlindSuiteMetrics:
     ``warning`` the blind warning the suite gives (None at chance)."""
 
     strongest: str
-    selected: ColumnMetrics
+    selected: MetricSummary
     auc_unadjusted: Interval | None
     selection: Selection
     warning: str | None
@@ -218,7 +203,7 @@ class BlindSuiteMetrics:
         selection = js.obj(js.get(data, "selection", where), f"{where}.selection")
         return cls(
             strongest=strongest,
-            selected=ColumnMetrics.from_dict(data, where),
+            selected=summary_from_dict(data, where),
             auc_unadjusted=js.optional(data, "auc_unadjusted", js.interval, where),
             selection=Selection(
                 js.integer(
@@ -230,17 +215,3 @@ class BlindSuiteMetrics:
             warning=js.text(data.get("warning"), f"{where}.warning", optional=True),
             baselines=baselines,
         )
-
-
-def row_metrics(row: BlindClassifierMetrics) -> BlindMetrics:
-    """The report's SoK row from a fitted classifier's row (its protocol spread included)."""
-    assert row.summary is not None  # callers check for a failed fit first
-    return BlindMetrics(
-        row.name,
-        row.description,
-        row.summary,
-        row.top_features,
-        row.config,
-        row.warning,
-        row.protocol,
-    )

@@ -1,107 +1,63 @@
-"""One score column's figures: AUC and TPR at each FPR bound with bootstrap intervals."""
+"""One score column's figures in a run: a :class:`~imprint.metrics.MetricSummary` (AUC and TPR
+at each FPR bound with bootstrap intervals), as the evaluation records it and as metrics.json
+holds it; :func:`summary_from_dict` reads one back."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
 from imprint.evaluation import jsonread as js
 from imprint.metrics import Interval, MetricSummary
-from imprint.metrics.bootstrap import fpr_key
+
+__all__ = ["as_column", "summary_from_dict"]
 
 
-@dataclass(frozen=True)
-class ColumnMetrics:
-    """AUC and TPR at each FPR bound of one score column, with bootstrap intervals.
+def as_column(summary: MetricSummary, *, n_nan: int | None = None) -> MetricSummary:
+    """``summary`` as a run records a score column: ``n_nan`` samples it left unscored (None
+    for a blind classifier, which scores every sample); the count of resampled units is not
+    part of metrics.json (it never was), so it is dropped. A TPR listed as not measurable
+    holds no number (None), whatever placeholder the summary had."""
+    tprs = {b: None if b in summary.not_measurable else v for b, v in summary.tpr_at_fpr.items()}
+    return replace(summary, tpr_at_fpr=tprs, n_nan=n_nan, n_units=None)
 
-    ``tpr_at_fpr`` maps a bound (0.01 for 1 %) to its interval, NaN for a bound listed in
-    ``not_measurable`` (bound -> why: fewer than 1/t non-members). ``n_nan`` counts samples
-    the column gave no score (left out); None for a blind classifier, which scores every sample.
-    ``resamples`` names what the bootstrap resampled ("texts", "documents"; None when not
-    recorded, as in run folders written before it was); ``method`` the interval read from
-    the resamples ("bca", or the out-of-fold widening; None when not recorded).
-    """
 
-    auc: Interval
-    tpr_at_fpr: dict[float, Interval]
-    n_members: int
-    n_nonmembers: int
-    n_resamples: int
-    confidence: float
-    seed: int
-    not_measurable: dict[float, str] = field(default_factory=dict)
-    n_nan: int | None = None
-    resamples: str | None = None
-    method: str | None = None
+def summary_from_dict(data: Any, where: str) -> MetricSummary:
+    """Read :meth:`MetricSummary.to_dict` back (a metrics.json column); a malformed value
+    raises :class:`~imprint.errors.DataError` naming its place. Files written before
+    ``resamples``/``method`` were recorded read back with None there."""
+    data = js.obj(data, where)
+    tprs: dict[float, Interval | None] = {}
+    reasons: dict[float, str] = {}
+    for key in filter(js.is_tpr_key, data):
+        bound = js.fpr_bound(key)
+        cell = js.obj(data[key], f"{where}.{key}")
+        if cell.get("not_measurable") is not None:
+            reasons[bound] = js.text(cell["not_measurable"], f"{where}.{key}")
+            tprs[bound] = None
+        else:
+            tprs[bound] = js.interval(cell, f"{where}.{key}")
 
-    @classmethod
-    def from_summary(cls, summary: MetricSummary, *, n_nan: int | None = None) -> ColumnMetrics:
-        nan = Interval(math.nan, math.nan, math.nan)  # a not measurable TPR: no number
-        return cls(
-            auc=summary.auc,
-            tpr_at_fpr={b: nan if v is None else v for b, v in summary.tpr_at_fpr.items()},
-            not_measurable=dict(summary.not_measurable),
-            resamples=summary.resamples,
-            method=summary.method,
-            n_members=summary.n_members,
-            n_nonmembers=summary.n_nonmembers,
-            n_resamples=summary.n_resamples,
-            confidence=summary.confidence,
-            seed=summary.seed,
-            n_nan=n_nan,
-        )
+    def count(key: str) -> int:
+        return js.integer(js.get(data, key, where), f"{where}.{key}")
 
-    def tpr(self, bound: float) -> Interval | None:
-        """The TPR interval at FPR ``bound``; None when not measurable or not computed."""
-        return None if bound in self.not_measurable else self.tpr_at_fpr.get(bound)
+    def maybe_count(key: str) -> int | None:
+        return None if data.get(key) is None else js.integer(data[key], f"{where}.{key}")
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"auc": self.auc.to_dict()}
-        for bound, interval in self.tpr_at_fpr.items():
-            reason = self.not_measurable.get(bound)
-            cell: dict[str, Any] = interval.to_dict()
-            if reason is not None:
-                cell = {"estimate": None, "low": None, "high": None, "not_measurable": reason}
-            out[fpr_key(bound)] = cell
-        out.update(
-            n_members=self.n_members,
-            n_nonmembers=self.n_nonmembers,
-            n_resamples=self.n_resamples,
-            confidence=self.confidence,
-            seed=self.seed,
-        )
-        if self.n_nan is not None:
-            out["n_nan"] = self.n_nan
-        if self.resamples is not None:
-            out["resamples"] = self.resamples
-        if self.method is not None:
-            out["method"] = self.method
-        return out
+    def maybe_text(key: str) -> str | None:
+        return None if data.get(key) is None else js.text(data[key], f"{where}.{key}")
 
-    @classmethod
-    def from_dict(cls, data: Any, where: str) -> ColumnMetrics:
-        data = js.obj(data, where)
-        tprs: dict[float, Interval] = {}
-        reasons: dict[float, str] = {}
-        for key in filter(js.is_tpr_key, data):
-            tprs[js.fpr_bound(key)] = js.interval(data[key], f"{where}.{key}")
-            if data[key].get("not_measurable") is not None:
-                reasons[js.fpr_bound(key)] = js.text(data[key]["not_measurable"], f"{where}.{key}")
-        ints = {
-            k: js.integer(js.get(data, k, where), f"{where}.{k}")
-            for k in ("n_members", "n_nonmembers", "n_resamples", "seed")
-        }
-        n_nan = data.get("n_nan")
-        resamples = data.get("resamples")
-        method = data.get("method")
-        return cls(
-            auc=js.interval(js.get(data, "auc", where), f"{where}.auc"),
-            tpr_at_fpr=tprs,
-            confidence=js.num(js.get(data, "confidence", where), f"{where}.confidence"),
-            not_measurable=reasons,
-            n_nan=None if n_nan is None else js.integer(n_nan, f"{where}.n_nan"),
-            resamples=None if resamples is None else js.text(resamples, f"{where}.resamples"),
-            method=None if method is None else js.text(method, f"{where}.method"),
-            **ints,
-        )
+    return MetricSummary(
+        auc=js.interval(js.get(data, "auc", where), f"{where}.auc"),
+        tpr_at_fpr=tprs,
+        n_members=count("n_members"),
+        n_nonmembers=count("n_nonmembers"),
+        n_resamples=count("n_resamples"),
+        confidence=js.num(js.get(data, "confidence", where), f"{where}.confidence"),
+        seed=count("seed"),
+        not_measurable=reasons,
+        resamples=maybe_text("resamples"),
+        n_units=maybe_count("n_units"),
+        method=maybe_text("method"),
+        n_nan=maybe_count("n_nan"),
+    )

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from imprint.evaluation import jsonread as js
-from imprint.evaluation.columns import ColumnMetrics
-from imprint.metrics import Interval
+from imprint.evaluation.columns import summary_from_dict
+from imprint.metrics import Interval, MetricSummary
 
 __all__ = ["DocumentMetrics", "DocumentRow"]
 
@@ -23,7 +23,7 @@ class DocumentRow:
 
     attack: str | None
     aggregation: str
-    metrics: ColumnMetrics
+    metrics: MetricSummary
     sequence_auc: Interval | None = None
     gain: Interval | None = None
 
@@ -47,7 +47,7 @@ class DocumentRow:
         return cls(
             attack=js.text(data.get("attack"), f"{where}.attack", optional=True),
             aggregation=js.text(js.get(data, "aggregation", where), f"{where}.aggregation"),
-            metrics=ColumnMetrics.from_dict(js.get(data, "metrics", where), f"{where}.metrics"),
+            metrics=summary_from_dict(js.get(data, "metrics", where), f"{where}.metrics"),
             **pairs,
         )
 

@@ -5,7 +5,7 @@ Computed once, after the sequence-level evaluation, from the same sequence score
 - per attack column, document scores by two aggregations: the mean of a document's sequence
   scores and Shi et al.'s thresholded fraction (threshold tuned out of fold, over documents);
 - Meeus et al.'s meta-classifier on frequency-normalised token probabilities (the target's plain
-  log-prob pass, read from the signal cache);
+  log-prob pass, taken during scoring: :func:`imprint.documents.run_hook.document_signals`);
 - for each: AUC and TPR at low FPR with a bootstrap over documents, and the sequence-level AUC
   of the same attack on the same resampled documents, with the gain between them;
 - the blind bag-of-words baseline fitted on whole documents;
@@ -44,11 +44,12 @@ from imprint.documents import (
 from imprint.documents.dataset_inference import MIN_DOCS
 from imprint.documents.di_verdict import verdict
 from imprint.documents.meeus import meeus_test_folds
+from imprint.documents.run_hook import DocumentSignals
 from imprint.documents.shi import shi_fold_summary
 from imprint.errors import DataError
-from imprint.evaluation.columns import ColumnMetrics
+from imprint.evaluation.columns import as_column
 from imprint.evaluation.document_results import DocumentMetrics, DocumentRow
-from imprint.metrics import DEFAULT_FPR_BOUNDS, Interval, UndefinedMetricWarning
+from imprint.metrics import DEFAULT_FPR_BOUNDS, Interval, MetricSummary, UndefinedMetricWarning
 from imprint.metrics.cv_interval import widen_auc
 
 __all__ = ["dataset_section", "evaluate_documents"]
@@ -93,7 +94,7 @@ def _row(
     if test_folds is not None:
         summary = widen_auc(summary, doc_labels, doc_scores, test_folds)
     n_nan = int((~np.isfinite(doc_scores)).sum())
-    metrics = mark_unmeasurable(ColumnMetrics.from_summary(summary, n_nan=n_nan))
+    metrics = mark_unmeasurable(as_column(summary, n_nan=n_nan))
     if seq is None:
         return DocumentRow(attack, aggregation, metrics)
     paired = paired_bootstrap(
@@ -120,7 +121,7 @@ def _shi_row(
     )
     paired = paired_bootstrap(seq[0], seq[1], doc_labels, mean, n_resamples=n_bootstrap, seed=seed)
     n_nan = len(doc_labels) - summary.n_members - summary.n_nonmembers
-    metrics = ColumnMetrics.from_summary(summary, n_nan=n_nan)
+    metrics = as_column(summary, n_nan=n_nan)
     return DocumentRow(attack, "shi (per fold, averaged)", metrics, paired.sequence, None)
 
 
@@ -130,10 +131,11 @@ def evaluate_documents(
     scores: dict[str, np.ndarray],
     *,
     config: Any,
-    manifest: dict[str, Any],
+    signals: DocumentSignals,
 ) -> DocumentMetrics:
-    """Every document-level figure of a run (``config``: n_bootstrap, seed, blind, cache,
-    documents; ``manifest``: the target's fingerprint)."""
+    """Every document-level figure of a run (``config``: n_bootstrap, seed, blind, documents;
+    ``signals``: what the aggregators took from scoring, :func:`~imprint.documents.run_hook.
+    document_signals`)."""
     documents, doc_index, doc_labels = _doc_layout(split, samples)
     kw = {"n_bootstrap": config.n_bootstrap, "seed": config.seed}
     options, notes = config.documents, list[str]()
@@ -149,7 +151,7 @@ def evaluate_documents(
             rows[f"{column}: shi"] = _shi_row(
                 column, seq, doc_labels, mean, n_splits=options.n_splits, **kw
             )
-        meeus = _meeus(samples, doc_index, doc_labels, config, manifest, notes)
+        meeus = _meeus(signals, doc_index, doc_labels, config, notes)
         if meeus is not None:
             folds = meeus_test_folds(
                 doc_index, doc_labels, n_splits=config.documents.n_splits, seed=config.seed
@@ -175,46 +177,34 @@ def _blind_row(
     n_bootstrap: int,
     seed: int,
 ) -> DocumentRow:
-    from imprint.evaluation.blind_results import BlindMetrics
+    from imprint.evaluation.blind_results import BlindClassifierMetrics
     from imprint.evaluation.evaluate import evaluate_blind
 
     texts = [d.text for d in documents]
     sok, _ = evaluate_blind(texts, doc_labels, seed=seed, n_bootstrap=n_bootstrap, unit="documents")
-    if isinstance(sok, BlindMetrics):
+    if isinstance(sok, BlindClassifierMetrics) and sok.summary is not None:
         return DocumentRow(None, "blind", sok.summary)
     notes.append(f"document-level blind baseline not computed: {sok.error}")
     nan = Interval(math.nan, math.nan, math.nan)
-    empty = ColumnMetrics(nan, {b: nan for b in DEFAULT_FPR_BOUNDS}, 0, 0, n_bootstrap, 0.95, seed)
+    empty = MetricSummary(nan, {b: nan for b in DEFAULT_FPR_BOUNDS}, 0, 0, n_bootstrap, 0.95, seed,
+                          resamples=None, method=None)  # fmt: skip
     return DocumentRow(None, "blind", empty)
 
 
 def _meeus(
-    samples: Sequence[Sample],
+    signals: DocumentSignals,
     doc_index: np.ndarray,
     doc_labels: np.ndarray,
     config: Any,
-    manifest: dict[str, Any],
     notes: list[str],
 ) -> np.ndarray | None:
-    """Meeus et al.'s out-of-fold document scores, or None (with a note) when the target's plain
-    log-prob pass is not in the cache (no attack used it, or a text-only target)."""
-    from imprint.backends.models import cache_dir
-    from imprint.documents.run_hook import cached_token_stats
-
-    fingerprint = manifest.get("models", {}).get("target", {}).get("fingerprint")
-    path = config.cache or cache_dir() / "signals.sqlite"
-    stats = (
-        cached_token_stats(path, fingerprint, [s.text for s in samples]) if fingerprint else None
-    )
-    if stats is None:
-        notes.append(
-            "Meeus et al. not computed: it reads the target's plain log-prob pass, which no "
-            "attack of this run asked for; add e.g. loss or min_k (they share the pass)"
-        )
+    """Meeus et al.'s out-of-fold document scores, or None (with a note) when scoring did not
+    give the target's plain log-prob pass (no attack planned it, or a text-only target)."""
+    if signals.token_stats is None:
+        notes.append(signals.missing or "Meeus et al. not computed")
         return None
-    vocab = manifest.get("attacks", {}).get("dc_pdd", {}).get("vocab_size")
-    log_f = log_frequencies([s.token_ids for s in stats], vocab)
-    values = [token_values(s.token_ids, s.logp, log_f) for s in stats]
+    log_f = log_frequencies([s.token_ids for s in signals.token_stats], signals.vocab_size)
+    values = [token_values(s.token_ids, s.logp, log_f) for s in signals.token_stats]
     options = config.documents
     return meeus_scores(
         values,

@@ -7,7 +7,6 @@ and warnings follow. The report stage (:mod:`imprint.report`) only renders what 
 
 from __future__ import annotations
 
-import math
 import re
 import warnings
 from collections.abc import Sequence
@@ -17,22 +16,32 @@ from typing import Any
 import numpy as np
 
 from imprint.data import Sample
-from imprint.diagnostics import BLIND_WARN_DELTA, blind_suite_report
+from imprint.diagnostics import BLIND_WARN_DELTA
+from imprint.diagnostics.blind_suite import (
+    SPREAD_KIND,
+    BlindSuiteResult,
+    blind_suite_warning,
+    run_blind_suite,
+    selected_summary,
+    selection_rule,
+)
+from imprint.errors import DataError
+from imprint.evaluation.columns import as_column
 from imprint.evaluation.comparisons import run_comparisons
 from imprint.evaluation.results import (
     BlindClassifierMetrics,
     BlindFailure,
-    BlindMetrics,
     BlindSuiteMetrics,
     Breakdown,
-    ColumnMetrics,
     RunMetrics,
     RunWarning,
+    Selection,
     SkippedGroup,
+    Spread,
 )
 from imprint.metrics import (
     DEFAULT_FPR_BOUNDS,
-    Interval,
+    MetricSummary,
     UndefinedMetricWarning,
     bootstrap_metrics,
     min_nonmembers,
@@ -48,7 +57,7 @@ def column_metrics(
     n_bootstrap: int,
     seed: int,
     groups: np.ndarray | None = None,
-) -> ColumnMetrics:
+) -> MetricSummary:
     """Bootstrap metrics of one score column; NaN scores are excluded and counted, not hidden.
     With ``groups`` (each sample's document) whole documents are resampled: sequences of one
     document are correlated, and resampling them one by one gives intervals far too narrow."""
@@ -64,10 +73,10 @@ def column_metrics(
             groups=None if groups is None else groups[finite],
             resamples=unit,
         )
-    return mark_unmeasurable(ColumnMetrics.from_summary(summary, n_nan=int((~finite).sum())))
+    return mark_unmeasurable(as_column(summary, n_nan=int((~finite).sum())))
 
 
-def mark_unmeasurable(column: ColumnMetrics) -> ColumnMetrics:
+def mark_unmeasurable(column: MetricSummary) -> MetricSummary:
     """``column`` with each TPR@t that its non-members cannot resolve (fewer than 1/t) marked
     not measurable, with the reason: with fewer, the smallest non-zero FPR exceeds t, so the
     figure would only be the TPR at zero false positives."""
@@ -82,16 +91,35 @@ def mark_unmeasurable(column: ColumnMetrics) -> ColumnMetrics:
         for bound in column.tpr_at_fpr
         if n < min_nonmembers(bound)
     }
-    nan = Interval(math.nan, math.nan, math.nan)  # no number may stand in for an unmeasurable one
-    tprs = {b: nan if b in reasons else v for b, v in column.tpr_at_fpr.items()}
+    # no number may stand in for an unmeasurable one
+    tprs = {b: None if b in reasons else v for b, v in column.tpr_at_fpr.items()}
     return replace(column, tpr_at_fpr=tprs, not_measurable=reasons)
 
 
-def _unmeasurable_row(row: BlindClassifierMetrics, unit: str) -> BlindClassifierMetrics:
-    def fix(column: ColumnMetrics | None) -> ColumnMetrics | None:
-        return None if column is None else replace(mark_unmeasurable(column), resamples=unit)
+def _classifier_row(result: BlindSuiteResult, unit: str) -> BlindClassifierMetrics:
+    """One fitted (or failed) blind classifier as the run records it: every TPR@t its
+    non-members cannot resolve marked not measurable, intervals naming what they resample."""
 
-    return replace(row, summary=fix(row.summary), adjusted=fix(row.adjusted))
+    def fix(summary: MetricSummary | None) -> MetricSummary | None:
+        if summary is None:
+            return None
+        return replace(mark_unmeasurable(as_column(summary)), resamples=unit)
+
+    protocol = None
+    if result.protocol_auc is not None:
+        mean, std = result.protocol_auc
+        protocol = Spread(mean, std, result.protocol_aucs, SPREAD_KIND)
+    return BlindClassifierMetrics(
+        name=result.name,
+        description=result.description,
+        summary=fix(result.summary),
+        top_features=result.top_features,
+        config=result.config,
+        protocol=protocol,
+        adjusted=fix(result.adjusted),
+        error=result.error,
+        warning=blind_suite_warning([result]),
+    )
 
 
 def evaluate_blind(
@@ -102,32 +130,49 @@ def evaluate_blind(
     n_bootstrap: int,
     groups: np.ndarray | None = None,
     unit: str | None = None,
-) -> tuple[BlindMetrics | BlindFailure, BlindSuiteMetrics | BlindFailure]:
+    baselines: Sequence[str] | None = None,
+) -> tuple[BlindClassifierMetrics | BlindFailure, BlindSuiteMetrics | BlindFailure]:
     """Fit the blind suite once: (the SoK forest's row, the suite). The SoK row's ``auc`` is the
     95 % bootstrap interval of its pooled out-of-fold scores (a classifier fixed in advance, so
-    no selection adjustment) and its protocol's 80/20 split AUCs a ``spread``; the suite's
-    strongest classifier carries the Bonferroni intervals any claim about it needs. ``groups``
-    (each text's document) keeps documents whole in folds and resamples; ``unit`` names what
-    the intervals resample (default "texts", or "documents" with ``groups``)."""
-    # blind_suite_report owns the suite's layout and selection rule; read it as typed results
-    report = blind_suite_report(
-        list(texts),
-        labels.tolist(),
-        seed=seed,
-        n_bootstrap=n_bootstrap,
-        groups=None if groups is None else groups.tolist(),
-    )
+    no selection adjustment) and its protocol's 80/20 split AUCs a ``protocol`` spread; the
+    suite's strongest classifier carries the Bonferroni intervals any claim about it needs
+    (:func:`~imprint.diagnostics.blind_suite.selected_summary`). ``groups`` (each text's
+    document) keeps documents whole in folds and resamples; ``unit`` names what the intervals
+    resample (default "texts", or "documents" with ``groups``); ``baselines`` the classifiers
+    (default all). Unusable input gives :class:`BlindFailure` (why) for both."""
     unit = unit or ("texts" if groups is None else "documents")
-    suite = BlindSuiteMetrics.from_dict(report, "blind_suite")
-    if isinstance(suite, BlindFailure):
-        return suite, suite
-    # TPR at an FPR the non-members cannot resolve is "not measurable" in every row, not only in
-    # the one the report shows
-    baselines = {name: _unmeasurable_row(row, unit) for name, row in suite.baselines.items()}
-    selected = replace(mark_unmeasurable(suite.selected), resamples=unit)
-    suite = replace(suite, selected=selected, baselines=baselines)
-    sok = suite.baselines.get("sok_bag_of_words")
-    return (BlindMetrics.from_classifier(sok) if sok else BlindFailure("not run")), suite
+    try:
+        results = run_blind_suite(
+            list(texts),
+            labels.tolist(),
+            seed=seed,
+            n_bootstrap=n_bootstrap,
+            baselines=baselines,
+            groups=None if groups is None else groups.tolist(),
+        )
+    except DataError as err:
+        return BlindFailure(str(err)), BlindFailure(str(err))
+    selected = selected_summary(results)
+    if selected is None:
+        errors = "; ".join(f"{r.name}: {r.error}" for r in results)
+        failure = BlindFailure(f"no blind baseline could be fitted ({errors})")
+        return failure, failure
+    best, summary, m = selected
+    rows = {r.name: _classifier_row(r, unit) for r in results}
+    suite = BlindSuiteMetrics(
+        strongest=best.name,
+        selected=replace(mark_unmeasurable(as_column(summary)), resamples=unit),
+        auc_unadjusted=None if best.summary is None else best.summary.auc,
+        selection=Selection(m, summary.confidence, selection_rule(m)),
+        warning=blind_suite_warning(results),
+        baselines=rows,
+    )
+    sok = rows.get("sok_bag_of_words")
+    if sok is None:
+        return BlindFailure("not run"), suite
+    if sok.summary is None:
+        return BlindFailure(sok.error or "not fitted"), suite
+    return replace(sok, adjusted=None), suite
 
 
 def evaluate_scores(
@@ -141,7 +186,7 @@ def evaluate_scores(
     kwargs: dict[str, Any] = {"n_bootstrap": config.n_bootstrap, "seed": config.seed}
     kwargs["groups"] = document_groups(samples, config)
     attacks = {c: column_metrics(labels, v, **kwargs) for c, v in scores.items()}
-    blind: BlindMetrics | BlindFailure | None = None
+    blind: BlindClassifierMetrics | BlindFailure | None = None
     suite: BlindSuiteMetrics | BlindFailure | None = None
     if config.blind:
         texts = [s.text for s in samples]
@@ -173,7 +218,7 @@ def run_warnings(metrics: RunMetrics, n_nonmembers: int) -> tuple[RunWarning, ..
     blind, suite = metrics.blind, metrics.blind_suite
     # the blind warning comes from the strongest model-less classifier (SoK forest included)
     message = (suite.warning if isinstance(suite, BlindSuiteMetrics) else None) or (
-        blind.warning if isinstance(blind, BlindMetrics) else None
+        blind.warning if isinstance(blind, BlindClassifierMetrics) else None
     )
     if message:
         out.append(RunWarning("blind_not_at_chance", message))
@@ -250,7 +295,7 @@ def breakdown_metrics(
     ``groups``: each sample's document, resampled whole (see :func:`column_metrics`)."""
     values = [str(s.meta.get(field, "(missing)")) for s in samples]
     labels = np.array([s.label for s in samples])
-    groups_out: dict[str, dict[str, ColumnMetrics] | SkippedGroup] = {}
+    groups_out: dict[str, dict[str, MetricSummary] | SkippedGroup] = {}
     for group in sorted(set(values), key=_natural):
         mask = np.array([v == group for v in values])
         if len(set(labels[mask])) < 2:

@@ -6,12 +6,13 @@ one back, so a finished run can be re-rendered or compared without refitting any
 
 Layout (every figure an ``{"estimate", "low", "high"}`` object, NaN written as null):
 
-- ``attacks``: score column -> :class:`ColumnMetrics`;
+- ``attacks``: score column -> :class:`MetricSummary`;
 - ``warnings`` (messages) and ``warning_kinds`` (one :data:`WarningKind` each, same order);
-- ``blind``: the SoK forest's row (:class:`BlindMetrics`), ``blind_suite``: the strongest
+- ``blind``: the SoK forest's row (:class:`BlindClassifierMetrics`, written by its
+  ``sok_dict``), ``blind_suite``: the strongest
   model-less classifier with every classifier under ``baselines`` (:class:`BlindSuiteMetrics`);
   either is ``{"error": why}`` (:class:`BlindFailure`) when it could not be fitted;
-- ``breakdown``: per value of a meta field, a column -> :class:`ColumnMetrics` map or
+- ``breakdown``: per value of a meta field, a column -> :class:`MetricSummary` map or
   ``{"error", "n"}`` for a group lacking a class (:class:`SkippedGroup`);
 - ``blind_warn_delta``: the ``|AUC - 0.5|`` above which the blind warning fires;
 - ``comparisons``: every pair of score columns compared on the same samples (what is
@@ -31,24 +32,22 @@ from imprint.evaluation import jsonread as js
 from imprint.evaluation.blind_results import (
     BlindClassifierMetrics,
     BlindFailure,
-    BlindMetrics,
     BlindSuiteMetrics,
     Selection,
     Spread,
 )
-from imprint.evaluation.columns import ColumnMetrics
+from imprint.evaluation.columns import summary_from_dict
 from imprint.evaluation.comparisons import comparisons_from_dict
 from imprint.evaluation.document_results import DocumentMetrics
+from imprint.metrics import MetricSummary
 from imprint.metrics.pairwise import PairedComparisons
 
 __all__ = [
     "WARNING_KINDS",
     "BlindClassifierMetrics",
     "BlindFailure",
-    "BlindMetrics",
     "BlindSuiteMetrics",
     "Breakdown",
-    "ColumnMetrics",
     "RunMetrics",
     "RunWarning",
     "Selection",
@@ -97,7 +96,7 @@ class Breakdown:
     """Metrics per value of ``meta[field]``: group -> (column -> metrics) or a skipped group."""
 
     field: str
-    groups: dict[str, dict[str, ColumnMetrics] | SkippedGroup]
+    groups: dict[str, dict[str, MetricSummary] | SkippedGroup]
 
     def to_dict(self) -> dict[str, Any]:
         groups: dict[str, Any] = {}
@@ -111,7 +110,7 @@ class Breakdown:
     @classmethod
     def from_dict(cls, data: Any, where: str) -> Breakdown:
         data = js.obj(data, where)
-        groups: dict[str, dict[str, ColumnMetrics] | SkippedGroup] = {}
+        groups: dict[str, dict[str, MetricSummary] | SkippedGroup] = {}
         for name, group in js.obj(js.get(data, "groups", where), f"{where}.groups").items():
             at = f"{where}.groups[{name!r}]"
             group = js.obj(group, at)
@@ -120,9 +119,7 @@ class Breakdown:
                     group["error"], js.integer(js.get(group, "n", at), f"{at}.n")
                 )
             else:
-                groups[name] = {
-                    c: ColumnMetrics.from_dict(m, f"{at}[{c!r}]") for c, m in group.items()
-                }
+                groups[name] = {c: summary_from_dict(m, f"{at}[{c!r}]") for c, m in group.items()}
         return cls(js.text(js.get(data, "field", where), f"{where}.field"), groups)
 
 
@@ -130,9 +127,9 @@ class Breakdown:
 class RunMetrics:
     """Everything the evaluation step measured in a run (see the module docstring)."""
 
-    attacks: dict[str, ColumnMetrics]
+    attacks: dict[str, MetricSummary]
     warnings: tuple[RunWarning, ...] = ()
-    blind: BlindMetrics | BlindFailure | None = None
+    blind: BlindClassifierMetrics | BlindFailure | None = None
     blind_suite: BlindSuiteMetrics | BlindFailure | None = None
     breakdown: Breakdown | None = None
     blind_warn_delta: float = BLIND_WARN_DELTA
@@ -151,7 +148,9 @@ class RunMetrics:
             "warnings": [w.message for w in self.warnings],
             "warning_kinds": [w.kind for w in self.warnings],
         }
-        if self.blind is not None:
+        if isinstance(self.blind, BlindClassifierMetrics):
+            out["blind"] = self.blind.sok_dict()
+        elif self.blind is not None:
             out["blind"] = self.blind.to_dict()
         if self.blind_suite is not None:
             out["blind_suite"] = self.blind_suite.to_dict()
@@ -173,10 +172,10 @@ class RunMetrics:
 
         return cls(
             attacks={
-                c: ColumnMetrics.from_dict(m, f"{where}.attacks[{c!r}]") for c, m in attacks.items()
+                c: summary_from_dict(m, f"{where}.attacks[{c!r}]") for c, m in attacks.items()
             },
             warnings=_warnings(data, where),
-            blind=js.optional(data, "blind", BlindMetrics.from_dict, where),
+            blind=js.optional(data, "blind", BlindClassifierMetrics.from_sok_dict, where),
             blind_suite=js.optional(data, "blind_suite", BlindSuiteMetrics.from_dict, where),
             breakdown=js.optional(data, "breakdown", Breakdown.from_dict, where),
             blind_warn_delta=js.num(

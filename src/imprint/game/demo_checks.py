@@ -25,7 +25,7 @@ def _reps(group: str) -> int | None:
 
 def _figures(metrics: RunMetrics) -> dict[str, Any]:
     """The demo's numbers from a run's metrics: blind, every attack, LOSS per canary group."""
-    from imprint.evaluation.results import BlindMetrics, BlindSuiteMetrics, SkippedGroup
+    from imprint.evaluation.results import BlindClassifierMetrics, BlindSuiteMetrics, SkippedGroup
 
     attacks = {name: _auc(row.auc) for name, row in metrics.attacks.items()}
     groups = metrics.breakdown.groups if metrics.breakdown else {}
@@ -37,10 +37,10 @@ def _figures(metrics: RunMetrics) -> dict[str, Any]:
     canaries = sorted(
         ((r, by_group[g]) for g in by_group if (r := _reps(g)) is not None), key=lambda t: t[0]
     )
-    blind = metrics.blind if isinstance(metrics.blind, BlindMetrics) else None
+    blind = metrics.blind if isinstance(metrics.blind, BlindClassifierMetrics) else None
     suite = metrics.blind_suite if isinstance(metrics.blind_suite, BlindSuiteMetrics) else None
     return {
-        "blind": _auc(blind.summary.auc) if blind else None,
+        "blind": _auc(blind.summary.auc) if blind and blind.summary else None,
         "blind_warning": blind.warning if blind else None,
         # the strongest model-less baseline (SoK forest, TF-IDF, dates, n-grams): the one the
         # report warns from, with the intervals a claim about it needs

@@ -93,13 +93,17 @@ _NAN_INTERVAL = Interval(math.nan, math.nan, math.nan)
 
 @dataclass(frozen=True)
 class MetricSummary:
-    """AUC and TPR at each FPR bound, each with a bootstrap interval.
+    """AUC and TPR at each FPR bound, each with a bootstrap interval: the one result type of a
+    score column, from the bootstrap to a run's ``metrics.json`` and back.
 
     ``tpr_at_fpr`` maps an FPR bound (e.g. 0.01) to its :class:`Interval`, or to None when the
     non-members cannot resolve it (fewer than 1/t); ``not_measurable`` then says why.
-    ``resamples`` names the unit the bootstrap drew ("samples", or e.g. "documents" when whole
-    groups were resampled); ``n_units`` counts those units (None when they are the rows);
-    ``method`` the interval read from the resamples ("bca" or "percentile").
+    ``resamples`` names the unit the bootstrap drew ("samples", "texts", or e.g. "documents"
+    when whole groups were resampled; None when not recorded, as in run folders written before
+    it was); ``n_units`` counts those units (None when they are the rows or not recorded);
+    ``method`` the interval read from the resamples ("bca", "percentile" or the out-of-fold
+    widening; None when not recorded). ``n_nan`` counts the samples a run's score column gave
+    no score (left out); None where every sample is scored (a blind classifier) or not counted.
     """
 
     auc: Interval
@@ -110,20 +114,22 @@ class MetricSummary:
     confidence: float
     seed: int
     not_measurable: dict[float, str] = field(default_factory=dict)
-    resamples: str = "samples"
+    resamples: str | None = "samples"
     n_units: int | None = None
-    method: str = "bca"
+    method: str | None = "bca"
+    n_nan: int | None = None
 
     def tpr(self, bound: float) -> Interval | None:
         """The TPR interval at FPR ``bound``; None when not measurable (or not asked for)."""
-        return self.tpr_at_fpr.get(bound)
+        return None if bound in self.not_measurable else self.tpr_at_fpr.get(bound)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly dict: ``"auc"``, ``"tpr@1%"``, ... each ``{"estimate", "low", "high"}``,
-        plus the counts and bootstrap settings. NaN is written as ``None``."""
+        """JSON-friendly dict: ``"auc"``, ``"tpr@1%"``, ... each ``{"estimate", "low", "high"}``
+        (a not measurable one all None with ``not_measurable``: why), then the counts and the
+        bootstrap settings, in the order metrics.json has always had. NaN is written as None."""
         out: dict[str, Any] = {"auc": self.auc.to_dict()}
         for bound, interval in self.tpr_at_fpr.items():
-            if interval is None:
+            if interval is None or bound in self.not_measurable:
                 reason = self.not_measurable.get(bound)
                 out[fpr_key(bound)] = {"estimate": None, "low": None, "high": None}
                 out[fpr_key(bound)]["not_measurable"] = reason
@@ -135,11 +141,10 @@ class MetricSummary:
             n_resamples=self.n_resamples,
             confidence=self.confidence,
             seed=self.seed,
-            resamples=self.resamples,
-            method=self.method,
         )
-        if self.n_units is not None:
-            out["n_units"] = self.n_units
+        optional = (("n_nan", self.n_nan), ("resamples", self.resamples),
+                    ("method", self.method), ("n_units", self.n_units))  # fmt: skip
+        out.update({key: value for key, value in optional if value is not None})
         return out
 
 

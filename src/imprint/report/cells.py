@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 
-from imprint.evaluation.columns import ColumnMetrics
-from imprint.metrics import Interval
+from imprint.metrics import Interval, MetricSummary
 
 __all__ = ["NOT_MEASURABLE", "fmt", "tpr_cell"]
 
@@ -19,7 +18,7 @@ def fmt(interval: Interval | None) -> str:
     return f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
 
 
-def tpr_cell(column: ColumnMetrics, bound: float) -> str:
+def tpr_cell(column: MetricSummary, bound: float) -> str:
     """A TPR@FPR cell: its interval, or 'not measurable' (the reason goes in a note)."""
     if bound in column.not_measurable:
         return NOT_MEASURABLE

@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from imprint.evaluation.results import BlindMetrics, BlindSuiteMetrics, ColumnMetrics, RunMetrics
-from imprint.metrics import DEFAULT_FPR_BOUNDS
+from imprint.evaluation.results import BlindClassifierMetrics, BlindSuiteMetrics, RunMetrics
+from imprint.metrics import DEFAULT_FPR_BOUNDS, MetricSummary
 from imprint.metrics.bootstrap import fpr_key
 from imprint.report.cells import NOT_MEASURABLE, fmt, tpr_cell
 from imprint.report.comparisons import comparison_blocks
@@ -40,7 +40,7 @@ def md_escape(text: str) -> str:
 def metric_rows(metrics: RunMetrics) -> list[list[str]]:
     """Rows: attack, AUC, TPR at each FPR bound; the blind baselines first."""
     rows = []
-    if isinstance(metrics.blind, BlindMetrics):
+    if isinstance(metrics.blind, BlindClassifierMetrics) and metrics.blind.summary:
         rows.append(
             [BLIND_NAME, fmt(metrics.blind.summary.auc), *("-" for _ in DEFAULT_FPR_BOUNDS)]
         )
@@ -53,7 +53,7 @@ def metric_rows(metrics: RunMetrics) -> list[list[str]]:
     return rows
 
 
-def _tpr_cells(column: ColumnMetrics) -> list[str]:
+def _tpr_cells(column: MetricSummary) -> list[str]:
     return [tpr_cell(column, b) for b in DEFAULT_FPR_BOUNDS]
 
 
@@ -92,7 +92,7 @@ def breakdown_rows(metrics: RunMetrics) -> tuple[list[str], list[list[str]]]:
 
 def blind_description(metrics: RunMetrics) -> str:
     """How the report's blind rows were computed, with the SoK spread and the adjustment level."""
-    spread = metrics.blind.spread if isinstance(metrics.blind, BlindMetrics) else None
+    spread = metrics.blind.protocol if isinstance(metrics.blind, BlindClassifierMetrics) else None
     suite = metrics.blind_suite
     selection = suite.selection if isinstance(suite, BlindSuiteMetrics) else None
     sok = "the SoK bag-of-words random forest (95 % bootstrap interval of its 5-fold out-of-fold "

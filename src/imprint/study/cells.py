@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from imprint.errors import DataError
-from imprint.evaluation.columns import ColumnMetrics
+from imprint.evaluation.columns import summary_from_dict
+from imprint.metrics import MetricSummary
 
 __all__ = ["BLIND", "CellRecord", "CellStore", "cell_key"]
 
@@ -48,7 +49,7 @@ class CellRecord:
     attack: str
     row: str
     params: dict[str, Any]
-    columns: dict[str, ColumnMetrics]
+    columns: dict[str, MetricSummary]
     provenance: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -75,7 +76,7 @@ class CellRecord:
                 row=str(data["row"]),
                 params=dict(data["params"]),
                 columns={
-                    name: ColumnMetrics.from_dict(m, f"{where}.columns[{name!r}]")
+                    name: summary_from_dict(m, f"{where}.columns[{name!r}]")
                     for name, m in data["columns"].items()
                 },
                 provenance=dict(data.get("provenance", {})),

@@ -278,7 +278,7 @@ def store_blind(
     """Fit the blind suite on ``bench``'s samples once and store its cell: the SoK forest's row
     and the strongest model-less classifier (Bonferroni intervals when picked from several)."""
     from imprint.evaluation.evaluate import evaluate_blind
-    from imprint.evaluation.results import BlindMetrics, BlindSuiteMetrics
+    from imprint.evaluation.results import BlindClassifierMetrics, BlindSuiteMetrics
 
     labels = np.array([s.label for s in samples])
     sok, suite = evaluate_blind(
@@ -288,11 +288,15 @@ def store_blind(
         n_bootstrap=spec.settings.n_bootstrap,
     )
     columns = {}
-    if isinstance(sok, BlindMetrics):
+    if isinstance(sok, BlindClassifierMetrics) and sok.summary is not None:
         columns["blind (SoK bag-of-words)"] = sok.summary
     if isinstance(suite, BlindSuiteMetrics):
         columns[f"blind (strongest: {suite.strongest})"] = suite.selected
-    failed = [f.error for f in (sok, suite) if not isinstance(f, BlindMetrics | BlindSuiteMetrics)]
+    failed = [
+        f.error
+        for f in (sok, suite)
+        if not isinstance(f, BlindClassifierMetrics | BlindSuiteMetrics)
+    ]
     provenance = {"data": data_fp, "errors": failed}
     record = CellRecord(key, "", bench.name, BLIND, "blind baseline", {}, columns, provenance)
     store.put(record)

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from imprint.evaluation.columns import ColumnMetrics
-from imprint.metrics import Interval
+from imprint.metrics import Interval, MetricSummary
 from imprint.metrics.bootstrap import fpr_key
 from imprint.metrics.pairwise import PairedComparisons
 from imprint.study.cells import BLIND, CellRecord
@@ -42,7 +41,7 @@ class Entry:
     tpr_note: str | None = None
 
     @classmethod
-    def of(cls, metrics: ColumnMetrics, fpr: float) -> Entry:
+    def of(cls, metrics: MetricSummary, fpr: float) -> Entry:
         tpr = metrics.tpr(fpr)
         if tpr is not None and math.isnan(tpr.estimate):
             tpr = None
@@ -178,7 +177,11 @@ def long_rows(cells: Sequence[CellRecord]) -> list[dict[str, Any]]:
     for record in cells:
         for column, metrics in record.columns.items():
             figures = [("auc", metrics.auc, None)] + [
-                (fpr_key(b), v, metrics.not_measurable.get(b))
+                (
+                    fpr_key(b),
+                    v or Interval(math.nan, math.nan, math.nan),
+                    metrics.not_measurable.get(b),
+                )
                 for b, v in sorted(metrics.tpr_at_fpr.items())
             ]
             for name, interval, reason in figures:
