@@ -490,12 +490,12 @@ def test_local_instructions_go_through_the_chat_template(tiny_model_dir, tmp_pat
     tokenizer = AutoTokenizer.from_pretrained(chat_dir)
     tokenizer.chat_template = "{% for m in messages %}USER: {{ m['content'] }}\nBOT:{% endfor %}"
     tokenizer.save_pretrained(chat_dir)
-    backend = HFTextBackend(str(chat_dir), device="cpu")
+    backend = HFTextBackend(HFLogprobBackend(str(chat_dir), device="cpu"))
     decode = backend.hf.tokenizer.decode
     assert decode(backend._prompt_ids("Pick one.", "answer")) == "USER: Pick one.\nBOT:"
     plain = backend._prompt_ids("Pick one.", "continue")
     assert plain == [backend.hf.bos_id, *backend.hf.encode("Pick one.")]
-    plain_tiny = HFTextBackend(str(tiny_model_dir), device="cpu")  # no template: raw text
+    plain_tiny = HFTextBackend(HFLogprobBackend(str(tiny_model_dir), device="cpu"))  # no template
     assert plain_tiny._prompt_ids("Pick one.", "answer") == plain
     out = backend.sample(
         ["Pick one.", "Another question, longer."], 1, 3, temperature=0.0, task="answer"

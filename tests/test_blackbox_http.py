@@ -14,6 +14,7 @@ from fake_openai_server import FakeOpenAIServer
 
 from imprint.attacks.samia import SaMIA
 from imprint.attacks.simmia import SimMIA
+from imprint.backends.hf import HFLogprobBackend
 from imprint.backends.http import APIError, OpenAICompatibleBackend, RetryPolicy
 from imprint.backends.text import HFTextBackend
 from imprint.cli.flags import config_from_flags
@@ -27,7 +28,7 @@ FAST = RetryPolicy(max_retries=8, base_s=0.01, cap_s=0.05)
 def tiny_text(tiny_model_dir) -> HFTextBackend:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield HFTextBackend(str(tiny_model_dir), device="cpu")
+    yield HFTextBackend(HFLogprobBackend(str(tiny_model_dir), device="cpu"))
     torch.set_num_threads(threads)
 
 

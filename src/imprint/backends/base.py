@@ -15,16 +15,14 @@ with defaults, so no caller probes attributes; the optional capabilities (``scor
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 
 from imprint.errors import CapabilityError
-
-if TYPE_CHECKING:
-    from imprint.backends.hf import HFLogprobBackend
 
 
 class Capability(StrEnum):
@@ -191,9 +189,10 @@ class Backend:
             f"({what}){needed}; use {fix}"
         )
 
-    def local_model(self) -> HFLogprobBackend | None:
-        """The local transformers backend behind this one (fast paths drive its model and
-        tokenizer directly); None for engines and APIs."""
+    def local_model(self) -> LocalModel | None:
+        """The local transformers model behind this one (fast paths drive its model and
+        tokenizer directly: :class:`~imprint.backends.hf.HFLogprobBackend`); None for engines
+        and APIs."""
         return None
 
     # -- tokens (Capability.TOKENS) -------------------------------------------------------------
@@ -256,6 +255,35 @@ class Backend:
         """Norm of d loss(x) / d theta per text, shape (len(texts),)."""
         self.require(GRADIENTS)
         raise NotImplementedError(f"{type(self).__name__} declares {GRADIENTS} but no gradients")
+
+
+class LocalModel(Protocol):
+    """What fast paths read of a local transformers model (the Hugging Face backend, returned by
+    :meth:`Backend.local_model`): the loaded model and tokenizer, its start-token policy, its
+    context and window, its output head and attention scope."""
+
+    name: str
+    spec: str
+    model: Any  # a transformers causal LM
+    tokenizer: Any
+    device: Any  # a torch.device
+    bos_id: int  # the token every generation and gradient starts after
+    pad_id: int
+    max_length: int
+    stride: int
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def head(self, hidden: Any) -> Any:
+        """Hidden states (..., d) -> logits (..., vocabulary rows)."""
+        ...
+
+    def attention(self) -> AbstractContextManager[None]:
+        """Wraps a forward of the model (shared K/V heads on CPU)."""
+        ...
 
 
 # the gray-box and black-box roles of the one base class, for signatures that say which is meant

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from imprint.backends.base import GRADIENTS, Backend
+from imprint.backends.windows import sliding_windows
 from imprint.errors import CapabilityError, ConfigError
 
 NORMS = {"l1": 1.0, "l2": 2.0, "linf": float("inf")}
@@ -55,8 +56,6 @@ def gradient_norms(
     """
     import torch
 
-    from imprint.backends.hf import sliding_windows
-
     check_gradients(backend)
     check_norm(norm, aggregate)
     local = backend.local_model()
@@ -65,8 +64,7 @@ def gradient_norms(
             f"backend {backend.name!r} ({type(backend).__name__}) has no local model to "
             "differentiate; use a local Hugging Face model (the hf backend) for gradient attacks"
         )
-    backend = local
-    model = backend.model
+    model = local.model
     params = list(model.parameters())
     flags = [p.requires_grad for p in params]
     out = np.zeros(len(texts), dtype=np.float64)
@@ -74,14 +72,14 @@ def gradient_norms(
         for p in params:
             p.requires_grad_(True)
         for i, text in enumerate(texts):
-            ids = [backend.bos_id, *backend.encode(text)]
+            ids = [local.bos_id, *local.encode(text)]
             if len(ids) < 2:
                 raise ConfigError(f"text {i}: cannot take the gradient of an empty text")
-            windows = sliding_windows(ids, backend.max_length, backend.stride)
+            windows = sliding_windows(ids, local.max_length, local.stride)
             total: list[Any] = [None] * len(params)
             for window, first in windows:
                 with torch.enable_grad():
-                    logits = model(input_ids=torch.tensor([window], device=backend.device)).logits
+                    logits = model(input_ids=torch.tensor([window], device=local.device)).logits
                     logp = torch.log_softmax(logits[0, first - 1 : -1].float(), dim=-1)
                     target = torch.tensor(window[first:], device=logp.device)
                     nll = -logp.gather(1, target[:, None]).sum() / (len(ids) - 1)

@@ -32,11 +32,16 @@ from imprint.backends.base import (
     TokenStats,
 )
 from imprint.backends.budget import auto_token_budget
+from imprint.backends.gradients import gradient_norms
 from imprint.backends.models import fingerprint_source, load_causal_lm, resolve_model
 from imprint.backends.reduce import reduce_hidden, to_host
 from imprint.backends.scoped import sdpa_gqa
 from imprint.backends.start_token import context_token_id, resolve_start_token
+from imprint.backends.text import HFTextBackend
+from imprint.backends.windows import sliding_windows
 from imprint.errors import ConfigError
+
+__all__ = ["SCORING_VERSION", "HFLogprobBackend", "row_chunks", "sliding_windows"]
 
 Finish = Callable[[], list[TokenStats]]  # completes a queued forward: per-row statistics
 
@@ -71,26 +76,6 @@ def row_chunks(rows: Sequence[_Row], budget: int) -> Iterator[list[_Row]]:
         chunk.append(row)
     if chunk:
         yield chunk
-
-
-def sliding_windows(ids: list[int], max_length: int, stride: int) -> list[tuple[list[int], int]]:
-    """Split ``ids`` (BOS included) into windows (ids, first scored index).
-
-    Every position >= 1 is scored exactly once; windows after the first keep
-    ``max_length - stride`` tokens of context.
-    """
-    if len(ids) <= max_length:
-        return [(ids, 1)]
-    if not 0 < stride < max_length:
-        raise ConfigError(f"stride must be in (0, max_length={max_length}), got {stride}")
-    windows = [(ids[:max_length], 1)]
-    context = max_length - stride
-    next_pos = max_length
-    while next_pos < len(ids):
-        start = next_pos - context
-        windows.append((ids[start : start + max_length], context))
-        next_pos = start + max_length
-    return windows
 
 
 class HFLogprobBackend(Backend):
@@ -186,8 +171,6 @@ class HFLogprobBackend(Backend):
 
     def text_backend(self) -> Backend:
         """Seeded sampling from this model (same weights, tokenizer and start token)."""
-        from imprint.backends.text import HFTextBackend
-
         return HFTextBackend(self, name=self.name)
 
     def sample(
@@ -213,8 +196,6 @@ class HFLogprobBackend(Backend):
     ) -> np.ndarray:
         """Norm of d loss(x) / d theta per text, shape (len(texts),); see
         :func:`imprint.backends.gradients.gradient_norms`."""
-        from imprint.backends.gradients import gradient_norms
-
         return gradient_norms(self, texts, norm=norm, aggregate=aggregate)
 
     # -- tokens -------------------------------------------------------------------------------

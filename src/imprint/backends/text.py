@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from imprint.backends.base import SAMPLING, Backend, Task, TextBackend
+from imprint.backends.base import SAMPLING, Backend, LocalModel, Task, TextBackend
 from imprint.errors import ConfigError, MissingDependencyError
-
-if TYPE_CHECKING:
-    from imprint.backends.hf import HFLogprobBackend
 
 TASKS = ("continue", "next_word", "answer")
 __all__ = ["TASKS", "HFTextBackend", "Task", "TextBackend", "VLLMTextBackend", "as_text_backend"]
@@ -50,8 +47,9 @@ def check_sample_args(n: int, max_tokens: int, temperature: float, top_k: int | 
 class HFTextBackend(Backend):
     """Seeded sampling from a local transformers causal LM (``generate``, left-padded batches).
 
-    Wraps an :class:`imprint.backends.hf.HFLogprobBackend` (sharing its model, tokenizer and
-    BOS policy: every prompt starts after one BOS token) or loads ``spec``. Defaults follow
+    Wraps a loaded local model, an :class:`imprint.backends.hf.HFLogprobBackend` (sharing its
+    model, tokenizer and BOS policy: every prompt starts after one BOS token; its
+    :meth:`~imprint.backends.hf.HFLogprobBackend.text_backend` builds one). Defaults follow
     SaMIA: top-k 50, temperature 1. ``max_rows`` bounds prompts x samples per ``generate`` call.
     """
 
@@ -59,20 +57,19 @@ class HFTextBackend(Backend):
 
     def __init__(
         self,
-        spec_or_backend: Any,
+        local: LocalModel,
         *,
         name: str = "target",
         temperature: float = 1.0,
         top_k: int = 50,
         max_rows: int = 256,
-        device: str = "auto",
-        dtype: str = "auto",
     ) -> None:
-        from imprint.backends.hf import HFLogprobBackend
-
-        if isinstance(spec_or_backend, str):
-            spec_or_backend = HFLogprobBackend(spec_or_backend, device=device, dtype=dtype)
-        self.hf: HFLogprobBackend = spec_or_backend
+        if isinstance(local, str):
+            raise ConfigError(
+                f"HFTextBackend wraps a loaded local model, not a spec ({local!r}): pass "
+                "HFLogprobBackend(spec).text_backend() or HFTextBackend(HFLogprobBackend(spec))"
+            )
+        self.hf = local
         self.name = name
         self.spec = self.hf.spec
         self.temperature, self.top_k, self.max_rows = temperature, top_k, max_rows
@@ -87,7 +84,7 @@ class HFTextBackend(Backend):
     def usage(self) -> dict[str, Any]:
         return dict(self._usage)
 
-    def local_model(self) -> HFLogprobBackend:
+    def local_model(self) -> LocalModel:
         return self.hf
 
     def __repr__(self) -> str:
@@ -248,7 +245,7 @@ class VLLMTextBackend(Backend):
         return out
 
 
-def prompt_ids(hf: Any, prompt: str, task: str) -> list[int]:
+def prompt_ids(hf: LocalModel, prompt: str, task: str) -> list[int]:
     """A prompt's token ids for the local backend ``hf``: one BOS and the text; an instruction
     (task ``answer``) goes through the tokenizer's chat template when it has one, as a chat
     endpoint would (generation and DE-COP's letter read-out share this)."""
