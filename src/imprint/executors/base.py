@@ -18,25 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from imprint.errors import ConfigError, ImprintError, MissingDependencyError
+from imprint.executors.ray_setup import check_address, mask_address
 
 KINDS = ("local", "ray")
 
 
 class WorkerLostError(ImprintError, RuntimeError):
     """Every worker of a pool was lost; what was stored stays in the cache."""
-
-
-def mask_address(address: str | None) -> str | None:
-    """``address`` with any ``user:password@`` shown as ``user:***@``: errors and the manifest
-    never repeat a password."""
-    if address is None:
-        return None
-    head, sep, rest = address.rpartition("@")
-    if not sep:
-        return address
-    scheme, slashes, userinfo = head.rpartition("//")
-    user = f"{userinfo.split(':', 1)[0]}:" if ":" in userinfo else ""
-    return f"{scheme}{slashes}{user}***@{rest}"
 
 
 @dataclass(frozen=True)
@@ -73,8 +61,6 @@ class ExecutorConfig:
                 raise ConfigError(f"executor option {name} must be an integer >= 1, got {value!r}")
         if self.kind == "ray":
             check_ray_installed()
-            from imprint.executors.ray_setup import check_address
-
             check_address(self.address)  # an unreachable head fails now, not after model loads
 
 

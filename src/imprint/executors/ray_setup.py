@@ -1,15 +1,18 @@
-"""Joining or starting Ray, sizing the pool, and checking each replica before it gets work."""
+"""Joining or starting Ray, sizing the pool, and checking each replica before it gets work.
+
+Below :mod:`imprint.executors.base` (which imports :func:`check_address` and
+:func:`mask_address` from here): the executor's options are read through :class:`RayOptions`.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import socket
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from imprint.errors import ConfigError
-from imprint.executors.base import ExecutorConfig, mask_address
 
 __all__ = [
     "actor_options",
@@ -19,7 +22,19 @@ __all__ = [
     "connect",
     "default_workers",
     "mask_address",
+    "replica_place",
 ]
+
+
+class RayOptions(Protocol):
+    """What Ray's set-up reads of an :class:`~imprint.executors.base.ExecutorConfig`."""
+
+    @property
+    def address(self) -> str | None: ...
+
+    @property
+    def worker_cpus(self) -> int: ...
+
 
 #: environment passed on to the actors (offline switches, imprint's converted-model cache)
 ENV_KEYS = ("IMPRINT_CACHE_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME")
@@ -27,6 +42,19 @@ ENV_KEYS = ("IMPRINT_CACHE_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HO
 DEFAULT_PORTS = {"ray": 10001, "http": 8265, "https": 8265, "": 6379}
 #: seconds the address check waits for a TCP connection (a live head answers in milliseconds)
 CONNECT_TIMEOUT_S = 3.0
+
+
+def mask_address(address: str | None) -> str | None:
+    """``address`` with any ``user:password@`` shown as ``user:***@``: errors and the manifest
+    never repeat a password."""
+    if address is None:
+        return None
+    head, sep, rest = address.rpartition("@")
+    if not sep:
+        return address
+    scheme, slashes, userinfo = head.rpartition("//")
+    user = f"{userinfo.split(':', 1)[0]}:" if ":" in userinfo else ""
+    return f"{scheme}{slashes}{user}***@{rest}"
 
 
 def _masked(text: str, address: str) -> str:
@@ -67,7 +95,7 @@ def check_address(address: str | None, *, timeout: float = CONNECT_TIMEOUT_S) ->
         ) from None
 
 
-def connect(config: ExecutorConfig) -> None:
+def connect(config: RayOptions) -> None:
     """``ray.init``: a private Ray on this machine (no address), or the cluster at ``address``."""
     import ray
 
@@ -88,7 +116,7 @@ def connect(config: ExecutorConfig) -> None:
         ) from err
 
 
-def default_workers(config: ExecutorConfig, gpus: int) -> int:
+def default_workers(config: RayOptions, gpus: int) -> int:
     """One replica per GPU of the cluster, else one per ``worker_cpus`` cores."""
     import ray
 
@@ -98,7 +126,7 @@ def default_workers(config: ExecutorConfig, gpus: int) -> int:
     return max(1, cpus // config.worker_cpus)
 
 
-def check_resources(config: ExecutorConfig, workers: int, gpus: int) -> None:
+def check_resources(config: RayOptions, workers: int, gpus: int) -> None:
     """Refuse a pool the cluster cannot place (its actors would wait for ever)."""
     import ray
 
@@ -117,7 +145,7 @@ def check_resources(config: ExecutorConfig, workers: int, gpus: int) -> None:
         )
 
 
-def actor_options(config: ExecutorConfig, gpus: int) -> dict[str, Any]:
+def actor_options(config: RayOptions, gpus: int) -> dict[str, Any]:
     """Resources of one replica: its cores (and one GPU when the cluster has GPUs); Ray does
     not restart it (the executor re-queues its work and starts a replacement itself)."""
     env = {k: os.environ[k] for k in ENV_KEYS if k in os.environ}
@@ -130,9 +158,23 @@ def actor_options(config: ExecutorConfig, gpus: int) -> dict[str, Any]:
     }
 
 
-def check_replica(role: str, worker: str, ref: Any, fingerprint: str) -> dict[str, Any]:
-    """Wait for a replica's ``info()``; its model must have the driver's fingerprint."""
+def replica_place() -> dict[str, Any]:
+    """Where the calling Ray worker runs: its host, process, Ray node id (two nodes on one
+    machine share a host name) and imprint version (for :func:`check_replica`)."""
     import ray
+
+    from imprint import __version__
+
+    node = ray.get_runtime_context().get_node_id()
+    return {"host": socket.gethostname(), "pid": os.getpid(), "node": node, "imprint": __version__}
+
+
+def check_replica(role: str, worker: str, ref: Any, fingerprint: str) -> dict[str, Any]:
+    """Wait for a replica's ``info()``; its model must have the driver's fingerprint, and its
+    imprint (when it says) the driver's version."""
+    import ray
+
+    from imprint import __version__
 
     try:
         info: dict[str, Any] = ray.get(ref)
@@ -148,6 +190,11 @@ def check_replica(role: str, worker: str, ref: Any, fingerprint: str) -> dict[st
             "versions differ on that machine (install the same ones everywhere), or the two "
             "load it differently (a GPU worker picks bfloat16 where a CPU driver picks float32: "
             "pass the dtype explicitly, e.g. --dtype bfloat16, or run the driver on a GPU machine)"
+        )
+    if info.get("imprint", __version__) != __version__:
+        raise ConfigError(
+            f"Ray worker {worker} on {info['host']} runs imprint {info['imprint']}, the driver "
+            f"{__version__}: install the same imprint version on every machine of the cluster"
         )
     return info
 

@@ -1,0 +1,135 @@
+"""``--executor ray --address`` against a real 2-node Ray cluster started on this machine.
+
+The cluster (see ``ray_cluster.py``): a ``ray start --head`` node and a second ``ray start
+--address`` node, separate raylets with one CPU each, so a pool of two workers has one on each
+node. A run there gives the local run's scores, with work done on both nodes; a node killed
+mid-run (all its processes, SIGKILL) costs only what it had not delivered: the run finishes on
+the other node, its scores equal the local run's and no request is stored twice. The tests run
+in file order: the last one kills the second node.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import wikimia_subset
+from ray_cluster import RayCluster, free_port
+
+from imprint.errors import ConfigError
+from imprint.executors import ExecutorConfig
+from imprint.executors.ray_setup import check_address
+from imprint.run import RunConfig, execute_run
+from imprint.signals.cache import SignalCache
+
+ray = pytest.importorskip("ray", reason="Ray is the [ray] extra (in [dev]): pip install ray")
+
+ATTACKS = ("loss", "zlib", "min_k", "min_k_pp")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    nodes = RayCluster()
+    try:
+        nodes.start(cpus=1)
+        nodes.add_node("b", cpus=1)
+        nodes.wait_alive()
+        yield nodes
+    finally:
+        nodes.stop()
+
+
+def _config(model: Path, tmp: Path, name: str, **executor: object) -> RunConfig:
+    return RunConfig(
+        model=str(model),
+        data=str(wikimia_subset(tmp, 12)),
+        out=tmp / name,
+        attacks=ATTACKS,
+        shared_args={"device": "cpu"},
+        token_budget=96,  # many small batches, so each worker's shards hold several
+        cache=tmp / f"{name}.sqlite",
+        progress=False,
+        n_bootstrap=20,
+        blind=False,
+        executor=ExecutorConfig(**executor),  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture(scope="module")
+def local_scores(tiny_model_dir, tmp_path_factory):
+    return execute_run(_config(tiny_model_dir, tmp_path_factory.mktemp("local"), "local")).scores
+
+
+def _assert_equal_scores(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys() >= set(ATTACKS)
+    for column, values in want.items():
+        np.testing.assert_allclose(got[column], values, rtol=0, atol=1e-5, err_msg=column)
+
+
+def test_the_address_check_answers_at_once_for_the_real_head_and_a_refused_port(cluster):
+    started = time.monotonic()
+    check_address(cluster.address)
+    assert time.monotonic() - started < 1.0
+    dead = free_port()  # nothing listens there
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as err:
+        check_address(f"127.0.0.1:{dead}")
+    assert time.monotonic() - started < 1.0
+    message = str(err.value)
+    assert "\n" not in message and f"nothing answers at 127.0.0.1:{dead}" in message
+    assert "ray start --head" in message
+
+
+def test_a_run_on_two_nodes_equals_the_local_run(cluster, local_scores, tiny_model_dir, tmp_path):
+    config = _config(
+        tiny_model_dir, tmp_path, "ray", kind="ray", address=cluster.address, workers=2
+    )
+    remote = execute_run(config)
+    _assert_equal_scores(remote.scores, local_scores)
+    stats = remote.manifest["executor"]
+    assert stats["kind"] == "ray"
+    written = json.loads((tmp_path / "ray" / "manifest.json").read_text(encoding="utf-8"))
+    assert written["config"]["executor"]["address"] == cluster.address
+    assert written["executor"] == json.loads(json.dumps(stats))
+    # two workers, one per node (each node has one CPU), both did the log-prob passes
+    where = stats["where"]["target"]["logprobs"]
+    assert sorted(where) == ["target-0", "target-1"] and all(n > 0 for n in where.values())
+    assert stats["lost_workers"] == 0 and stats["retried_shards"] == 0
+    passes = remote.manifest["requests"]["target"]["logprobs"]
+    assert sum(stats["executed"].values()) == passes["executed"] == passes["requests"]
+
+
+def test_a_node_killed_mid_run_loses_nothing_and_repeats_nothing(
+    cluster, local_scores, tiny_model_dir, tmp_path, monkeypatch
+):
+    """At the first result stored, every process of node b dies (raylet, agents, its worker):
+    node b's undelivered batches are queued again on the head's worker."""
+    from imprint.executors.base import ExecutorStats
+
+    killed: list[int] = []
+    add = ExecutorStats.add
+
+    def add_then_kill(self: ExecutorStats, *args: object, **kwargs: object) -> None:
+        add(self, *args, **kwargs)  # type: ignore[arg-type]
+        if not killed:
+            killed.extend(cluster.kill_node("b"))
+
+    monkeypatch.setattr(ExecutorStats, "add", add_then_kill)
+    config = _config(
+        tiny_model_dir, tmp_path, "ray", kind="ray", address=cluster.address, workers=2
+    )
+    remote = execute_run(config)
+    assert len(killed) >= 3  # ray start, raylet, agents and node b's worker
+    _assert_equal_scores(remote.scores, local_scores)
+    stats = remote.manifest["executor"]
+    assert stats["lost_workers"] == 1 and stats["retried_shards"] >= 1
+    # the replacement is started but cannot be placed (the head's one CPU is busy): the
+    # surviving worker finishes the work
+    assert stats["started_workers"] == 3
+    passes = remote.manifest["requests"]["target"]["logprobs"]
+    # every request executed (delivered) once and stored once
+    assert sum(stats["executed"].values()) == passes["executed"] == passes["requests"]
+    assert len(SignalCache(tmp_path / "ray.sqlite")) == passes["requests"]
