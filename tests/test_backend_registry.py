@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import imprint.game  # noqa: F401  (registers game:DIR)
 from imprint.backends import registry
 from imprint.backends.base import LOGPROBS, SAMPLING, TOKEN_LOGPROBS, ScoreRequest
 from imprint.backends.options import HFOptions, OpenAIOptions, VLLMOptions
