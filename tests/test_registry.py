@@ -164,7 +164,7 @@ def test_importing_the_attack_registry_imports_no_attack_module():
     code = (
         "import sys, imprint.attacks as a\n"
         "before = sorted(m for m in sys.modules if m.startswith('imprint.attacks.') "
-        "and m.rsplit('.', 1)[1] not in ('base', 'registry', 'params'))\n"
+        "and m.rsplit('.', 1)[1] not in ('base', 'contract', 'registry', 'params'))\n"
         "a.get_attack_class('zlib')\n"
         "after = 'imprint.attacks.zlib' in sys.modules, 'imprint.attacks.loss' in sys.modules\n"
         "print(before, after)"
@@ -238,3 +238,15 @@ def test_game_schemes_and_the_legacy_start_rule_resolve_without_importing_imprin
     lines = out.stdout.splitlines()
     assert lines[0] == "False ('game',) ['imprint.game.start:legacy_rule']", out.stdout + out.stderr
     assert lines[1:] == ["ConfigError True", "DataError True", "True"]
+
+
+def test_an_attack_name_that_the_command_line_could_not_parse_is_refused():
+    from imprint.attacks.registry import ATTACKS, register
+
+    class Probe(ATTACKS.get("loss")):  # type: ignore[misc,valid-type]
+        pass
+
+    for bad in ("a,b", "a.b", "a=b", "two words", "", "9lives"):
+        with pytest.raises(ConfigError, match="attack name"):
+            register(bad)(Probe)
+    assert all(n in ATTACKS.names() for n in ("loss", "min_k_pp"))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -70,10 +71,19 @@ BUILTIN_ATTACKS = {
 }
 
 
+#: a name ``--attacks a,b`` and ``--param NAME.FIELD=VALUE`` can carry
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+
+
 def _check_attack(name: str, obj: Any) -> type[Any]:
     """A loaded entry must be an Attack subclass; it takes the name it is registered under."""
     from imprint.attacks.base import Attack  # not at import: base imports this module
 
+    if not _NAME.fullmatch(name):
+        raise ConfigError(
+            f"attack name {name!r} must start with a letter and hold only letters, digits, _ "
+            "and - (it is written in --attacks a,b and --param NAME.FIELD=VALUE), e.g. 'my_attack'"
+        )
     if not (isinstance(obj, type) and issubclass(obj, Attack)):
         raise ConfigError(
             f"attack {name!r} must be a subclass of imprint.attacks.Attack, got {obj!r}"
