@@ -72,6 +72,10 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
         "game show": ["game", "show", str(tmp / ODD)],
         "demo": ["demo", "--epochs", "", "--out", str(tmp / ODD)],
         "experiment": ["experiment", missing],
+        "canaries make": ["canaries", "make", "--n", "24", "--out", str(tmp / "c"),
+                          "--design", "magic" + ODD],
+        "audit": ["audit", "--model", "smollm2-135m", "--canaries", str(tmp / ODD),
+                  "--out", str(tmp / "a")],
     }  # fmt: skip
 
 
@@ -84,8 +88,8 @@ NAMED = {
 
 
 COMMANDS = [
-    "blind", "compare", "data build-temporal", "data filter", "demo", "experiment", "game build",
-    "game show",
+    "audit", "blind", "canaries make", "compare", "data build-temporal", "data filter", "demo",
+    "experiment", "game build", "game show",
     "overlap add", "overlap build", "overlap merge", "overlap score", "perturb", "perturb-table",
     "run",
 ]  # fmt: skip
