@@ -51,28 +51,31 @@ def runs(tmp_path: Path) -> tuple[Path, Path]:
 def test_transfer_arithmetic_by_hand(runs: tuple[Path, Path]):
     a, b = runs
     result = compare_runs(a, b, fprs=(0.05, 0.1), n_resamples=200)
-    loss = result["attacks"]["loss"]
+    loss = result.attacks["loss"]
     # 5 % of 20 non-members = 1 false positive allowed: threshold just above 19 (only 20 >= t).
     # On B's non-members 15..24, the scores above 19 are 20..24: 5 of 10.
-    assert 19 < loss["transfer"]["5%"]["threshold"] < 19.0001
-    assert loss["transfer"]["5%"]["fpr_b"] == 0.5
-    assert loss["transfer"]["5%"]["tpr_b"] == 0.75  # 25, 26, 27 of 18, 25, 26, 27
+    assert 19 < loss.transfer["5%"]["threshold"] < 19.0001
+    assert loss.transfer["5%"]["fpr_b"] == 0.5
+    assert loss.transfer["5%"]["tpr_b"] == 0.75  # 25, 26, 27 of 18, 25, 26, 27
     # 10 %: 2 allowed, threshold just above 18; B: 19..24 = 6 of 10.
-    assert loss["transfer"]["10%"]["fpr_b"] == 0.6
-    assert result["only_in_a"] == ["only_a"] and result["only_in_b"] == ["only_b"]
-    assert set(result["attacks"]) == {"loss"}
+    assert loss.transfer["10%"]["fpr_b"] == 0.6
+    assert result.only_in_a == ("only_a",) and result.only_in_b == ("only_b",)
+    assert set(result.attacks) == {"loss"}
+    assert result.to_dict()["attacks"]["loss"]["transfer"] == loss.transfer  # the JSON form
 
 
 def test_auc_difference_interval(runs: tuple[Path, Path]):
     a, b = read_run(runs[0]), read_run(runs[1])
     sa, sb = a.scores["loss"], b.scores["loss"]
     diff = auc_difference(a.labels, sa, b.labels, sb, n_resamples=500, seed=3)
-    assert diff["a"]["estimate"] == auc(a.labels, sa) == 1.0
+    assert diff.method == "independent"
+    assert diff.a["estimate"] == auc(a.labels, sa) == 1.0
     expected_b = auc(b.labels, sb)
-    assert diff["b"]["estimate"] == pytest.approx(expected_b)
-    assert diff["diff"]["estimate"] == pytest.approx(expected_b - 1.0)
+    assert diff.b["estimate"] == pytest.approx(expected_b)
+    assert diff.diff["estimate"] == pytest.approx(expected_b - 1.0)
     for part in ("a", "b", "diff"):
-        assert diff[part]["low"] <= diff[part]["estimate"] <= diff[part]["high"]
+        assert diff.to_dict()[part]["low"] <= diff.to_dict()[part]["estimate"]
+        assert diff.to_dict()[part]["estimate"] <= diff.to_dict()[part]["high"]
     assert diff == auc_difference(a.labels, sa, b.labels, sb, n_resamples=500, seed=3)
     assert diff != auc_difference(a.labels, sa, b.labels, sb, n_resamples=500, seed=4)
 
@@ -97,8 +100,9 @@ def test_compare_nan_and_single_class(tmp_path: Path):
     a = _run(tmp_path / "a", [0, 0, 1, 1], {"x": [0.0, float("nan"), 1.0, 2.0]})
     b = _run(tmp_path / "b", [0, 0, 0, 0], {"x": [0.0, 1.0, 2.0, 3.0]})
     result = compare_runs(a, b, n_resamples=50)
-    assert result["attacks"]["x"]["n_nan_a"] == 1
-    assert "error" in result["attacks"]["x"]
+    assert result.attacks["x"].n_nan_a == 1
+    assert result.attacks["x"].error and result.attacks["x"].auc is None
+    assert "error" in result.to_dict()["attacks"]["x"]
     with pytest.raises(DataError, match="scores.parquet"):
         compare_runs(tmp_path / "missing", b)
 
@@ -130,11 +134,9 @@ def test_compare_marks_unresolvable_targets_not_measurable(tmp_path: Path, runs:
     text = " ".join(result.output.split())
     assert "not measurable @1%: an FPR of 1 % needs at least 100" in text
     assert "@5%" not in text and "@10%" not in text  # the resolvable ones carry no note
-    table = compare_runs(*runs, fprs=(0.001, 0.05), n_resamples=50)["attacks"]["loss"]
-    assert "1000 non-members" in table["transfer"]["0.1%"]["not_measurable"]
-    assert (
-        table["transfer"]["5%"]["fpr_b"] == 0.5 and "not_measurable" not in table["transfer"]["5%"]
-    )
+    table = compare_runs(*runs, fprs=(0.001, 0.05), n_resamples=50).attacks["loss"]
+    assert "1000 non-members" in table.transfer["0.1%"]["not_measurable"]
+    assert table.transfer["5%"]["fpr_b"] == 0.5 and "not_measurable" not in table.transfer["5%"]
 
 
 def test_cli_compare_checks_out_before_any_work(
@@ -197,10 +199,12 @@ def test_compare_pairs_runs_on_shared_ids_and_tests_the_difference_paired(tmp_pa
 
     a, b = _shared_runs(tmp_path)
     result = compare_runs(a, b, n_resamples=300)
-    pairing = result["pairing"]
+    pairing = result.to_dict()["pairing"]
     assert (pairing["n_paired"], pairing["n_only_in_a"], pairing["n_only_in_b"]) == (200, 10, 10)
     assert "paired 200 samples by id (10 only in A, 10 only in B" in pairing["description"]
-    row = result["attacks"]["loss"]["auc"]
+    found = result.attacks["loss"].auc
+    assert found is not None and found.method == "paired"
+    row = found.to_dict()
     assert row["method"] == "paired" and row["n_paired"] == 200
     ra, rb = read_run(a), read_run(b)
     ref = delong_test(ra.labels[:200], rb.scores["loss"][:200], ra.scores["loss"][:200])
@@ -212,14 +216,15 @@ def test_compare_pairs_runs_on_shared_ids_and_tests_the_difference_paired(tmp_pa
         ra.labels[:200], ra.scores["loss"][:200], rb.labels[:200], rb.scores["loss"][:200],
         n_resamples=300,
     )  # fmt: skip
-    assert indep["diff"]["low"] < 0 < indep["diff"]["high"]
+    assert indep.diff["low"] < 0 < indep.diff["high"]
 
 
 def test_compare_resamples_documents_of_document_runs(tmp_path: Path):
     a, b = _shared_runs(tmp_path, docs=True)
     result = compare_runs(a, b, n_resamples=100)
-    assert result["pairing"]["resamples"] == "documents"
-    assert result["attacks"]["loss"]["auc"]["resamples"] == "documents"
+    assert result.pairing.to_dict()["resamples"] == "documents"
+    found = result.attacks["loss"].auc
+    assert found is not None and found.resamples == "documents"
 
 
 def test_cli_compare_says_how_many_it_paired(tmp_path: Path):

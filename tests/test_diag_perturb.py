@@ -138,8 +138,9 @@ def test_perturbation_table_hand_computed(tmp_path: Path):
     nan_col = [*scores[:-1], float("nan")]
     run = _fake_run(tmp_path / "run", labels, groups, {"loss": scores, "zlib": nan_col})
     table = perturbation_table(run, fprs=(0.01, 0.1))
-    assert table["groups"] == ["members", "nonmembers", "edit1"]
-    loss = table["attacks"]["loss"]
+    assert table.groups == ("members", "nonmembers", "edit1")
+    loss = table.to_dict()["attacks"]["loss"]  # the JSON form the CLI writes
+    assert loss == table.attacks["loss"].to_dict()
     # 1 % needs 100 natural non-members (10 here): not measurable, no threshold, no rate
     assert loss["rates"]["nonmembers"] == {"1%": None, "10%": 0.1}
     assert loss["rates"]["members"] == {"1%": None, "10%": 1.0}
@@ -147,7 +148,7 @@ def test_perturbation_table_hand_computed(tmp_path: Path):
     assert loss["thresholds"]["1%"] is None and 8 < loss["thresholds"]["10%"] < 8.0001
     assert list(loss["not_measurable"]) == ["1%"]
     assert "at least 100 non-members; there are 10" in loss["not_measurable"]["1%"]
-    zlib = table["attacks"]["zlib"]
+    zlib = table.to_dict()["attacks"]["zlib"]
     assert zlib["n_nan"]["edit1"] == 1 and zlib["rates"]["edit1"]["10%"] == pytest.approx(2 / 3)
     plain = _fake_run(tmp_path / "plain", [0, 1], [None, None], {"loss": [0.0, 1.0]})
     with pytest.raises(DataError, match="imprint perturb"):

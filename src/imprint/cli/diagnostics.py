@@ -378,7 +378,7 @@ def perturb_table(
     from imprint.diagnostics.runs import perturbation_groups, perturbation_table, read_run
 
     check_out_folder(out or run, writes=(), option="--out" if out else "RUN")  # a file: refused
-    result = perturbation_table(run)
+    result = perturbation_table(run).to_dict()  # the JSON form, rendered and written
     scores = read_run(run)
     folder = out or run
     title = "rate called member at thresholds set on natural non-members"
@@ -422,7 +422,7 @@ def compare(
 
     targets = parse_list(fprs, option="--fprs", convert=float, example="0.01,0.05,0.1")
     check_out_file(out, overwrite=overwrite)  # before the bootstrap, not after it
-    result = compare_runs(run_a, run_b, fprs=targets, n_resamples=bootstrap, seed=seed)
+    result = compare_runs(run_a, run_b, fprs=targets, n_resamples=bootstrap, seed=seed).to_dict()
     columns = ("attack", *(f"FPR on B @{f:g}" for f in targets), "AUC A", "AUC B", "B - A",
                "p (Bonf.)")  # fmt: skip
     shown = table(f"thresholds from {run_a} applied to {run_b}", columns)

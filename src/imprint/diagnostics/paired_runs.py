@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from imprint.metrics.paired import delong_test, paired_bootstrap_aucs, unit_index
 
-__all__ = ["RunPairing", "pair_runs", "paired_auc_differences"]
+__all__ = ["AUCDifference", "RunPairing", "pair_runs", "paired_auc_differences"]
 
 DOC_ID = "doc_id"  # the document field a --unit document run writes (imprint.documents.split)
 
@@ -71,6 +71,57 @@ class RunPairing:
         )
 
 
+@dataclass(frozen=True)
+class AUCDifference:
+    """AUC(B) - AUC(A) of one attack: each run's AUC (``a``, ``b``) and the difference
+    (``diff``), each ``{estimate, low, high}`` at the stated confidence.
+
+    ``method`` "paired": on the ``n_paired`` samples both runs scored, resampling
+    ``resamples`` (DeLong's interval as ``diff``, ``diff_adjusted`` Bonferroni over the
+    ``n_compared`` attacks, ``diff_bootstrap`` the paired bootstrap, ``p_value`` and
+    ``p_adjusted``, ``verdict`` "a", "b" or "none"); "independent": the runs resampled
+    separately, ``reason`` says why they were not paired (the paired fields are None).
+    """
+
+    a: dict[str, float]
+    b: dict[str, float]
+    diff: dict[str, float | None]
+    method: str = "independent"
+    reason: str | None = None
+    n_paired: int | None = None
+    resamples: str | None = None
+    diff_bootstrap: dict[str, float] | None = None
+    diff_adjusted: dict[str, float | None] | None = None
+    p_value: float | None = None
+    p_adjusted: float | None = None
+    n_compared: int | None = None
+    correction: str | None = None
+    verdict: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``auc`` entry of ``imprint diagnostics compare``'s JSON."""
+        if self.method != "paired":
+            out: dict[str, Any] = {"a": self.a, "b": self.b, "diff": self.diff}
+            out["method"] = self.method
+            return out if self.reason is None else {**out, "reason": self.reason}
+        keys = (
+            "method",
+            "n_paired",
+            "resamples",
+            "a",
+            "b",
+            "diff",
+            "diff_bootstrap",
+            "diff_adjusted",
+            "p_value",
+            "p_adjusted",
+            "n_compared",
+            "correction",
+            "verdict",
+        )
+        return {k: getattr(self, k) for k in keys}  # fmt: skip
+
+
 def pair_runs(a: Any, b: Any) -> RunPairing:
     """Pair the samples of two :class:`~imprint.diagnostics.runs.RunScores` by id."""
     count_a, count_b = Counter(a.ids), Counter(b.ids)
@@ -114,12 +165,12 @@ def paired_auc_differences(
     n_resamples: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, AUCDifference]:
     """Per attack, AUC(B) - AUC(A) on the shared samples both runs scored: DeLong's paired
     interval (nominal and Bonferroni over the attacks compared), the paired bootstrap interval,
     each run's AUC with its interval on those samples, and a verdict. An attack that cannot be
     paired (a class with fewer than two units) is left out of the result."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, AUCDifference] = {}
     usable = []
     for name in attacks:
         sa, sb = a.scores[name][pairing.index_a], b.scores[name][pairing.index_b]
@@ -134,19 +185,19 @@ def paired_auc_differences(
         boot = paired_bootstrap_aucs(labels, np.stack([sa, sb]), groups=groups,
                                      n_resamples=n_resamples, seed=seed)  # fmt: skip
         wide = test.interval(adjusted)
-        out[name] = {
-            "method": "paired",
-            "n_paired": int(labels.size),
-            "resamples": "documents" if groups is not None else "samples",
-            "a": _iv(test.auc_b, boot[0], confidence),
-            "b": _iv(test.auc_a, boot[1], confidence),
-            "diff": test.interval(confidence).to_dict(),
-            "diff_bootstrap": _iv(test.diff, boot[1] - boot[0], confidence),
-            "diff_adjusted": wide.to_dict(),
-            "p_value": _jf(test.p_value),
-            "p_adjusted": _jf(min(1.0, test.p_value * len(usable))),
-            "n_compared": len(usable),
-            "correction": "bonferroni",
-            "verdict": "b" if wide.low > 0 else "a" if wide.high < 0 else "none",
-        }
+        out[name] = AUCDifference(
+            a=_iv(test.auc_b, boot[0], confidence),
+            b=_iv(test.auc_a, boot[1], confidence),
+            diff=test.interval(confidence).to_dict(),
+            method="paired",
+            n_paired=int(labels.size),
+            resamples="documents" if groups is not None else "samples",
+            diff_bootstrap=_iv(test.diff, boot[1] - boot[0], confidence),
+            diff_adjusted=wide.to_dict(),
+            p_value=_jf(test.p_value),
+            p_adjusted=_jf(min(1.0, test.p_value * len(usable))),
+            n_compared=len(usable),
+            correction="bonferroni",
+            verdict="b" if wide.low > 0 else "a" if wide.high < 0 else "none",
+        )
     return out

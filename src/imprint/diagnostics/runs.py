@@ -12,18 +12,28 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from imprint.diagnostics.paired_runs import (
+    AUCDifference,
+    RunPairing,
+    pair_runs,
+    paired_auc_differences,
+)
 from imprint.errors import DataError
 from imprint.metrics import auc, threshold_at_fpr, threshold_transfer, unresolvable
 
 __all__ = [
     "DEFAULT_TRANSFER_FPRS",
+    "AttackComparison",
+    "PerturbationRow",
+    "PerturbationTable",
+    "RunComparison",
     "RunScores",
     "auc_difference",
     "compare_runs",
@@ -79,6 +89,39 @@ def read_run(run_dir: str | Path) -> RunScores:
     return RunScores(path, labels, meta, scores, ids)
 
 
+@dataclass(frozen=True)
+class PerturbationRow:
+    """One attack of a perturbation table, per group (``members``, ``nonmembers``, each
+    perturbation): rows scored (``n``) and unscored (``n_nan``), the rate at or above each
+    target FPR's threshold (``rates``, None where not measurable); per target FPR (``"1%"``)
+    the threshold set on the natural non-members and, where they cannot resolve it, why."""
+
+    n: dict[str, int]
+    n_nan: dict[str, int]
+    thresholds: dict[str, float | None]
+    rates: dict[str, dict[str, float | None]]
+    not_measurable: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "n_nan": self.n_nan, "thresholds": self.thresholds,
+                "rates": self.rates, "not_measurable": self.not_measurable}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PerturbationTable:
+    """:func:`perturbation_table`'s result: the run, the target FPRs, the groups in order and
+    one :class:`PerturbationRow` per attack; ``to_dict`` is ``perturbation_table.json``."""
+
+    run: str
+    fprs: tuple[float, ...]
+    groups: tuple[str, ...]
+    attacks: dict[str, PerturbationRow]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "fprs": list(self.fprs), "groups": list(self.groups),
+                "attacks": {name: row.to_dict() for name, row in self.attacks.items()}}  # fmt: skip
+
+
 def _finite(values: NDArray[np.float64]) -> NDArray[np.float64]:
     return values[~np.isnan(values)]
 
@@ -88,7 +131,7 @@ def perturbation_table(
     *,
     fprs: Sequence[float] = DEFAULT_TRANSFER_FPRS,
     field: str = "perturbation",
-) -> dict[str, Any]:
+) -> PerturbationTable:
     """FPR that perturbed members get at thresholds giving ``fprs`` on natural non-members.
 
     Rows are grouped by ``meta[field]`` (natural rows: missing or ``"none"``). Per attack and
@@ -108,36 +151,30 @@ def perturbation_table(
     natural = groups == NATURAL
     sets = {"members": natural & (run.labels == 1), "nonmembers": natural & (run.labels == 0)}
     sets.update({k: groups == k for k in kinds})
-    out: dict[str, Any] = {
-        "run": str(run.path),
-        "fprs": list(fprs),
-        "groups": list(sets),
-        "attacks": {},
-    }
-    for name, values in run.scores.items():
-        out["attacks"][name] = _perturbation_row(values, sets, fprs)
-    return out
+    rows = {name: _perturbation_row(values, sets, fprs) for name, values in run.scores.items()}
+    return PerturbationTable(str(run.path), tuple(fprs), tuple(sets), rows)
 
 
 def _perturbation_row(
     values: NDArray[np.float64], sets: dict[str, NDArray[np.bool_]], fprs: Sequence[float]
-) -> dict[str, Any]:
+) -> PerturbationRow:
     """One attack's counts, thresholds and rates; a target FPR the natural non-members cannot
     resolve (fewer than 1/t) gets None everywhere and its reason under ``not_measurable``."""
     calib = _finite(values[sets["nonmembers"]])
     reasons = unresolvable(fprs, calib.size, where="the natural (unperturbed) non-members")
     kept = [f for f in fprs if f not in reasons]
-    row: dict[str, Any] = {"n": {}, "n_nan": {}, "thresholds": {}, "rates": {}}
+    n, n_nan, rates = {}, {}, {}
     for group, mask in sets.items():
-        row["n"][group] = int((mask & ~np.isnan(values)).sum())
-        row["n_nan"][group] = int((mask & np.isnan(values)).sum())
+        n[group] = int((mask & ~np.isnan(values)).sum())
+        n_nan[group] = int((mask & np.isnan(values)).sum())
         transfer = threshold_transfer(calib, _finite(values[mask]), fprs=kept) if kept else {}
-        row["rates"][group] = {_pct(f): _json(transfer[f]) if f in transfer else None for f in fprs}
-    for f in fprs:
-        measured = calib.size and f not in reasons
-        row["thresholds"][_pct(f)] = _json(threshold_at_fpr(calib, f)) if measured else None
-    row["not_measurable"] = {_pct(f): why for f, why in reasons.items()}
-    return row
+        rates[group] = {_pct(f): _json(transfer[f]) if f in transfer else None for f in fprs}
+    thresholds = {
+        _pct(f): _json(threshold_at_fpr(calib, f)) if calib.size and f not in reasons else None
+        for f in fprs
+    }
+    not_measurable = {_pct(f): why for f, why in reasons.items()}
+    return PerturbationRow(n, n_nan, thresholds, rates, not_measurable)
 
 
 def perturbation_groups(run: RunScores, *, field: str = "perturbation") -> list[str]:
@@ -188,11 +225,11 @@ def auc_difference(
     n_resamples: int = 1000,
     confidence: float = 0.95,
     seed: int = 0,
-) -> dict[str, Any]:
+) -> AUCDifference:
     """AUC(B) - AUC(A) with a percentile interval from independent stratified resamples.
 
     The two runs are resampled independently (child generators of ``default_rng(seed)``), as
-    for two separate samples. Returns ``{"a", "b", "diff"}``, each ``{estimate, low, high}``.
+    for two separate samples: ``a``, ``b`` and ``diff``, each ``{estimate, low, high}``.
     """
     gen_a, gen_b = np.random.default_rng(seed).spawn(2)
     boot_a = _bootstrap_aucs(labels_a, scores_a, n_resamples, gen_a)
@@ -204,11 +241,8 @@ def auc_difference(
         low, high = np.quantile(values, [alpha, 1 - alpha])
         return {"estimate": float(estimate), "low": float(low), "high": float(high)}
 
-    return {
-        "a": interval(est_a, boot_a),
-        "b": interval(est_b, boot_b),
-        "diff": interval(est_b - est_a, boot_b - boot_a),
-    }
+    diff = interval(est_b - est_a, boot_b - boot_a)
+    return AUCDifference(interval(est_a, boot_a), interval(est_b, boot_b), dict(diff))
 
 
 def _transfer_cells(
@@ -236,6 +270,51 @@ def _transfer_cells(
     return cells
 
 
+@dataclass(frozen=True)
+class AttackComparison:
+    """One attack in both runs: samples each left unscored; per target FPR the threshold set
+    on A's non-members with the FPR and TPR it gives on B (``transfer``); AUC(B) - AUC(A)
+    (``auc``). ``error`` (then no figures) when a run lacks a class with finite scores."""
+
+    n_nan_a: int
+    n_nan_b: int
+    transfer: dict[str, dict[str, Any]] = field(default_factory=dict)
+    auc: AUCDifference | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"n_nan_a": self.n_nan_a, "n_nan_b": self.n_nan_b}
+        if self.error is not None:
+            return {**out, "error": self.error}
+        out["transfer"] = self.transfer
+        out["auc"] = None if self.auc is None else self.auc.to_dict()
+        return out
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    """:func:`compare_runs`'s result; ``to_dict`` is ``imprint diagnostics compare``'s JSON."""
+
+    run_a: str
+    run_b: str
+    fprs: tuple[float, ...]
+    pairing: RunPairing
+    attacks: dict[str, AttackComparison]
+    only_in_a: tuple[str, ...]
+    only_in_b: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_a": self.run_a,
+            "run_b": self.run_b,
+            "fprs": list(self.fprs),
+            "pairing": {**self.pairing.to_dict(), "description": self.pairing.describe()},
+            "attacks": {name: row.to_dict() for name, row in self.attacks.items()},
+            "only_in_a": list(self.only_in_a),
+            "only_in_b": list(self.only_in_b),
+        }
+
+
 def compare_runs(
     run_a: str | Path,
     run_b: str | Path,
@@ -243,7 +322,7 @@ def compare_runs(
     fprs: Sequence[float] = DEFAULT_TRANSFER_FPRS,
     n_resamples: int = 1000,
     seed: int = 0,
-) -> dict[str, Any]:
+) -> RunComparison:
     """Thresholds fixed at ``fprs`` on A's non-members, the FPR they give on B's non-members,
     and the AUC difference B - A with its interval, for every attack both runs scored.
 
@@ -252,36 +331,34 @@ def compare_runs(
     and the paired bootstrap (:mod:`.paired_runs`). An attack without two member and two
     non-member shared units falls back to independent resamples of each run, marked
     ``"method": "independent"`` with the reason."""
-    from imprint.diagnostics.paired_runs import pair_runs, paired_auc_differences
-
     a, b = read_run(run_a), read_run(run_b)
     common = [c for c in a.scores if c in b.scores]
     pairing = pair_runs(a, b)
-    out: dict[str, Any] = {
-        "run_a": str(a.path),
-        "run_b": str(b.path),
-        "fprs": list(fprs),
-        "pairing": {**pairing.to_dict(), "description": pairing.describe()},
-        "attacks": {},
-        "only_in_a": [c for c in a.scores if c not in b.scores],
-        "only_in_b": [c for c in b.scores if c not in a.scores],
-    }
     paired = paired_auc_differences(a, b, pairing, common, n_resamples=n_resamples, seed=seed)
+    rows: dict[str, AttackComparison] = {}
     for name in common:
         ok_a, ok_b = ~np.isnan(a.scores[name]), ~np.isnan(b.scores[name])
         la, sa = a.labels[ok_a], a.scores[name][ok_a]
         lb, sb = b.labels[ok_b], b.scores[name][ok_b]
-        row: dict[str, Any] = {"n_nan_a": int((~ok_a).sum()), "n_nan_b": int((~ok_b).sum())}
+        nans = (int((~ok_a).sum()), int((~ok_b).sum()))
         if min(np.bincount(la, minlength=2).min(), np.bincount(lb, minlength=2).min()) == 0:
-            row["error"] = "a run lacks members or non-members with finite scores"
-            out["attacks"][name] = row
+            rows[name] = AttackComparison(
+                *nans, error="a run lacks members or non-members with finite scores"
+            )
             continue
-        row["transfer"] = _transfer_cells(sa[la == 0], sb[lb == 0], sb[lb == 1], fprs)
-        row["auc"] = paired.get(name) or {
-            **auc_difference(la, sa, lb, sb, n_resamples=n_resamples, seed=seed),
-            "method": "independent",
-            "reason": "fewer than two member and two non-member samples scored in both runs "
+        difference = paired.get(name) or replace(
+            auc_difference(la, sa, lb, sb, n_resamples=n_resamples, seed=seed),
+            reason="fewer than two member and two non-member samples scored in both runs "
             "(paired by id); the runs were resampled independently",
-        }
-        out["attacks"][name] = row
-    return out
+        )
+        transfer = _transfer_cells(sa[la == 0], sb[lb == 0], sb[lb == 1], fprs)
+        rows[name] = AttackComparison(*nans, transfer=transfer, auc=difference)
+    return RunComparison(
+        str(a.path),
+        str(b.path),
+        tuple(fprs),
+        pairing,
+        rows,
+        tuple(c for c in a.scores if c not in b.scores),
+        tuple(c for c in b.scores if c not in a.scores),
+    )
