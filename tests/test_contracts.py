@@ -262,3 +262,50 @@ def test_no_getattr_probe_on_a_backend_or_attack_contract(package):
 def test_a_text_backend_wraps_a_loaded_model_not_a_spec():
     with pytest.raises(ConfigError, match=r"wraps a loaded local model, not a spec \('m'\)"):
         HFTextBackend("m")
+
+
+# -- no import circle in the contracts' packages --------------------------------------------------
+def module_imports(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of ``package`` it imports anywhere (function bodies and
+    TYPE_CHECKING blocks included: a lazy import is still an arrow)."""
+    root = SRC / package.removeprefix("imprint.").replace(".", "/")
+    modules = {f"{package}.{p.stem}" for p in root.glob("*.py") if p.stem != "__init__"}
+    graph: dict[str, set[str]] = {}
+    for module in modules:
+        tree = ast.parse((root / f"{module.rsplit('.', 1)[1]}.py").read_text(encoding="utf-8"))
+        found: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        graph[module] = (found & modules) - {module}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle, each as the path that closes it (depth-first search)."""
+    found, done = [], set()
+
+    def visit(node: str, path: list[str]) -> None:
+        if node in path:
+            found.append(path[path.index(node) :] + [node])
+            return
+        if node in done:
+            return
+        for nxt in sorted(graph[node]):
+            visit(nxt, [*path, node])
+        done.add(node)
+
+    for start in sorted(graph):
+        visit(start, [])
+    return found
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+@pytest.mark.parametrize("package", ["imprint.backends", "imprint.attacks"])
+def test_no_import_circle(package):
+    assert cycles(module_imports(package)) == []

@@ -7,10 +7,11 @@ into this package that registers itself with :func:`register` is found by a scan
 when a name is missing or the attacks are listed. :func:`register` stays the way user code and
 tests add an attack at run time.
 
-Kept apart from :mod:`imprint.attacks.base` (the contract) and :mod:`imprint.attacks.params`
-(parameter checks), which both use it, so that neither imports the other. It imports no module of
-the attacks package at import time, so it holds classes as plain ``type``;
-:mod:`imprint.attacks.base` re-exports these names typed as ``type[Attack]``.
+Kept apart from :mod:`imprint.attacks.base` (building attacks by name) and
+:mod:`imprint.attacks.params` (parameter checks), which both use it, so that neither imports the
+other; it checks entries against :class:`~imprint.attacks.contract.Attack` (the contract, below
+all three). It holds classes as plain ``type``; :mod:`imprint.attacks.base` re-exports these
+names typed as ``type[Attack]``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from imprint.attacks.contract import Attack
 from imprint.errors import ConfigError
 from imprint.registry import Entry, Registry
 
@@ -77,8 +79,6 @@ _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 
 def _check_attack(name: str, obj: Any) -> type[Any]:
     """A loaded entry must be an Attack subclass; it takes the name it is registered under."""
-    from imprint.attacks.base import Attack  # not at import: base imports this module
-
     if not _NAME.fullmatch(name):
         raise ConfigError(
             f"attack name {name!r} must start with a letter and hold only letters, digits, _ "
