@@ -1,16 +1,19 @@
 """Privacy auditing on SmolLM2-135M games: no DP, DP epsilon 8 and DP epsilon 1, one run each.
 
 Each game fine-tunes LoRA adapters (rank 8, attention and MLP projections) on ``--pool-size / 2``
-WikiMIA texts (cut to 32 words) plus ``--canaries`` random-token canaries of 12 words, each in
+WikiMIA texts (cut to 16 words) plus ``--canaries`` random-token canaries of 8 words, each in
 with probability 1/2 by its own coin (Steinke et al. 2023's one-run design), for ``--epochs``
 epochs; the DP games run DP-SGD (Opacus, Poisson sampling, clipping 1.0, RDP accountant,
 delta 1e-5) at the same learning rate. ``imprint audit`` then scores the canaries with loss,
-zlib, min_k and min_k_pp and reports the one-run bound of the best (attack, number of guesses),
-every bound computed at beta / (4 attacks x 5 guess counts) (Bonferroni), so the best holds at
-95 %. Required: every DP game's bound <= its claimed epsilon; the no-DP bound clearly positive.
+zlib, min_k and min_k_pp (5 score columns: zlib also gives zlib_char) and reports the one-run
+bound of the best (column, number of guesses), every bound computed at beta / (5 columns x 5
+guess counts) (Bonferroni), so the best holds at 95 %. Required: every DP game's bound <= its
+claimed epsilon; the no-DP bound clearly positive.
 Writes ``OUT/bench_audit.json`` and a table; games are cached (rebuilt only when changed).
 
-Run: python benchmarks/bench_audit.py [--canaries 256] [--pool-size 300] [--epochs 4]
+Sized for a shared 2-core CPU (about 130 training sequences of ~20 tokens per game).
+
+Run: python benchmarks/bench_audit.py [--canaries 200] [--pool-size 60] [--epochs 4] [--lr 3e-3]
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ def config(args: argparse.Namespace, dp_epsilon: float | None) -> Any:
         model="smollm2-135m",
         pool=str(POOL),
         pool_size=args.pool_size,
-        words=32,
+        words=16,
         seed=args.seed,
         method="lora",
         epochs=args.epochs,
@@ -49,19 +52,21 @@ def config(args: argparse.Namespace, dp_epsilon: float | None) -> Any:
         canary_repetitions=(1,),
         canaries_per_repetition=args.canaries,
         canary_generator="random",
-        canary_words=12,
+        canary_words=8,
         canary_inclusion="bernoulli",
         heldout=0,
+        # a few natural members beside the canaries (CPU time goes to training, not filler)
+        max_canary_share=0.8,
         dp_epsilon=dp_epsilon,
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--canaries", type=int, default=256)
-    parser.add_argument("--pool-size", type=int, default=300)
+    parser.add_argument("--canaries", type=int, default=200)
+    parser.add_argument("--pool-size", type=int, default=60)
     parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "bench-audit")
     args = parser.parse_args()
