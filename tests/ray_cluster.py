@@ -67,6 +67,13 @@ class RayCluster:
     root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="rc", dir="/tmp")))
     nodes: dict[str, Node] = field(default_factory=dict)
     port: int = 0
+    #: token authentication: the token a driver must present (kept in a file of ``root``,
+    #: never in ~/.ray); ``None``: authentication off
+    token: str | None = None
+
+    @property
+    def token_path(self) -> Path:
+        return self.root / "auth_token"
 
     @property
     def address(self) -> str:
@@ -145,8 +152,13 @@ class RayCluster:
             "--object-store-memory", str(OBJECT_STORE_BYTES), "--temp-dir", str(self.root / name),
             *(x for flag in ports for x in (flag, str(free_port()))), *args,
         ]  # fmt: skip
-        # token authentication (Ray's default for `ray start`) is off: the driver here has no token
+        # Ray's `ray start` turns token authentication on when ~/.ray/auth_token exists
+        # (any private ray.init() writes one): say which, with this cluster's own token file
         env: dict[str, Any] = {**os.environ, "RAY_AUTH_MODE": "disabled", **FAST_HEALTH_CHECKS}
+        env.pop("RAY_AUTH_TOKEN", None)
+        if self.token is not None:
+            self.token_path.write_text(self.token, encoding="utf-8")
+            env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(self.token_path))
         log = self.root / f"{name}.log"
         with log.open("wb") as out:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)

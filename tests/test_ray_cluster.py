@@ -5,12 +5,13 @@ The cluster (see ``ray_cluster.py``): a ``ray start --head`` node and a second `
 node. A run there gives the local run's scores, with work done on both nodes; a node killed
 mid-run (all its processes, SIGKILL) costs only what it had not delivered: the run finishes on
 the other node, its scores equal the local run's and no request is stored twice. The tests run
-in file order: the last one kills the second node.
+in file order: the node-killing test comes after those that need both nodes.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from pathlib import Path
 
@@ -133,3 +134,25 @@ def test_a_node_killed_mid_run_loses_nothing_and_repeats_nothing(
     # every request executed (delivered) once and stored once
     assert sum(stats["executed"].values()) == passes["executed"] == passes["requests"]
     assert len(SignalCache(tmp_path / "ray.sqlite")) == passes["requests"]
+
+
+def test_a_cluster_with_token_authentication_is_refused_with_how_to_pass_the_token(
+    tmp_path, monkeypatch
+):
+    """`ray start` turns token authentication on where a token exists (any private Ray writes
+    ~/.ray/auth_token); this process does not hold the cluster's token."""
+    from imprint.executors.ray_setup import connect
+
+    head = RayCluster(token=secrets.token_hex(16))
+    try:
+        address = head.start(cpus=1)
+        monkeypatch.setenv("RAY_gcs_server_port_wait_time_s", "2")  # Ray retries 20 s
+        with pytest.raises(ConfigError) as err:
+            connect(ExecutorConfig(kind="ray", address=address))
+    finally:
+        head.stop()
+    message = str(err.value)
+    assert "\n" not in message and f"--address {address!r}: " in message
+    assert "token authentication" in message and "RAY_AUTH_MODE=token" in message
+    assert "RAY_AUTH_TOKEN_PATH" in message and head.token not in message
+    assert not ray.is_initialized()

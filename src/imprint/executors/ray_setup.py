@@ -106,14 +106,38 @@ def connect(config: RayOptions) -> None:
         else:
             ray.init(address=config.address, **quiet)  # type: ignore[arg-type]
     except (ConnectionError, RuntimeError, ValueError) as err:
-        where = mask_address(config.address) or "a local Ray"
-        said = _masked(str(err), config.address) if config.address else str(err)
-        raise ConfigError(
-            f"--executor ray could not start or join {where!r}: {said}. For a cluster, run "
-            "`ray start --head` on the head machine and pass --address auto there (or "
-            "--address ray://HEAD:10001 from elsewhere); without --address a private Ray is "
-            "started on this machine"
-        ) from err
+        raise ConfigError(_join_failed(config.address, err)) from err
+
+
+def _join_failed(address: str | None, err: Exception) -> str:
+    """One line saying why Ray could not be started or joined, and what to do."""
+    where = mask_address(address) or "a local Ray"
+    if address and _token_refused(err):
+        return (
+            f"--address {where!r}: the Ray cluster there uses token authentication and refused "
+            "this process (`ray start` turns it on when the head machine has a token, e.g. "
+            "~/.ray/auth_token, which any earlier private Ray writes). Set RAY_AUTH_MODE=token "
+            "and the cluster's token in this shell (RAY_AUTH_TOKEN=..., or "
+            "RAY_AUTH_TOKEN_PATH=FILE; `ray get-auth-token` on the head prints it), or start "
+            "the cluster with RAY_AUTH_MODE=disabled on a trusted network"
+        )
+    said = _last_line(err)  # Ray's message can be a whole traceback
+    said = _masked(said, address) if address else said
+    return (
+        f"--executor ray could not start or join {where!r}: {said}. For a cluster, run "
+        "`ray start --head` on the head machine and pass --address auto there, or the "
+        "HEAD:6379 address it prints from another machine of the cluster (ray://HEAD:10001 "
+        "needs `pip install 'ray[client]'`); without --address a private Ray is started here"
+    )
+
+
+def _token_refused(err: BaseException | None) -> bool:
+    """Whether Ray's error (or one it was raised from) is a refused authentication token."""
+    while err is not None:
+        if "InvalidAuthToken" in str(err) or type(err).__name__ == "AuthenticationError":
+            return True
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def default_workers(config: RayOptions, gpus: int) -> int:
