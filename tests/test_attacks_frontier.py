@@ -376,7 +376,7 @@ def test_reference_attacks_end_to_end(tiny_model_dir, tiny_ref_dir, tmp_path):
     result = run_frontier(
         tmp_path, tiny_model_dir, tiny_ref_dir, ("ez_mia", "wbc", "gap_k", "acmia", "tag_tab")
     )
-    assert result.manifest["passes"]["base"]["scored"] == len(TEXTS)
+    assert result.manifest["requests"]["base"]["logprobs"]["executed"] == len(TEXTS)
     ez, wbc = result.scores["ez_mia[base]"], result.scores["wbc[base]"]
     assert ez.shape == wbc.shape == (len(TEXTS),)
     finite = ez[~np.isnan(ez)]
@@ -389,7 +389,8 @@ def test_reference_attacks_end_to_end(tiny_model_dir, tiny_ref_dir, tmp_path):
         assert np.isfinite(result.scores[column]).all(), column
     tag, tag_first = result.scores["tag_tab"], result.scores["tag_tab_first"]
     assert np.isfinite(tag).all() and np.isfinite(tag_first).all() and (tag < 0).all()
-    passes = result.manifest["passes"]
-    assert passes["target@t=0.5"]["scored"] == passes["target@t=2"]["scored"] == len(TEXTS)
+    passes = result.manifest["requests"]
+    assert passes["target@t=0.5"]["logprobs"]["executed"] == len(TEXTS)
+    assert passes["target@t=2"]["logprobs"]["executed"] == len(TEXTS)
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert {"ez_mia[base]", "wbc[base]"} <= set(metrics["attacks"])

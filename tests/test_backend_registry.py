@@ -304,11 +304,12 @@ def test_a_run_through_the_registry_records_provider_and_options(tiny_model_dir,
     }
     assert entry["max_length"] == 16 and entry["stride"] == 8  # what the backend really used
     assert set(entry["capabilities"]) == {"gradients", "logprobs", "sampling"}
-    assert written["config"]["model_args"] == {"max_length": 16, "stride": 8}
+    # the config records what was asked, as given; the typed values are the model's options
+    assert written["config"]["model_args"] == {"max_length": "16", "stride": "8"}
     assert by_flag.manifest["models"]["target"]["options"] == entry["options"]
     # same fingerprint: the second run is served whole from the first run's cache
-    passes = by_flag.manifest["passes"]["target"]
-    assert passes["cache_hits"] == passes["requests"] > 0 and passes["scored"] == 0
+    passes = by_flag.manifest["requests"]["target"]["logprobs"]
+    assert passes["cache_hits"] == passes["requests"] > 0 and passes["executed"] == 0
     for column in ("loss", "zlib"):
         np.testing.assert_array_equal(by_arg.scores[column], by_flag.scores[column])
 

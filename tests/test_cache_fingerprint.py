@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from imprint.backends import filehash
-from imprint.backends.base import LOGPROBS, TokenStats
+from imprint.backends.base import LOGPROBS, Backend, TokenStats
 from imprint.backends.models import fingerprint_source, load_causal_lm, resolve_model
 from imprint.cli.flags import config_from_flags
 from imprint.errors import ConfigError
@@ -112,9 +112,9 @@ def test_run_after_a_middle_edit_gets_no_cache_hits(deep_model_dir, tmp_path):
     fresh = execute_run(
         config_from_flags(out=tmp_path / "c", cache=tmp_path / "fresh.sqlite", **cfg)
     )
-    assert first.manifest["passes"]["target"]["scored"] == 8
-    assert second.manifest["passes"]["target"]["cache_hits"] == 0
-    assert second.manifest["passes"]["target"]["scored"] == 8
+    assert first.manifest["requests"]["target"]["logprobs"]["executed"] == 8
+    assert second.manifest["requests"]["target"]["logprobs"]["cache_hits"] == 0
+    assert second.manifest["requests"]["target"]["logprobs"]["executed"] == 8
     assert not np.array_equal(first.scores["loss"], second.scores["loss"])
     np.testing.assert_array_equal(second.scores["loss"], fresh.scores["loss"])
 
@@ -224,7 +224,7 @@ def test_run_with_a_bad_cache_fails_before_loading_the_model(tiny_model_dir, tmp
         execute_run(config)
 
 
-class FakeBackend:
+class FakeBackend(Backend):
     name = "target"
     capabilities = frozenset({LOGPROBS})
     fingerprint = "fake-v1"

@@ -81,12 +81,12 @@ def test_documents_are_split_scored_and_aggregated(doc_run) -> None:
 
 def test_meeus_reads_the_same_passes(doc_run) -> None:
     _, result = doc_run
-    passes = result.manifest["passes"]["target"]
+    passes = result.manifest["requests"]["target"]["logprobs"]
     n = len({s.text for s in result.samples})
     # one forward pass per distinct sequence, shared by loss, zlib, min_k and the Meeus features:
     # Meeus asks the run's request client for the pass during scoring and every one of its n
     # requests is answered by the store (counted as a hit), never by the model
-    assert passes["scored"] == n
+    assert passes["executed"] == n
     assert (passes["requests"], passes["cache_hits"]) == (2 * n, n)
 
 

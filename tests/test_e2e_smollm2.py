@@ -51,5 +51,5 @@ def test_smollm2_wikimia32_run_folder(tmp_path):
     assert "blind_not_at_chance" in metrics["warning_kinds"]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["models"]["target"]["spec"] == "smollm2-135m"
-    assert manifest["passes"]["target"]["scored"] == 160  # x and lower(x)
+    assert manifest["requests"]["target"]["logprobs"]["executed"] == 160  # x and lower(x)
     assert result.manifest["data"]["evaluated"] == 80

@@ -79,8 +79,10 @@ def test_run_folder_is_complete(tiny_model_dir, tiny_ref_dir, tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["data"]["evaluated"] == 60
     assert manifest["data"]["dropped"] == {"not sampled (n_per_label=30)": 776 - 60}
-    assert manifest["passes"]["target"]["scored"] == 120  # x and lower(x), once each
-    assert manifest["passes"]["small"]["scored"] == 60
+    assert (
+        manifest["requests"]["target"]["logprobs"]["executed"] == 120
+    )  # x and lower(x), once each
+    assert manifest["requests"]["small"]["logprobs"]["executed"] == 60
     assert manifest["models"]["target"]["fingerprint"]
     assert manifest["versions"]["torch"]
     html = (out / "report.html").read_text()
@@ -101,8 +103,8 @@ def test_repeated_run_does_no_forward_pass(tiny_model_dir, tmp_path):
     )
     first = execute_run(config_from_flags(out=tmp_path / "a", **cfg))
     second = execute_run(config_from_flags(out=tmp_path / "b", **cfg))
-    assert second.manifest["passes"]["target"]["scored"] == 0
-    assert second.manifest["passes"]["target"]["cache_hits"] == 20
+    assert second.manifest["requests"]["target"]["logprobs"]["executed"] == 0
+    assert second.manifest["requests"]["target"]["logprobs"]["cache_hits"] == 20
     for name, values in first.scores.items():
         np.testing.assert_array_equal(values, second.scores[name])
 
@@ -276,9 +278,9 @@ def test_sigkill_half_way_resumes_to_same_scores(tiny_model_dir, tmp_path):
     clean = execute_run(
         config_from_flags(out=tmp_path / "clean", cache=tmp_path / "clean.sqlite", **base)
     )
-    passes = resumed.manifest["passes"]["target"]
+    passes = resumed.manifest["requests"]["target"]["logprobs"]
     assert passes["cache_hits"] == done_before
-    assert passes["scored"] == 542 - done_before
+    assert passes["executed"] == 542 - done_before
     for name, values in clean.scores.items():
         # batch composition differs after the resume: float32 summation order only
         np.testing.assert_allclose(resumed.scores[name], values, rtol=0, atol=1e-5)

@@ -31,7 +31,6 @@ def run_manifest(
         "models": scored.models,
         "attacks": {a.name: hyperparameters(a) for a in scored.attacks},
         "attack_deviations": {a.name: list(a.deviations) for a in scored.attacks if a.deviations},
-        "passes": scored.work.plan.to_dict(),
         "requests": scored.work.to_dict(),
         "executor": scored.work.executor,
         "elapsed_s": round(time.time() - started, 2),
