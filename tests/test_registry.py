@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -250,3 +252,17 @@ def test_an_attack_name_that_the_command_line_could_not_parse_is_refused():
         with pytest.raises(ConfigError, match="attack name"):
             register(bad)(Probe)
     assert all(n in ATTACKS.names() for n in ("loss", "min_k_pp"))
+
+
+def test_a_broken_module_in_the_attacks_package_is_warned_of_and_the_rest_still_listed(tmp_path):
+    tree = tmp_path / "src"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "src" / "imprint", tree / "imprint")
+    (tree / "imprint" / "attacks" / "half_written.py").write_text("def oops(:\n")
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    listed = subprocess.run(
+        [sys.executable, "-m", "imprint", "attacks"], env=env, capture_output=True, text=True
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "imprint.attacks.half_written failed to import (SyntaxError" in listed.stderr
+    assert "PluginWarning" in listed.stderr
+    assert any(line.startswith("loss ") for line in listed.stdout.splitlines())

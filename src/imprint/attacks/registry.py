@@ -19,13 +19,14 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from imprint.attacks.contract import Attack
 from imprint.errors import ConfigError
-from imprint.registry import Entry, Registry
+from imprint.registry import Entry, PluginWarning, Registry
 
 __all__ = [
     "ATTACKS",
@@ -98,8 +99,17 @@ def _scan_package() -> None:
     named = {ref.partition(":")[0] for ref in BUILTIN_ATTACKS.values()}
     for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
         full = f"imprint.attacks.{module.name}"
-        if full not in named:
+        if full in named:
+            continue
+        try:
             importlib.import_module(full)
+        except Exception as err:  # one bad file must not hide the other attacks
+            warnings.warn(
+                f"module {full} failed to import ({type(err).__name__}: {err}); the attacks it "
+                "registers are left out: fix the file or remove it",
+                PluginWarning,
+                stacklevel=2,
+            )
 
 
 ATTACKS: Registry[type[Any]] = Registry(
