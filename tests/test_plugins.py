@@ -36,7 +36,7 @@ class LogpSpread(Attack):
     def needs(self) -> tuple[Need, ...]:
         return (Need(),)
 
-    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+    def score_signals(self, signals: SignalSet) -> dict[str, np.ndarray]:
         return {self.name: np.array([-float(np.std(s.logp)) for s in signals.get()])}
 '''
 BACKEND = '''
