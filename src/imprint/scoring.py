@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from imprint.attacks import Attack, RunContext
+from imprint.attacks.base import ScoringInputs
 from imprint.data import Sample
 from imprint.errors import ConfigError
 from imprint.executors import Executor
@@ -73,8 +74,7 @@ def compute_scores(
     ``progress`` and ``executor`` are the runner's already and kept for callers that pass them.
     """
     texts = [s.text for s in samples]
-    token_attacks = [a for a in attacks if not getattr(a, "needs_backend", False)]
-    needs = [n for a in token_attacks for n in a.needs()]
+    needs = [n for a in attacks for n in a.needs()]  # model-call attacks declare none
     signals = None
     if needs:
         signals, _ = run_plan(
@@ -86,12 +86,9 @@ def compute_scores(
             runner=requests.runner,
         )
     scores: dict[str, np.ndarray] = {}
+    inputs = ScoringInputs(tuple(texts), signals=signals, requests=requests)
     for attack in attacks:
-        if getattr(attack, "needs_backend", False):  # calls models itself, through requests
-            produced = attack.score_with_requests(requests, texts)  # type: ignore[attr-defined]
-        else:
-            assert signals is not None  # token attacks declare needs
-            produced = attack.score(signals)
+        produced = attack.score(inputs)  # the one entry point: signals and requests
         for column, values in produced.items():
             if column in scores:
                 raise ConfigError(f"two attacks write the score column {column!r}")
