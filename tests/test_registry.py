@@ -109,8 +109,8 @@ def test_entry_points_are_found_once_listed_with_their_distribution_and_loaded_l
     reg.add("builtin", "regtest_plugin:THING")
     assert reg.names() == ["builtin", "plugged"]
     assert "regtest_plugin" not in sys.modules
-    origins = {e.name: e.origin for e in reg.entries()}
-    assert origins == {"builtin": BUILTIN, "plugged": "plugin regtest-dist"}
+    origins = {e.name: (e.origin, e.version) for e in reg.entries()}
+    assert origins == {"builtin": (BUILTIN, None), "plugged": ("plugin regtest-dist", "0.1")}
     assert reg.get("plugged") == "from a plugin"
 
 

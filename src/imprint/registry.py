@@ -47,15 +47,22 @@ class Entry:
     ref: str | None = None
     loaded: bool = False
     broken: str | None = None
+    version: str | None = None  # a plugin's distribution version (for run manifests)
 
 
 class _Slot:
     """A registry's entry: its value once loaded, else how to load it."""
 
-    __slots__ = ("loader", "origin", "ref", "value", "loaded", "broken")
+    __slots__ = ("loader", "origin", "ref", "value", "loaded", "broken", "version")
 
-    def __init__(self, origin: str, ref: str | None, loader: Callable[[], Any] | None) -> None:
-        self.origin, self.ref, self.loader = origin, ref, loader
+    def __init__(
+        self,
+        origin: str,
+        ref: str | None,
+        loader: Callable[[], Any] | None,
+        version: str | None = None,
+    ) -> None:
+        self.origin, self.ref, self.loader, self.version = origin, ref, loader, version
         self.value: Any = None
         self.loaded = False
         self.broken: str | None = None
@@ -219,7 +226,7 @@ class Registry(Generic[T]):
         """Every entry, sorted, with its origin and, for one that failed to load, why."""
         self.discover()
         return [
-            Entry(name, s.origin, s.ref, s.loaded and s.broken is None, s.broken)
+            Entry(name, s.origin, s.ref, s.loaded and s.broken is None, s.broken, s.version)
             for name, s in sorted(self._slots.items())
         ]
 
@@ -265,7 +272,7 @@ class Registry(Generic[T]):
             )
             warnings.warn(taken.broken, PluginWarning, stacklevel=3)
             return
-        self._slots[name] = _Slot(origin, point.value, point.load)
+        self._slots[name] = _Slot(origin, point.value, point.load, dist and dist.version)
 
     # -- internals ---------------------------------------------------------------------------------
     def _load(self, name: str, slot: _Slot) -> None:
