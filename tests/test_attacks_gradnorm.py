@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from imprint.attacks.gradnorm import GradNorm
+from imprint.attacks.model_calls import ModelCallAttack
 from imprint.backends.base import LOGPROBS, Backend
 from imprint.backends.gradients import combine_norms, gradient_norms
 from imprint.backends.hf import HFLogprobBackend
@@ -75,7 +76,7 @@ def test_backend_without_gradients_is_refused():
         capabilities = frozenset({LOGPROBS})
 
     attack = GradNorm()
-    assert attack.needs_backend and attack.needs() == ()
+    assert isinstance(attack, ModelCallAttack) and attack.needs() == ()
     with pytest.raises(CapabilityError, match="gradients"):
         attack.check_backend(GrayBox())
     with pytest.raises(CapabilityError):

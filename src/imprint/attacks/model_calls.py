@@ -10,7 +10,7 @@ fingerprint, counted per kind, and answered from the store on a rerun or after a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -22,9 +22,6 @@ from imprint.signals.needs import Need, SignalSet
 
 class ModelCallAttack(Attack):
     """Base class: implement ``check_backend`` and ``score_with_requests``."""
-
-    # transitional, for callers not yet on check_backend() for every attack: remove once none
-    needs_backend: ClassVar[bool] = True
 
     def needs(self) -> tuple[Need, ...]:
         return ()
