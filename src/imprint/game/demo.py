@@ -45,7 +45,6 @@ from imprint.game.demo_checks import (  # noqa: F401 (tests and the demo use the
     _shift_checks,
     canary_member_scores,
 )
-from imprint.run import RunConfig, execute_run
 
 __all__ = ["DEMO_DEFAULTS", "DemoResult", "run_demo"]
 
@@ -94,6 +93,8 @@ def _attack_games(
 ) -> tuple[dict[str, Path], dict[str, Path], dict[str, dict[str, Any]]]:
     """Build (or reuse) each game variant at each epoch count and attack it: (game folders, run
     folders, measured figures), each keyed by a label such as ``e2`` or ``shift-e2``."""
+    from imprint.run import RunConfig, execute_run  # here: `imprint attacks` imports no run
+
     games: dict[str, Path] = {}
     runs: dict[str, Path] = {}
     figures: dict[str, dict[str, Any]] = {}

@@ -4,7 +4,7 @@ no model, no file). :mod:`imprint.game.demo` builds the games, runs the attacks 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the report stage is imported when a demo reaches it
@@ -162,7 +162,7 @@ def _trends(figures: dict[str, dict[str, Any]], games: list[str]) -> list[dict[s
     return checks
 
 
-def canary_member_scores(samples: Sequence[Any], scores: Sequence[float]) -> dict[int, list]:
+def canary_member_scores(samples: Sequence[Any], scores: Iterable[float]) -> dict[int, list]:
     """LOSS scores of the member canaries by repetitions (``samples``' meta ``group``)."""
     out: dict[int, list[float]] = {}
     for sample, score in zip(samples, scores, strict=True):

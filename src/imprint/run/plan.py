@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import imprint.game  # noqa: F401,E402  (registers game:DIR; goes when the registry resolves it lazily)
 from imprint.attacks import RunContext, build_attacks
 from imprint.attacks.params import check_params
 from imprint.backends.base import LOGPROBS, Access
@@ -136,7 +135,6 @@ def run_executor(plan: RunPlan) -> Executor:
     """The run's executor; a Ray worker builds its replica of each model from the same provider
     choice and options as :func:`load_backends` (never a pickled model)."""
     factories = {
-        role: BackendFactory(choice, plan.context(role), imports=("imprint.game",))
-        for role, choice in plan.choices.items()
+        role: BackendFactory(choice, plan.context(role)) for role, choice in plan.choices.items()
     }
     return make_executor(plan.config.executor, factories)
