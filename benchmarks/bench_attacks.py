@@ -108,7 +108,7 @@ def main() -> None:
     if args.recall_only:
         return
     print(f"naive recall (P re-run per sample) {med['recall_naive'] / med['loss']:.2f}x loss")
-    battery_tokens = plan(battery_needs)["scored_tokens"]
+    battery_tokens = plan(battery_needs)["tokens"]
     bare_tps = bare_tokens / med["bare"]
     battery_tps = battery_tokens / med["battery"]
     print(

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from imprint.backends.base import LOGPROBS, ScoreRequest, TokenStats
+from imprint.backends.base import LOGPROBS, Backend, ScoreRequest, TokenStats
 from imprint.backends.registry import LoadContext, choose_backend
 from imprint.executors import (
     BackendFactory,
@@ -274,12 +274,14 @@ def test_a_kind_defined_in_a_test_runs_through_runner_store_and_both_executors(l
     assert remote.backend("shouter").calls == 0  # the driver's model was never asked
     workers = executor.stats.where["shouter"]["shout"]
     assert sum(workers.values()) == 5 and all(w.startswith("shouter-") for w in workers)
+    node = local_ray.get_runtime_context().get_node_id()  # one local node: every worker's
+    assert {executor.stats.nodes[w] for w in workers} == {node}
 
 
 # -- old caches ------------------------------------------------------------------------------
 
 
-class _NoModel:
+class _NoModel(Backend):
     """A gray-box backend that must not be asked anything."""
 
     name = "target"

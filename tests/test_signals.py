@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from imprint.backends.base import LOGPROBS, ScoreRequest, TokenStats
+from imprint.backends.base import LOGPROBS, Backend, ScoreRequest, TokenStats
 from imprint.errors import CapabilityError, ConfigError
 from imprint.signals.cache import SignalCache, decode_stats, encode_stats, make_key
 from imprint.signals.needs import LOWER, Need
 from imprint.signals.plan import batches_by_budget, run_plan
 
 
-class CountingBackend:
+class CountingBackend(Backend):
     """A deterministic fake gray-box backend that records every request it scores."""
 
     name = "target"

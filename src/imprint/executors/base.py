@@ -128,11 +128,12 @@ OnResults = Callable[[int, list[Any]], None]
 @dataclass
 class ExecutorStats:
     """What an executor did: requests executed per worker (``"driver"`` for this process) and
-    per role and kind (``where``: role -> kind -> worker -> requests), shards retried, workers
-    lost."""
+    per role and kind (``where``: role -> kind -> worker -> requests), each Ray worker's node
+    (``nodes``), shards retried, workers lost."""
 
     executed: dict[str, int] = field(default_factory=dict)  # worker id -> requests
     where: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    nodes: dict[str, str] = field(default_factory=dict)  # Ray worker id -> Ray node id
     shards: int = 0
     retried_shards: int = 0
     lost_workers: int = 0
@@ -150,7 +151,12 @@ class ExecutorStats:
             role: {kind: dict(sorted(w.items())) for kind, w in sorted(kinds.items())}
             for role, kinds in sorted(self.where.items())
         }
-        return {**vars(self), "executed": dict(sorted(self.executed.items())), "where": where}
+        return {
+            **vars(self),
+            "executed": dict(sorted(self.executed.items())),
+            "where": where,
+            "nodes": dict(sorted(self.nodes.items())),
+        }
 
 
 def run_local(

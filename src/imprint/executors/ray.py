@@ -53,11 +53,12 @@ class Replica:
         self.executed = 0
 
     def info(self) -> dict[str, Any]:
-        """Where this replica runs and the fingerprint of the model it built."""
-        import socket
+        """Where this replica runs (host, pid, Ray node, imprint version) and the fingerprint
+        of the model it built."""
+        from imprint.executors.ray_setup import replica_place
 
-        fingerprint = str(getattr(self.backend, "fingerprint", ""))
-        return {"fingerprint": fingerprint, "pid": os.getpid(), "host": socket.gethostname()}
+        fingerprint = str(self.backend.fingerprint)  # every role's model has one
+        return {"fingerprint": fingerprint, **replica_place()}
 
     def run(self, kind: Any, shard: list[tuple[int, list[Any]]]) -> Iterator[tuple[int, list[Any]]]:
         """Answer a shard batch by batch with ``kind.execute(replica, batch)``, yielding
@@ -163,7 +164,8 @@ class RayExecutor:
             ready, _ = ray.wait([*inflight, *pool.starting], num_returns=1)
             if ready[0] in pool.starting:
                 worker, actor = pool.starting.pop(ready[0])
-                check_replica(pool.role, worker, ready[0], pool.fingerprint)
+                info = check_replica(pool.role, worker, ready[0], pool.fingerprint)
+                self.stats.nodes[worker] = str(info.get("node", ""))
                 pool.actors[worker] = actor
                 continue
             gen: Any = ready[0]
@@ -252,7 +254,8 @@ class RayExecutor:
         new = self._launch(pool, n)
         infos = {w: a.info.remote() for w, a in new.items()}
         for worker, ref in infos.items():
-            check_replica(pool.role, worker, ref, pool.fingerprint)
+            info = check_replica(pool.role, worker, ref, pool.fingerprint)
+            self.stats.nodes[worker] = str(info.get("node", ""))
         pool.actors.update(new)
 
     def _launch(self, pool: _Pool, n: int) -> dict[str, Any]:

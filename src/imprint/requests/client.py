@@ -89,7 +89,7 @@ class ModelRequests:
         return backend.get() if isinstance(backend, Lazy) else backend
 
     def fingerprint(self, role: str) -> str:
-        return str(getattr(self.backend(role), "fingerprint", role))
+        return str(self.backend(role).fingerprint)
 
     def local(self, role: str = "target") -> Any | None:
         """The local transformers backend behind ``role`` (fast paths), or None for an API."""

@@ -78,13 +78,10 @@ def prompt_seed(seed: int, prompt: str) -> int:
 
 
 def local_transformers(backend: Any) -> Any | None:
-    """The local transformers backend behind ``backend`` (an HFLogprobBackend itself, or the one
-    an HFTextBackend wraps), which fast paths can drive; None for text-only backends."""
-    for candidate in (backend, getattr(backend, "hf", None)):
-        attrs = ("model", "tokenizer", "encode", "bos_id", "_head")
-        if candidate is not None and all(hasattr(candidate, a) for a in attrs):
-            return candidate
-    return None
+    """The local transformers model behind ``backend`` (:meth:`Backend.local_model`: an
+    HFLogprobBackend itself, or the one an HFTextBackend wraps), which fast paths can drive;
+    None for engines and APIs."""
+    return backend.local_model()
 
 
 def require_local(backend: Any, what: str) -> Any:
@@ -149,7 +146,7 @@ class SampleRequest(Request):
 def sample_batch(sampler: Any, batch: Sequence[SampleRequest]) -> list[list[str]]:
     """Answer a batch of sample requests; seeded draws get one call per prompt."""
     out: dict[SampleRequest, list[str]] = {}
-    per_prompt_seed = bool(getattr(sampler, "seeds_per_prompt", False))
+    per_prompt_seed = bool(sampler.seeds_per_prompt)
     groups: dict[tuple[Any, ...], list[SampleRequest]] = {}
     for r in batch:
         groups.setdefault(r.params(), []).append(r)

@@ -88,7 +88,7 @@ def answer_letters(hf: Any, batch: Sequence[LetterRequest]) -> list[dict[str, An
         hidden = base(input_ids=ids.to(hf.device), attention_mask=mask.to(hf.device))
         rows_hidden = hidden.last_hidden_state[torch.arange(len(rows)), last.to(hf.device)]
         vocab = int(hf.model.config.vocab_size)
-        logits = hf._head(rows_hidden).float()[:, :vocab].cpu().numpy()
+        logits = hf.head(rows_hidden).float()[:, :vocab].cpu().numpy()
     out = []
     for request, row in zip(batch, logits, strict=True):
         per_letter, mass = letter_logprobs(row, letter_token_ids(hf, request.letters))

@@ -73,7 +73,7 @@ class LogprobRequest(Request):
         """``backend.score`` of the batch; a backend that streams (``reports_progress``) calls
         ``progress(tokens)`` per forward, so one long text shows progress."""
         requests = [ScoreRequest(r.text, r.prefix) for r in batch]
-        if progress is not None and getattr(backend, "reports_progress", False):
+        if progress is not None and backend.reports_progress:
             return list(backend.score(requests, progress=progress))
         return list(backend.score(requests))
 
@@ -85,7 +85,7 @@ def logprob_key(text: str, prefix: str | None = None) -> str:
 
 def check_logprobs(role: str, backend: Any) -> None:
     """Fail before any work when the model in ``role`` cannot return log-probabilities."""
-    if not {LOGPROBS, TOKEN_LOGPROBS} & set(getattr(backend, "capabilities", ())):
+    if not (backend.supports(LOGPROBS) or backend.supports(TOKEN_LOGPROBS)):
         raise CapabilityError(
             f"model {role!r} cannot return log-probabilities; use a gray-box backend"
         )
@@ -96,7 +96,7 @@ def check_context(backend: Any, model: str, requests: Sequence[ScoreRequest]) ->
 
     (Texts alone never fail: the backend scores them with a sliding window.)
     """
-    max_length = getattr(backend, "max_length", None)
+    max_length = backend.max_length
     by_prefix: dict[str, list[str]] = {}
     for req in requests:
         if req.prefix is not None:

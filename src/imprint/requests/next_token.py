@@ -100,7 +100,7 @@ def context_ids(hf: Any, prefix: str | None) -> list[int]:
 
 def check_fits(hf: Any, texts: list[str], prefix: str | None) -> None:
     """Refuse, before any forward, a context plus text longer than the model's context."""
-    limit = getattr(hf, "max_length", None)
+    limit = hf.max_length
     if not limit:
         return
     size = len(context_ids(hf, prefix))
@@ -141,7 +141,7 @@ def token_laws(hf: Any, request: NextTokenRequest) -> dict[str, Any]:
         rng = request.rng()
         vocab = int(hf.model.config.vocab_size)
         for start in range(0, len(targets), ROW_CHUNK):
-            logits = hf._head(rows[start : start + ROW_CHUNK]).float()[:, :vocab]
+            logits = hf.head(rows[start : start + ROW_CHUNK]).float()[:, :vocab]
             log_z = torch.logsumexp(logits, dim=-1)
             laws = _laws(logits, vocab, request)
             chunk = targets[start : start + ROW_CHUNK]

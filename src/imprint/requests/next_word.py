@@ -316,7 +316,7 @@ class LocalNextWordSampler:
         k = min(self.cfg.top_k or vocab, vocab)
         out: list[tuple[np.ndarray, np.ndarray]] = []
         for start in range(0, hidden.shape[0], chunk):
-            logits = self.hf._head(hidden[start : start + chunk]).float()[:, :vocab]
+            logits = self.hf.head(hidden[start : start + chunk]).float()[:, :vocab]
             values, ids = torch.topk(logits / self.cfg.temperature, k, dim=-1)
             probs = torch.softmax(values.double(), dim=-1).cpu().numpy()
             ids_np = ids.cpu().numpy()

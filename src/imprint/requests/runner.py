@@ -149,9 +149,8 @@ class RequestRunner:
             ]
         backend = get()
         lengths = backend.count_tokens([r.token_text() for r in missing])
-        own = getattr(backend, "batch_tokens", None) or getattr(backend, "token_budget", None)
-        budget = self.token_budget or own or DEFAULT_TOKEN_BUDGET
-        max_length = getattr(backend, "max_length", None)
+        budget = self.token_budget or backend.batch_tokens or DEFAULT_TOKEN_BUDGET
+        max_length = backend.max_length
         groups: dict[Any, list[int]] = {}
         for i, r in enumerate(missing):
             groups.setdefault(r.group(), []).append(i)

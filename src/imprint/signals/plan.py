@@ -43,6 +43,9 @@ class PlanReport:
 
     per_model: dict[str, KindCounts] = field(default_factory=dict)
 
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        return {role: counts.to_dict() for role, counts in self.per_model.items()}
+
 
 def check_capabilities(needs: Iterable[Need], backends: dict[str, LogprobBackend]) -> None:
     """Fail before any work when a need names a missing or incapable backend."""
