@@ -26,7 +26,6 @@ from imprint.requests.client import (
     load_local_model,
     local_transformers,
 )
-from imprint.requests.logprobs import LogprobRequest
 from imprint.signals.plan import run_plan
 
 
@@ -108,31 +107,6 @@ class WorkReport:
         """Per model role and request kind: requests, cache_hits, executed, batches (and
         tokens for ``logprobs``): the manifest's ``requests``."""
         return self.requests.to_dict()
-
-    @property
-    def plan(self) -> _Passes:
-        """The ``logprobs`` counts in the manifest's older ``passes`` layout (derived; the
-        manifest's ``requests`` is the source)."""
-        return _Passes(self.requests)
-
-
-@dataclass
-class _Passes:
-    counts: RequestCounts
-
-    def to_dict(self) -> dict[str, dict[str, int]]:
-        out = {}
-        for role, kinds in sorted(self.counts.by_role.items()):
-            c = kinds.get(LogprobRequest.kind)
-            if c is not None:
-                out[role] = {
-                    "requests": c.requests,
-                    "cache_hits": c.cache_hits,
-                    "scored": c.executed,
-                    "scored_tokens": c.tokens or 0,
-                    "batches": c.batches,
-                }
-        return out
 
 
 def model_requests(
