@@ -337,10 +337,12 @@ def test_imprint_run_reaches_vllm_with_typed_engine_options(fake_vllm, tiny_mode
     assert entry["provider"] == "vllm"
     assert entry["capabilities"] == ["sampling", "token_logprobs"]
     assert entry["options"]["tensor_parallel_size"] == 2 and entry["usage"]["samples"] > 0
+    # the config records the --model-arg values as given; typed above, in the model's options
     assert manifest["config"]["model_args"] == {
-        "tensor_parallel_size": 2,
-        "gpu_memory_utilization": 0.5,
+        "tensor_parallel_size": "2",
+        "gpu-memory-utilization": "0.5",
     }
+    assert entry["options"]["gpu_memory_utilization"] == 0.5
     import pyarrow.parquet as pq
 
     scores = pq.read_table(tmp_path / "run" / "scores.parquet").to_pydict()

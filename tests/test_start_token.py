@@ -172,7 +172,9 @@ def test_cli_option_reaches_the_manifest(tiny_model_dir, tmp_path):
     assert res.exit_code == 0, res.output
     target = json.loads((out / "manifest.json").read_text())["models"]["target"]
     assert target["start_token"]["id"] is None and target["start_token"]["token"] is None
-    assert json.loads((out / "manifest.json").read_text())["config"]["start_token"] == "none"
+    assert json.loads((out / "manifest.json").read_text())["config"]["shared_args"] == {
+        "start_token": "none"
+    }
 
 
 @pytest.mark.slow
