@@ -85,6 +85,11 @@ def test_run_with_an_actor_lost_mid_shard_equals_local(local_ray, tiny_model_dir
     # every request executed exactly once, and stored once
     assert sum(stats["executed"].values()) == passes["executed"] == passes["requests"]
     assert len(SignalCache(tmp_path / "ray.sqlite")) == passes["requests"]
+    # the manifest says where each kind ran: on the workers, or in the driver for a local run
+    assert set(stats["where"]["target"]["logprobs"]) <= {"target-0", "target-1", "target-2"}
+    assert local.manifest["executor"]["where"] == {
+        "target": {"logprobs": {"driver": passes["requests"]}}
+    }
 
 
 def test_ray_kill_mid_shard_loses_nothing(local_ray, tiny_model_dir):
