@@ -142,7 +142,7 @@ def test_build_temporal_refuses_a_users_folder_without_overwrite(tmp_path: Path)
 
 
 def test_a_run_out_that_is_a_symlink_is_refused_and_the_link_kept(tmp_path: Path) -> None:
-    from imprint.report.outdir import check_out_dir
+    from imprint.outdir import check_out_dir
 
     run = _fake_run(tmp_path / "run-1")
     link = tmp_path / "latest"
@@ -170,7 +170,7 @@ def test_overlap_build_overwrite_refuses_a_run_folder(tmp_path: Path) -> None:
 def test_perturb_and_run_refuse_an_output_of_another_kind_even_with_overwrite(
     tmp_path: Path,
 ) -> None:
-    from imprint.report.outdir import check_out_dir, mark_output
+    from imprint.outdir import check_out_dir, mark_output
 
     run = _fake_run(tmp_path / "run")
     code, output = _cli("perturb", "--data", _small_data(tmp_path), "--out", run, "--overwrite")
@@ -240,7 +240,7 @@ def test_experiment_refuses_a_run_folder_even_with_overwrite(tmp_path: Path) -> 
 
 
 def test_overwrite_empties_a_foreign_folder_and_a_study_folder_is_kept(tmp_path: Path) -> None:
-    from imprint.report.outdir import MARKER, claim_folder, output_kind
+    from imprint.outdir import MARKER, claim_folder, output_kind
 
     mine = tmp_path / "mine"
     (mine / "sub").mkdir(parents=True)
@@ -347,7 +347,7 @@ def test_plan_of_a_large_sweep_warns_with_its_cost(tmp_path: Path, tiny_model_di
 def test_a_second_holder_of_the_study_lock_waits_for_the_first(tmp_path: Path) -> None:
     import threading
 
-    from imprint.report.outdir import folder_lock
+    from imprint.outdir import folder_lock
 
     told: list[str] = []
     order: list[str] = []
@@ -445,7 +445,7 @@ def test_a_second_experiment_on_one_folder_waits_and_reads_the_cells_back(
     import subprocess
     import sys
 
-    from imprint.report.outdir import folder_lock
+    from imprint.outdir import folder_lock
     from imprint.study.grid import run_grid
     from imprint.study.spec import load_spec
 
@@ -526,7 +526,7 @@ def test_the_manifest_records_a_ray_address_without_its_password() -> None:
 
 
 def test_a_run_marker_alone_does_not_make_a_folder_replaceable(tmp_path: Path) -> None:
-    from imprint.report.outdir import check_out_dir, mark_output, output_kind
+    from imprint.outdir import check_out_dir, mark_output, output_kind
 
     mine = tmp_path / "mine"
     mark_output(mine, "run")

@@ -12,7 +12,7 @@ from rich.console import Console
 from imprint.cli.flags import config_from_flags
 from imprint.data import Sample
 from imprint.errors import ConfigError
-from imprint.report.outdir import is_run_folder
+from imprint.outdir import is_run_folder
 from imprint.run import RunConfig, check_breakdown, execute_run
 
 

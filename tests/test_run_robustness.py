@@ -24,7 +24,7 @@ from imprint.cli.flags import config_from_flags
 from imprint.data import Sample, load_file
 from imprint.errors import ConfigError, DataError
 from imprint.evaluation.evaluate import evaluate_scores, min_nonmembers
-from imprint.report.outdir import publish, staging_dir
+from imprint.outdir import publish, staging_dir
 from imprint.report.render import rich_table
 from imprint.report.writer import to_jsonable, write_run
 from imprint.run import RunConfig, execute_run

@@ -221,7 +221,7 @@ def check_out_file(path: Path | None, *, overwrite: bool = False, option: str = 
             f"{option} {path} is a folder; this command writes one JSON file there. Pass a file "
             f"path, e.g. {option} {path / 'result.json'}"
         )
-    from imprint.report.outdir import KINDS, check_writable, output_kind
+    from imprint.outdir import KINDS, check_writable, output_kind
 
     found = output_kind(path.absolute().parent) if path.exists() else None
     if found is not None:  # replacing it would leave half of that output (even with --overwrite)
@@ -246,11 +246,11 @@ def check_out_folder(
 ) -> None:
     """Refuse, before any work, an output folder that cannot or must not be written: a file, a
     path under a file or an unwritable folder, an imprint output of another kind than ``kind``
-    (even with ``overwrite``; see :func:`imprint.report.outdir.check_kind`), or (without
+    (even with ``overwrite``; see :func:`imprint.outdir.check_kind`), or (without
     ``overwrite``) a non-empty folder imprint did not write (with ``kind``) or one that already
     holds any of the files ``writes`` names. Creates
     nothing (a probe folder is made and removed)."""
-    from imprint.report.outdir import KINDS, check_writable, output_kind
+    from imprint.outdir import KINDS, check_writable, output_kind
 
     if path.exists() and not path.is_dir():
         raise ConfigError(

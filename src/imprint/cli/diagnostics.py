@@ -311,7 +311,7 @@ def perturb(
     FPR they get at thresholds set on natural non-members (MIMIR Table 4)."""
     from imprint.diagnostics.inputs import load_candidates
     from imprint.diagnostics.perturb import PARAPHRASE_PROMPT, write_perturbed
-    from imprint.report.outdir import mark_output
+    from imprint.outdir import mark_output
 
     distances = parse_list(edits, option="--edits", convert=int, example="1,10,25")
     names = parse_list(attacks, option="--attacks", example="loss,zlib")

@@ -236,7 +236,7 @@ def demo(
     blind baseline, and report what was measured."""
     from imprint.cli.common import check_out_folder
     from imprint.errors import ConfigError
-    from imprint.report.outdir import KINDS, output_kind
+    from imprint.outdir import KINDS, output_kind
 
     # before any model work: a file, an unwritable place, or another command's output
     check_out_folder(out, writes=(), option="--out")

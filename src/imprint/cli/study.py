@@ -56,7 +56,7 @@ def experiment(
     executor = ExecutorConfig(
         kind=executor_kind, address=address, workers=workers, worker_cpus=worker_cpus
     )
-    from imprint.report.outdir import check_inputs_outside, check_kind, claim_folder, folder_lock
+    from imprint.outdir import check_inputs_outside, check_kind, claim_folder, folder_lock
 
     spec = load_spec(file, out=out)
     claim_folder(spec.out, "study", overwrite=overwrite, dry=True)  # never another kind's folder

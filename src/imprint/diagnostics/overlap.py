@@ -90,7 +90,7 @@ def count_ngrams(
 
 
 def _prepare_out(out: Path, overwrite: bool) -> None:
-    from imprint.report.outdir import KINDS, check_writable, mark_output, output_kind
+    from imprint.outdir import KINDS, check_writable, mark_output, output_kind
 
     found = output_kind(out) if out.is_dir() else None
     if found not in (None, "overlap"):  # its manifest.json would be replaced by the index's

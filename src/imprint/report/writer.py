@@ -19,7 +19,7 @@ from imprint.data import Sample
 from imprint.errors import ConfigError
 from imprint.evaluation.results import RunMetrics
 from imprint.metrics import roc_curve
-from imprint.report.outdir import check_out_dir, discard, mark_output, publish, staging_dir
+from imprint.outdir import check_out_dir, discard, mark_output, publish, staging_dir
 from imprint.report.plots import plot_roc, plot_score_histograms
 from imprint.report.render import render_html, render_markdown, rich_table
 
@@ -129,7 +129,7 @@ def write_run(
     only writes and renders it.
 
     The files are written into a hidden sibling folder renamed to ``out`` at the end (see
-    :mod:`imprint.report.outdir`): ``out`` is a whole run or left as it was.
+    :mod:`imprint.outdir`): ``out`` is a whole run or left as it was.
     """
     if not isinstance(metrics, RunMetrics):
         raise ConfigError(

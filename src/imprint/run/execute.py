@@ -87,7 +87,7 @@ def execute_run(
 
 def _check_folders(plan: RunPlan) -> None:
     """A bad --out (or one that holds the run's own inputs) fails before any work."""
-    from imprint.report.outdir import check_inputs_outside, check_out_dir, check_outside
+    from imprint.outdir import check_inputs_outside, check_out_dir, check_outside
 
     config = plan.config
     check_out_dir(config.out, overwrite=config.overwrite)

@@ -124,7 +124,7 @@ def run_grid(
     models = grid_models(spec, games)
     if not models:
         raise ConfigError(f"{spec.source}: the grid has no models (and no built games)")
-    from imprint.report.outdir import claim_folder
+    from imprint.outdir import claim_folder
 
     store = CellStore(spec.out / "cells")
     _, blind, cells = prepare_grid(spec, models, executor)
