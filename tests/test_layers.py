@@ -1,0 +1,108 @@
+"""The pipeline's direction, checked on the code: every import (at module level or inside a
+function) goes to a package at the same stage or an earlier one, and no modules import each other
+in a circle. The stages are the README's architecture line."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "imprint"
+
+#: stage of each top-level package or module of imprint (README "Architecture")
+STAGES = {
+    **dict.fromkeys(("errors", "coerce", "strict_yaml", "registry", "outdir", "__init__"), 0),
+    **dict.fromkeys(("data", "metrics", "training_manifest"), 1),
+    "backends": 2,
+    "executors": 3,
+    "requests": 4,
+    "signals": 5,
+    "attacks": 6,
+    **dict.fromkeys(("documents", "diagnostics", "scoring"), 7),
+    **dict.fromkeys(("evaluation", "calibration"), 8),
+    "report": 9,
+    "run": 10,
+    "game": 11,
+    **dict.fromkeys(("study", "audit"), 12),
+    **dict.fromkeys(("cli", "__main__"), 13),
+}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    return ".".join(rel.parts).removesuffix(".__init__")
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """Every imprint module ``path`` imports, wherever the import stands (``from pkg import
+    sub`` imports the module ``pkg.sub``; ``pkg`` itself only for names that are not modules)."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([base] if base else [])])
+            subs = {f"{base}.{a.name}" for a in node.names}
+            found |= subs & modules
+            if subs - modules:
+                found.add(base)
+    return {n for n in found if n == "imprint" or n.startswith("imprint.")}
+
+
+def _graph() -> dict[str, set[str]]:
+    paths = {_module_name(p): p for p in SRC.rglob("*.py")}
+    names = set(paths)
+    return {m: {n for n in _imports(p, names) if n in paths and n != m} for m, p in paths.items()}
+
+
+def _stage(module: str) -> int:
+    top = module.split(".")[1] if "." in module else "__init__"
+    assert top in STAGES, f"{module}: add its package to STAGES (and the README's line)"
+    return STAGES[top]
+
+
+def test_every_import_goes_to_an_earlier_stage():
+    backwards = sorted(
+        f"{m} -> {n}"
+        for m, targets in _graph().items()
+        for n in targets
+        if _stage(n) > _stage(m) and n != "imprint"
+    )
+    assert backwards == []
+
+
+def test_no_import_circle():
+    graph = _graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                circles.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert circles == [], "\n".join(" <-> ".join(c) for c in circles)
