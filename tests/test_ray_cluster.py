@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import sqlite3
 import time
 from pathlib import Path
 
@@ -24,11 +25,12 @@ from imprint.errors import ConfigError
 from imprint.executors import ExecutorConfig
 from imprint.executors.ray_setup import check_address
 from imprint.run import RunConfig, execute_run
-from imprint.signals.cache import SignalCache
 
 ray = pytest.importorskip("ray", reason="Ray is the [ray] extra (in [dev]): pip install ray")
 
-ATTACKS = ("loss", "zlib", "min_k", "min_k_pp")
+# three request kinds of the target: log-prob passes, sampled continuations, gradient norms
+ATTACKS = ("loss", "zlib", "min_k", "min_k_pp", "samia", "gradnorm")
+KINDS = {"logprobs", "sample", "gradnorm"}
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +48,10 @@ def cluster():
 def _config(model: Path, tmp: Path, name: str, **executor: object) -> RunConfig:
     return RunConfig(
         model=str(model),
-        data=str(wikimia_subset(tmp, 12)),
+        data=str(wikimia_subset(tmp, 8)),
         out=tmp / name,
         attacks=ATTACKS,
+        params={"samia": {"n_samples": 2, "max_tokens": 6}},
         shared_args={"device": "cpu"},
         token_budget=96,  # many small batches, so each worker's shards hold several
         cache=tmp / f"{name}.sqlite",
@@ -84,30 +87,40 @@ def test_the_address_check_answers_at_once_for_the_real_head_and_a_refused_port(
     assert "ray start --head" in message
 
 
-def test_a_run_on_two_nodes_equals_the_local_run(cluster, local_scores, tiny_model_dir, tmp_path):
+def test_every_kind_of_a_run_on_two_nodes_runs_on_workers_and_equals_the_local_run(
+    cluster, local_scores, tiny_model_dir, tmp_path
+):
     config = _config(
         tiny_model_dir, tmp_path, "ray", kind="ray", address=cluster.address, workers=2
     )
     remote = execute_run(config)
     _assert_equal_scores(remote.scores, local_scores)
     stats = remote.manifest["executor"]
-    assert stats["kind"] == "ray"
+    assert stats["kind"] == "ray" and stats["lost_workers"] == stats["retried_shards"] == 0
     written = json.loads((tmp_path / "ray" / "manifest.json").read_text(encoding="utf-8"))
     assert written["config"]["executor"]["address"] == cluster.address
     assert written["executor"] == json.loads(json.dumps(stats))
-    # two workers, one per node (each node has one CPU), both did the log-prob passes
-    where = stats["where"]["target"]["logprobs"]
-    assert sorted(where) == ["target-0", "target-1"] and all(n > 0 for n in where.values())
-    assert stats["lost_workers"] == 0 and stats["retried_shards"] == 0
-    passes = remote.manifest["requests"]["target"]["logprobs"]
-    assert sum(stats["executed"].values()) == passes["executed"] == passes["requests"]
+    # two workers, one on each node (each node has one CPU), by Ray node id
+    assert stats["nodes"] == {
+        "target-0": stats["nodes"]["target-0"],
+        "target-1": stats["nodes"]["target-1"],
+    }
+    assert set(stats["nodes"].values()) == {n.node_id for n in cluster.nodes.values()}
+    # every kind ran on the workers, none in the driver; the log-prob passes on both nodes
+    counts, where = remote.manifest["requests"]["target"], stats["where"]["target"]
+    assert set(counts) == set(where) == KINDS
+    for kind in KINDS:
+        assert set(where[kind]) <= {"target-0", "target-1"}, kind
+        assert sum(where[kind].values()) == counts[kind]["executed"] == counts[kind]["requests"]
+    assert {stats["nodes"][w] for w in where["logprobs"]} == set(stats["nodes"].values())
 
 
 def test_a_node_killed_mid_run_loses_nothing_and_repeats_nothing(
     cluster, local_scores, tiny_model_dir, tmp_path, monkeypatch
 ):
     """At the first result stored, every process of node b dies (raylet, agents, its worker):
-    node b's undelivered batches are queued again on the head's worker."""
+    node b's undelivered batches are queued again on the head's worker, which then runs the
+    other kinds alone."""
     from imprint.executors.base import ExecutorStats
 
     killed: list[int] = []
@@ -128,12 +141,22 @@ def test_a_node_killed_mid_run_loses_nothing_and_repeats_nothing(
     stats = remote.manifest["executor"]
     assert stats["lost_workers"] == 1 and stats["retried_shards"] >= 1
     # the replacement is started but cannot be placed (the head's one CPU is busy): the
-    # surviving worker finishes the work
+    # surviving worker, on the head, finishes the work
     assert stats["started_workers"] == 3
-    passes = remote.manifest["requests"]["target"]["logprobs"]
-    # every request executed (delivered) once and stored once
-    assert sum(stats["executed"].values()) == passes["executed"] == passes["requests"]
-    assert len(SignalCache(tmp_path / "ray.sqlite")) == passes["requests"]
+    head = cluster.nodes["head"].node_id
+    on_b = [w for w, node in stats["nodes"].items() if node == cluster.nodes["b"].node_id]
+    assert len(on_b) == 1 and set(stats["nodes"].values()) == {head, cluster.nodes["b"].node_id}
+    counts, where = remote.manifest["requests"]["target"], stats["where"]["target"]
+    assert set(counts) == set(where) == KINDS
+    # node b delivered results of at most the kind running when it died; every later kind
+    # ran on the head's worker alone
+    assert sum(on_b[0] in where[kind] for kind in KINDS) <= 1
+    assert sum(stats["nodes"][w] == head for kind in KINDS for w in where[kind]) >= len(KINDS)
+    # every request executed (delivered) once and stored once, for every kind
+    assert sum(stats["executed"].values()) == sum(c["requests"] for c in counts.values())
+    with sqlite3.connect(tmp_path / "ray.sqlite") as db:
+        stored = dict(db.execute("SELECT kind, COUNT(*) FROM request_results GROUP BY kind"))
+    assert stored == {kind: c["requests"] for kind, c in counts.items()}
 
 
 def test_a_cluster_with_token_authentication_is_refused_with_how_to_pass_the_token(
