@@ -50,6 +50,7 @@ class TableEmbedder:
 
     def __init__(self, table: dict[str, tuple[float, ...]]) -> None:
         self.table, self.seen = table, []
+        self.fingerprint = f"table-{sorted(table.items())}"  # another table, another model
 
     def embed(self, strings):
         self.seen.extend(strings)

@@ -50,6 +50,8 @@ class _Echo(Backend):
 class _Vectors:
     """An embedder backend: one fixed vector per string (``fail``: never to be called)."""
 
+    fingerprint = "vectors-v1"  # one model: a second instance is answered from the store
+
     def __init__(self, vec: np.ndarray, *, fail: bool = False) -> None:
         self.vec, self.fail = vec, fail
 

@@ -366,11 +366,6 @@ class HFLogprobBackend(Backend):
         cap = getattr(self.model.config, "final_logit_softcapping", None)
         return torch.tanh(logits / cap) * cap if cap else logits
 
-    def _head(self, hidden: torch.Tensor) -> torch.Tensor:
-        # transitional: callers outside backends/ move to the public head(); dispatches to a
-        # subclass's head (a tempered backend's scaled logits)
-        return self.head(hidden)
-
     def _collect(
         self, rows: list[_Row], hidden: torch.Tensor, input_ids: torch.Tensor, *, offset: int
     ) -> Finish:

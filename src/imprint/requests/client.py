@@ -274,8 +274,7 @@ class ModelRequests:
             return np.zeros((0, 0), dtype=np.float32)
         embedder = self._embedder_backend()
         reqs = [EmbedRequest(text=s.strip()) for s in strings]
-        fingerprint = str(getattr(embedder, "fingerprint", type(embedder).__name__))
-        return np.stack(self.runner.run("embedder", fingerprint, reqs, embedder))
+        return np.stack(self.runner.run("embedder", embedder.fingerprint, reqs, embedder))
 
     def _embedder_backend(self) -> Any:
         if self._embedder is None:

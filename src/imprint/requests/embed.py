@@ -19,9 +19,17 @@ from imprint.errors import MissingDependencyError
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Maps strings to unit-norm vectors, shape (n, d)."""
+    """Maps strings to unit-norm vectors, shape (n, d) (a model, or the request client)."""
 
     def embed(self, strings: Sequence[str]) -> np.ndarray: ...
+
+
+class EmbeddingModel(Embedder, Protocol):
+    """An embedder the request layer calls (role ``embedder``): ``fingerprint`` identifies the
+    model and keys its embeddings in the request store."""
+
+    @property
+    def fingerprint(self) -> str: ...
 
 
 class MiniLMEmbedder:
