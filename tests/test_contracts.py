@@ -308,3 +308,14 @@ def test_the_circle_finder_finds_a_circle():
 @pytest.mark.parametrize("package", ["imprint.backends", "imprint.attacks"])
 def test_no_import_circle(package):
     assert cycles(module_imports(package)) == []
+
+
+def test_an_embedder_without_a_fingerprint_is_refused_with_how_to_fix():
+    from imprint.requests.client import in_memory_requests
+
+    class Unnamed:
+        def embed(self, strings):
+            return np.ones((len(strings), 2)) / np.sqrt(2)
+
+    with pytest.raises(ConfigError, match="embedder Unnamed needs a `fingerprint`"):
+        in_memory_requests(Bare(), embedder=Unnamed()).embed(["a word"])

@@ -24,6 +24,7 @@ import numpy as np
 from imprint.backends.base import SAMPLING, Backend
 from imprint.errors import ConfigError
 from imprint.executors import CallFactory
+from imprint.requests.embed import EmbeddingModel
 from imprint.requests.kinds import (
     ChoiceRequest,
     EmbedRequest,
@@ -274,6 +275,11 @@ class ModelRequests:
             return np.zeros((0, 0), dtype=np.float32)
         embedder = self._embedder_backend()
         reqs = [EmbedRequest(text=s.strip()) for s in strings]
+        if not isinstance(embedder, EmbeddingModel):  # a library caller's own embedder
+            raise ConfigError(
+                f"embedder {type(embedder).__name__} needs a `fingerprint` (a string naming the "
+                "model, which keys its embeddings in the request store) beside embed(strings)"
+            )
         return np.stack(self.runner.run("embedder", embedder.fingerprint, reqs, embedder))
 
     def _embedder_backend(self) -> Any:

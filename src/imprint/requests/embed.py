@@ -4,7 +4,8 @@
 offline). It keeps no memo of its own: attacks embed through ``embed`` requests
 (:meth:`imprint.requests.client.ModelRequests.embed`), deduplicated by the runner and stored, so a
 word sampled a thousand times is encoded once per cache, not once per process. Anything with an
-``embed(strings) -> (n, d) unit rows`` method can stand in (tests use a hand-written embedder).
+``embed(strings) -> (n, d) unit rows`` method and a ``fingerprint`` string (which keys its
+embeddings in the store) can stand in (:class:`EmbeddingModel`; tests use a hand-written one).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Embedder(Protocol):
     def embed(self, strings: Sequence[str]) -> np.ndarray: ...
 
 
+@runtime_checkable
 class EmbeddingModel(Embedder, Protocol):
     """An embedder the request layer calls (role ``embedder``): ``fingerprint`` identifies the
     model and keys its embeddings in the request store."""
