@@ -199,7 +199,8 @@ def test_imprint_run_targets_an_api_and_resumes_from_its_cache(generate, tmp_pat
     written = [p for p in (tmp_path / "run1").rglob("*") if p.is_file()]
     assert written and not any(KEY.encode() in p.read_bytes() for p in written)
     manifest = json.loads((tmp_path / "run1" / "manifest.json").read_text())
-    assert manifest["config"]["api_key_env"] == ENV
+    assert manifest["config"]["model_args"]["key_env"] == ENV  # the variable's name, never the key
+    assert manifest["models"]["target"]["options"]["key_env"] == ENV
     report = (tmp_path / "run1" / "report.md").read_text()
     assert "## Queries" in report and "429: 1, 500: 1" in report
 
