@@ -132,7 +132,7 @@ class RequestRunner:
         found = self.store.get_many(fingerprint, unique)
         counts.requests += len(unique)
         counts.cache_hits += len(found)
-        missing = sorted((r for r in unique if r.key() not in found), key=lambda r: -r.size())
+        missing = [r for r in unique if r.key() not in found]
         if missing:
             batches = self._plan(kind, missing, get, batch_size)
             self._execute(role, kind, fingerprint, batches, get, found, counts)
@@ -143,6 +143,7 @@ class RequestRunner:
     ) -> list[PlannedBatch]:
         if kind.batching != "tokens":
             n = size or kind.batch_size
+            missing = sorted(missing, key=lambda r: -r.size())  # longest first: little padding
             return [
                 PlannedBatch(tuple(missing[i : i + n]), len(missing[i : i + n]))
                 for i in range(0, len(missing), n)
@@ -151,6 +152,8 @@ class RequestRunner:
         lengths = backend.count_tokens([r.token_text() for r in missing])
         budget = self.token_budget or backend.batch_tokens or DEFAULT_TOKEN_BUDGET
         max_length = backend.max_length
+        # longest first by tokens, ties in request order (batches_by_budget sorts stably): the
+        # batches, and so the float sums of every forward, are those of the planner before
         groups: dict[Any, list[int]] = {}
         for i, r in enumerate(missing):
             groups.setdefault(r.group(), []).append(i)
