@@ -206,7 +206,7 @@ def _run_config(options: dict[str, Any]) -> dict[str, Any]:
         "n_bootstrap": options.pop("bootstrap"),
         "documents": _document_options(options),
         "blind": not options.pop("no_blind"),
-        "api_key_env": options.pop("api_key_env") or None,
+        "api_key_env": options.pop("api_key_env") or None,  # "" = no key
         "executor": _executor_config(options),
     }
     return {**options, **renamed}
