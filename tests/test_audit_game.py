@@ -102,3 +102,26 @@ def test_one_run_and_dp_option_errors(tiny_model_dir, pool_file, tmp_path):
     config = one_run_config(tiny_model_dir, pool_file, dp_epsilon=1.0)
     with pytest.raises(ConfigError, match="one epoch count"):
         build_games(config, (1, 2), out=tmp_path / "gs", progress=False)
+
+
+def test_dp_training_survives_an_empty_first_poisson_batch(
+    tmp_path, tiny_model_dir, pool_file, one_torch_thread, monkeypatch
+):
+    """Opacus's Poisson sampler may draw nobody; when that happens first, its loader has no
+    batch to copy the layout from and yields zero-row tensors. That step adds noise only."""
+    from opacus.utils.uniform_sampler import UniformWithReplacementSampler
+
+    real = UniformWithReplacementSampler.__iter__
+    drawn: list[int] = []
+
+    def empty_first(self):
+        for k, indices in enumerate(real(self)):
+            drawn.append(0 if k == 0 else len(indices))
+            yield [] if k == 0 else indices
+
+    monkeypatch.setattr(UniformWithReplacementSampler, "__iter__", empty_first)
+    config = one_run_config(tiny_model_dir, pool_file, dp_epsilon=3.0, dp_delta=1e-4, epochs=1)
+    folder = build_game(config, out=tmp_path / "g", progress=False)
+    dp = json.loads((folder / "game.json").read_text())["dp"]
+    assert drawn[0] == 0 and len(drawn) == dp["steps"] >= 2  # every step ran, the empty one too
+    assert 0 < dp["epsilon"] <= 3.0

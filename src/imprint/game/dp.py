@@ -1,7 +1,8 @@
 """Differentially private fine-tuning of a game's model: DP-SGD with Opacus (LoRA adapters only).
 
 Abadi et al. 2016's DP-SGD as Opacus implements it: Poisson sampling of the training sequences
-(rate ``batch_size / n``), per-sample gradients clipped to ``max_grad_norm``, Gaussian noise of
+(rate ``1 / ceil(n / batch_size)``, Opacus's ``1 / len(data_loader)``, so the expected batch is
+about ``batch_size``), per-sample gradients clipped to ``max_grad_norm``, Gaussian noise of
 ``noise_multiplier * max_grad_norm`` added to their sum, the noise multiplier calibrated so the
 RDP accountant's epsilon after all steps is at most ``dp_epsilon`` at ``dp_delta``. One training
 sequence is the privacy unit, so a canary repeated ``r`` times is protected only by group
@@ -40,7 +41,12 @@ def check_dp_available() -> None:
 
 
 def _loader(sequences: Sequence[list[int]], batch_size: int, pad: int) -> Any:
-    """A plain DataLoader over the sequences; Opacus replaces its sampler by Poisson sampling."""
+    """A plain DataLoader over the sequences; Opacus replaces its sampler by Poisson sampling.
+
+    An item is ``(ids, mask)``, the batch's own layout: when the first Poisson batch is empty,
+    Opacus's loader has no batch to copy and builds zero-row tensors from one item's fields, so
+    the fields must be the batch's (one tensor per field), or ``ids, mask = batch`` fails.
+    """
     import torch
 
     rows = [torch.tensor(s, dtype=torch.long) for s in sequences]
@@ -49,10 +55,10 @@ def _loader(sequences: Sequence[list[int]], batch_size: int, pad: int) -> Any:
         def __len__(self) -> int:
             return len(rows)
 
-        def __getitem__(self, i: int) -> tuple[Any]:
-            return (rows[i],)
+        def __getitem__(self, i: int) -> tuple[Any, Any]:
+            return rows[i], torch.ones_like(rows[i])
 
-    def collate(batch: list[tuple[Any]]) -> tuple[Any, Any]:
+    def collate(batch: list[tuple[Any, Any]]) -> tuple[Any, Any]:
         seqs = [b[0] for b in batch]
         width = max(len(s) for s in seqs)
         ids = torch.full((len(seqs), width), pad, dtype=torch.long)
