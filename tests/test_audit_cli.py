@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from imprint.audit.audit import bounds_for, guess_grid
 from imprint.audit.bounds import one_run_epsilon
 from imprint.cli import app
+from imprint.errors import ConfigError
 from imprint.game.texts import inclusion_draw
 
 runner = CliRunner()
@@ -126,8 +127,27 @@ def test_selection_is_paid_for_by_bonferroni():
     assert result.best.epsilon == pytest.approx(one_run_epsilon(200, 50, 50, beta=0.05 / 6))
     assert result.best.epsilon < one_run_epsilon(200, 50, 50, beta=0.05)
     assert guess_grid(256) == (10, 20, 50, 100, 200) and guess_grid(5) == (5,)
-    claimed = bounds_for(scores, included, claimed={"epsilon": 0.5})
+    claimed = bounds_for(scores, included, claimed={"epsilon": 0.5, "delta": 0.0})
     assert claimed.notes and "exceeds the claimed epsilon" in claimed.notes[0]
+
+
+def test_a_claim_is_compared_only_with_a_bound_at_its_own_delta(
+    canary_dir, tiny_model_dir, tmp_path
+):
+    """A pure-epsilon bound may exceed an (epsilon, delta > 0) claim without contradicting it."""
+    included = np.arange(200) % 2 == 0
+    scores = {"perfect": included.astype(float)}
+    with pytest.raises(ConfigError, match="delta"):
+        bounds_for(scores, included, delta=0.0, claimed={"epsilon": 0.5, "delta": 1e-5})
+    with pytest.raises(ConfigError, match="delta"):
+        bounds_for(scores, included, claimed={"epsilon": 0.5})
+    at_claim = bounds_for(scores, included, delta=1e-5, claimed={"epsilon": 0.5, "delta": 1e-5})
+    assert at_claim.best.delta == 1e-5 and at_claim.notes
+    # the command line asks for the claim's delta, before any model work
+    res = invoke("audit", "--model", tiny_model_dir, "--canaries", canary_dir,
+                 "--dp-epsilon", 4, "--out", tmp_path / "a")  # fmt: skip
+    assert res.exit_code == 2 and "--delta" in res.output and "--dp-epsilon" in res.output
+    assert not (tmp_path / "a").exists()
 
 
 def test_dp_game_from_the_command_line_is_audited_against_its_claim(
@@ -150,6 +170,10 @@ def test_dp_game_from_the_command_line_is_audited_against_its_claim(
     assert record["dp_claimed"] == {"epsilon": dp["epsilon"], "delta": 1e-4, "target": 2.0}
     assert record["delta"] == 1e-4  # the bound is for the claimed delta
     assert record["epsilon_lower_bound"] <= dp["epsilon"]
+    # a game's claim and its delta come from game.json only
+    for extra in (["--dp-epsilon", 1], ["--delta", 1e-6]):
+        res = invoke("audit", "--game", tmp_path / "g", "--out", tmp_path / "b", *extra)
+        assert res.exit_code == 2 and "game.json" in res.output, res.output
     res = invoke("game", "build", "--model", tiny_model_dir, "--pool", pool, "--dp-epsilon", 2,
                  "--out", tmp_path / "full")  # fmt: skip
     assert res.exit_code == 2 and "--method lora" in res.output

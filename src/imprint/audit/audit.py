@@ -60,6 +60,12 @@ def bounds_for(
     grid = tuple(grid) if grid else guess_grid(m)
     if any(g < 1 or g > m for g in grid):
         raise ConfigError(f"numbers of guesses {grid} must be in 1..{m} (the canaries)")
+    if claimed is not None and claimed.get("delta") != delta:
+        # a pure-epsilon bound may exceed an (epsilon, delta > 0) claim without contradicting it
+        raise ConfigError(
+            f"the bound's delta {delta:g} must be the claim's ({claimed.get('delta')}): "
+            "give the delta your training claims (imprint audit --delta D)"
+        )
     beta_each = beta / (len(scores) * len(grid))
     curves = {
         name: [
@@ -199,8 +205,13 @@ def audit_game(folder: Path, out: Path, **options: Any) -> AuditResult:
     dp = manifest.get("dp")
     claimed = None
     if dp:  # the accountant's epsilon as trained, and the target asked for
+        if options.get("delta", dp["delta"]) != dp["delta"]:
+            raise ConfigError(
+                f"game {folder} was trained at delta {dp['delta']:g} (game.json): its bound is "
+                "at that delta; drop --delta"
+            )
         claimed = {"epsilon": dp["epsilon"], "delta": dp["delta"], "target": dp["target_epsilon"]}
-        options.setdefault("delta", dp["delta"])
+        options["delta"] = dp["delta"]
     return audit_model(
         f"game:{folder}",
         CanarySet(ids, texts, included, {"game": str(folder)}),

@@ -91,10 +91,12 @@ def audit(
     ),
     confidence: Annotated[float, typer.Option(help="confidence 1 - beta of the bound")] = 0.95,
     delta: Annotated[
-        float | None, typer.Option(help="delta of the bound (default: claimed)")
+        float | None,
+        typer.Option(help="delta your training claims (with --dp-epsilon); the bound's delta"),
     ] = None,
     dp_epsilon: Annotated[
-        float | None, typer.Option(help="the epsilon your training claims (shown beside)")
+        float | None,
+        typer.Option(help="the epsilon your training claims, at --delta (shown beside)"),
     ] = None,
     guesses: Annotated[
         str, typer.Option(help="numbers of guesses tried, e.g. 10,50,100 (default: 10,20,50...)")
@@ -123,6 +125,10 @@ def audit(
             raise ConfigError(
                 "--game audits the game's own model and canaries: drop --model/--canaries"
             )
+        if dp_epsilon is not None:
+            raise ConfigError(
+                "--game reads the DP claim (epsilon, delta) from game.json: drop --dp-epsilon"
+            )
         if delta is not None:
             options["delta"] = delta
         audit_game(game, out, **options)
@@ -133,7 +139,12 @@ def audit(
             )
         claimed = None
         if dp_epsilon is not None:
-            claimed = {"epsilon": dp_epsilon, "delta": delta or 0.0}
+            if delta is None:
+                raise ConfigError(
+                    f"--dp-epsilon {dp_epsilon} needs the delta of that claim: pass --delta D "
+                    "(e.g. --delta 1e-5); the bound is computed at that delta"
+                )
+            claimed = {"epsilon": dp_epsilon, "delta": delta}
         found = load_canaries(canaries, mask=mask)
         audit_model(model, found, out, delta=delta or 0.0, claimed=claimed, **options)
     say(f"audit: {out}/audit.json, plot {out}/audit_bound.png, the run in {out}/run")
