@@ -177,3 +177,39 @@ def test_dp_game_from_the_command_line_is_audited_against_its_claim(
     res = invoke("game", "build", "--model", tiny_model_dir, "--pool", pool, "--dp-epsilon", 2,
                  "--out", tmp_path / "full")  # fmt: skip
     assert res.exit_code == 2 and "--method lora" in res.output
+
+
+def test_default_canaries_keep_their_mask_secret(tiny_model_dir, tmp_path):
+    """Without --seed the inclusion coins come from a fresh secret seed kept in mask.json only:
+    two default runs differ, and nothing beside the canaries recomputes the mask."""
+    made = []
+    for name in ("a", "b"):
+        res = invoke("canaries", "make", "--n", 24, "--out", tmp_path / name, "--model",
+                     tiny_model_dir, "--words", 6)  # fmt: skip
+        assert res.exit_code == 0, res.output
+        made.append(json.loads((tmp_path / name / "mask.json").read_text()))
+    assert made[0]["seed"] != made[1]["seed"] and made[0]["seed"] not in (0, 5)
+    public = tmp_path / "a"
+    texts = [r["text"] for r in read_jsonl(public / "canaries.jsonl")]
+    rows = read_jsonl(public / "canaries.jsonl")
+    mask = [r["id"] in set(made[0]["included"]) for r in rows]
+    design = json.loads((public / "design.json").read_text())
+    assert design["text_seed"] == made[0]["text_seed"] != made[0]["seed"]
+    for name in ("canaries.jsonl", "insert.jsonl", "design.json"):  # no coin seed beside them
+        assert str(made[0]["seed"]) not in (public / name).read_text()
+    for guess in (0, design["text_seed"]):  # neither the old default nor the public seed
+        assert inclusion_draw(texts, seed=guess).tolist() != mask
+    texts_b = [r["text"] for r in read_jsonl(tmp_path / "b" / "canaries.jsonl")]
+    assert texts_b != texts  # the text seed is fresh too
+
+
+def test_an_explicit_seed_reproduces_texts_and_mask(tiny_model_dir, tmp_path, canary_dir):
+    res = invoke("canaries", "make", "--n", 24, "--out", tmp_path / "again", "--model",
+                 tiny_model_dir, "--words", 6, "--seed", 5)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    for name in ("canaries.jsonl", "insert.jsonl", "mask.json", "design.json"):
+        assert (tmp_path / "again" / name).read_text() == (canary_dir / name).read_text()
+    design = json.loads((canary_dir / "design.json").read_text())
+    assert design["text_seed"] != 5  # derived one way from --seed, so it does not give the coins
+    help_text = invoke("canaries", "make", "--help").output
+    assert "reproducible" in help_text and "secret" in help_text

@@ -3,18 +3,25 @@
 ``imprint canaries make --n M --out DIR`` writes::
 
     canaries.jsonl   every canary: id, text (what the audit scores)
+    design.json      how the texts were made: design, words, model, the text seed
     insert.jsonl     the canaries to add to the training data, one {"text": ...} per line
-    mask.json        the secret: which canary ids are in, and a fingerprint of canaries.jsonl
+    mask.json        the secret: which canary ids are in, the coin seed, a fingerprint of
+                     canaries.jsonl
 
 Each canary is in with probability 1/2 by its own fair coin (:func:`~imprint.game.texts.
-inclusion_draw`), Steinke et al. 2023's one-run design. Train on ``insert.jsonl`` (each canary
-once), keep ``mask.json`` away from the model, then ``imprint audit --model M --canaries DIR``.
+inclusion_draw`), Steinke et al. 2023's one-run design. The coins' seed is secret: fresh from
+:mod:`secrets` unless the user fixes one, and written to ``mask.json`` only; the texts have their
+own seed, so the public files (``canaries.jsonl``, ``design.json``) do not recompute the mask.
+``insert.jsonl`` is the included half itself: it goes to the training pipeline only. Train on it
+(each canary once), keep ``mask.json`` away from the model, then ``imprint audit --model M
+--canaries DIR``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,17 +32,20 @@ from imprint.errors import ConfigError, DataError
 
 __all__ = [
     "CANARIES",
+    "DESIGN",
     "DESIGNS",
     "INSERT",
     "MASK",
     "CanarySet",
     "canary_fingerprint",
+    "canary_seeds",
     "load_canaries",
     "make_canary_texts",
     "write_canaries",
 ]
 
 CANARIES, INSERT, MASK = "canaries.jsonl", "insert.jsonl", "mask.json"
+DESIGN = "design.json"
 #: Canary designs: uniformly random word tokens, text sampled from the base model (at a
 #: temperature), or the least likely half of twice as many sampled texts.
 DESIGNS = ("random", "sampled", "high-perplexity")
@@ -50,6 +60,17 @@ class CanarySet:
     texts: tuple[str, ...]
     included: np.ndarray
     info: dict[str, Any]
+
+
+def canary_seeds(seed: int | None) -> tuple[int, int]:
+    """``(text seed, coin seed)``. No ``seed``: both fresh, the coin seed from :mod:`secrets`
+    (63 bits, unguessable). A user's ``seed`` is the coin seed and the text seed is a one-way
+    hash of it, so the public text seed does not give the coins (a guessable ``seed`` does:
+    whoever knows it recomputes texts and mask alike)."""
+    if seed is None:
+        return secrets.randbits(31), secrets.randbits(63)
+    digest = hashlib.sha256(f"imprint-canary-texts\0{seed}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") >> 1, seed
 
 
 def canary_fingerprint(ids: list[str], texts: list[str]) -> str:
@@ -89,7 +110,9 @@ def make_canary_texts(
 
 
 def write_canaries(out: Path, texts: list[str], *, seed: int, info: dict[str, Any]) -> CanarySet:
-    """Write ``canaries.jsonl``, ``insert.jsonl`` and ``mask.json`` into the new folder ``out``."""
+    """Write ``canaries.jsonl``, ``design.json`` (``info``: public), ``insert.jsonl`` and
+    ``mask.json`` into the new folder ``out``; ``seed`` is the secret coin seed, in the mask only.
+    """
     from imprint.game.texts import inclusion_draw
 
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -100,6 +123,7 @@ def write_canaries(out: Path, texts: list[str], *, seed: int, info: dict[str, An
     included = inclusion_draw(texts, seed=seed)
     out.mkdir(parents=True, exist_ok=True)
     _jsonl(out / CANARIES, [{"id": i, "text": t} for i, t in zip(ids, texts, strict=True)])
+    (out / DESIGN).write_text(json.dumps(info, indent=2), encoding="utf-8")
     _jsonl(out / INSERT, [{"text": t} for t, b in zip(texts, included, strict=True) if b])
     mask = {
         "imprint_canary_mask": MASK_FORMAT,

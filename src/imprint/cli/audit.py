@@ -38,13 +38,18 @@ def make(
         float, typer.Option(help="sampling temperature (sampled designs)")
     ] = 1.5,
     seed: Annotated[
-        int, typer.Option(help="seed of the texts and of the secret inclusion draw")
-    ] = 0,
+        int | None,
+        typer.Option(
+            help="seed of the secret inclusion coins (the texts' seed derives from it): makes "
+            "texts and mask reproducible, so keep it as secret as mask.json. Default: a fresh "
+            "secret seed, written to mask.json only"
+        ),
+    ] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or auto")] = "auto",
 ) -> None:
     """Write m canaries, the ones to add to your training data (each once), and apart the secret
     mask saying which were added. Train, then: imprint audit --model M --canaries DIR."""
-    from imprint.audit.canaries import DESIGNS, make_canary_texts, write_canaries
+    from imprint.audit.canaries import DESIGNS, canary_seeds, make_canary_texts, write_canaries
     from imprint.backends.models import load_causal_lm
     from imprint.errors import ConfigError
 
@@ -55,12 +60,14 @@ def make(
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"--out {out} exists and is not an empty folder; pass a new folder")
     loaded, tokenizer = load_causal_lm(model, dtype="float32", device=device)
+    text_seed, coin_seed = canary_seeds(seed)
     texts = make_canary_texts(
-        loaded, tokenizer, n, design=design, words=words, seed=seed, temperature=temperature
+        loaded, tokenizer, n, design=design, words=words, seed=text_seed, temperature=temperature
     )
-    made = write_canaries(
-        out, texts, seed=seed, info={"design": design, "words": words, "model": model}
-    )
+    info = {"design": design, "words": words, "model": model, "text_seed": text_seed}
+    if design != "random":
+        info["temperature"] = temperature
+    made = write_canaries(out, texts, seed=coin_seed, info=info)
     say(
         f"canaries: {n} in {out}/canaries.jsonl; insert the {int(made.included.sum())} in "
         f"{out}/insert.jsonl into your training data once each; keep {out}/mask.json secret "
