@@ -213,3 +213,24 @@ def test_an_explicit_seed_reproduces_texts_and_mask(tiny_model_dir, tmp_path, ca
     assert design["text_seed"] != 5  # derived one way from --seed, so it does not give the coins
     help_text = invoke("canaries", "make", "--help").output
     assert "reproducible" in help_text and "secret" in help_text
+
+
+def test_repeated_canaries_are_audited_as_a_group(tmp_path, tiny_model_dir, one_torch_thread):
+    """A non-DP one-run game may repeat each canary r times; its bound is then for r copies."""
+    pool = write_pool(tmp_path / "pool.txt")
+    res = invoke("game", "build", "--model", tiny_model_dir, "--pool", pool, "--pool-size", 20,
+                 "--words", 8, "--epochs", 1, "--max-length", 64, "--repetitions", "3",
+                 "--canaries", 12, "--max-canary-share", 0.9, "--canary-generator", "random",
+                 "--canary-words", 6,
+                 "--heldout", 0, "--device", "cpu", "--canary-inclusion", "bernoulli",
+                 "--out", tmp_path / "g")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    res = invoke("audit", "--game", tmp_path / "g", "--attack", "loss", "--out", tmp_path / "a",
+                 "--device", "cpu")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    record = json.loads((tmp_path / "a" / "audit.json").read_text())
+    assert record["canary_repetitions"] == 3
+    assert any("group-privacy bound for 3 copies" in n for n in record["notes"])
+    assert "3 copies" in " ".join(res.output.split())
+    once = bounds_for({"x": np.arange(20.0)}, np.arange(20) % 2 == 0)
+    assert once.to_dict()["canary_repetitions"] == 1 and not once.notes

@@ -52,8 +52,13 @@ def bounds_for(
     grid: Sequence[int] | None = None,
     side: str = "both",
     claimed: dict[str, Any] | None = None,
+    repetitions: int = 1,
 ) -> AuditResult:
-    """The audit from each attack's canary scores (higher = member; aligned with ``included``)."""
+    """The audit from each attack's canary scores (higher = member; aligned with ``included``).
+
+    ``repetitions``: copies of each included canary in training. The bound is then about the
+    group of ``r`` copies (Steinke et al. 2023's unit is one example), recorded and warned of.
+    """
     if not scores:
         raise ConfigError("no attack scored the canaries; pass --attack")
     m = len(included)
@@ -84,9 +89,15 @@ def bounds_for(
             f"the lower bound {best.epsilon:.3f} exceeds the claimed epsilon "
             f"{claimed['epsilon']:.3f}: the training or its accounting is not as private as claimed"
         )
+    if repetitions > 1:
+        notes.append(
+            f"each canary was trained on {repetitions} times: this is a group-privacy bound for "
+            f"{repetitions} copies, not a per-example epsilon"
+        )
     return AuditResult(
-        best, attack, curves, beta, beta_each, claimed, m, int(np.sum(included)), notes
-    )
+        best, attack, curves, beta, beta_each, claimed, m, int(np.sum(included)), notes,
+        repetitions,
+    )  # fmt: skip
 
 
 def _check_out(out: Path, *, overwrite: bool) -> None:
@@ -152,6 +163,7 @@ def audit_model(
     delta: float = 0.0,
     grid: Sequence[int] | None = None,
     claimed: dict[str, Any] | None = None,
+    repetitions: int = 1,
     overwrite: bool = False,
     run: dict[str, Any] | None = None,
     console: Any = None,
@@ -159,7 +171,8 @@ def audit_model(
     """Score ``canaries`` on ``model`` with ``attacks``, write ``OUT/audit.json`` and the plot.
 
     ``claimed``: the DP guarantee to compare with (``{"epsilon": E, "delta": D}``); ``delta``
-    is the delta of the bound (use the claimed one). ``run``: more RunConfig fields, and
+    is the delta of the bound (the claimed one). ``repetitions``: copies of each included
+    canary in training (1 for ``imprint canaries make``'s). ``run``: more RunConfig fields, and
     ``device`` (given to every model as the command line's ``--device`` is).
     """
     out = Path(out)
@@ -170,8 +183,9 @@ def audit_model(
     out.mkdir(parents=True, exist_ok=True)
     scores = _score(model, canaries, out, attacks, dict(run or {}), console)
     result = bounds_for(
-        scores, canaries.included, beta=beta, delta=delta, grid=grid, claimed=claimed
-    )
+        scores, canaries.included, beta=beta, delta=delta, grid=grid, claimed=claimed,
+        repetitions=repetitions,
+    )  # fmt: skip
     record = {
         "imprint_audit": 1,
         "model": model,
@@ -212,10 +226,12 @@ def audit_game(folder: Path, out: Path, **options: Any) -> AuditResult:
             )
         claimed = {"epsilon": dp["epsilon"], "delta": dp["delta"], "target": dp["target_epsilon"]}
         options["delta"] = dp["delta"]
+    (repetitions,) = config.get("canary_repetitions", [1])  # a one-run game has one count
     return audit_model(
         f"game:{folder}",
         CanarySet(ids, texts, included, {"game": str(folder)}),
         out,
         claimed=claimed,
+        repetitions=int(repetitions),
         **options,
     )

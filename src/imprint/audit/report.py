@@ -15,12 +15,13 @@ def summary_line(result: AuditResult) -> str:
     """One line: the bound, its confidence, the guesses behind it and the claim beside it."""
     b = result.best
     claim = "no DP claimed"
+    copies = f", each trained on {result.repetitions} times" if result.repetitions > 1 else ""
     if result.claimed:
         claim = f"DP claimed: epsilon {result.claimed['epsilon']:.3f} at delta {b.delta:g}"
     return (
         f"epsilon >= {b.epsilon:.3f} with {1 - result.beta:.0%} confidence ({result.attack}: "
         f"{b.correct}/{b.guesses} guesses correct, {b.k_pos} in + {b.k_neg} out, of "
-        f"{result.canaries} canaries); {claim}"
+        f"{result.canaries} canaries{copies}); {claim}"
     )
 
 

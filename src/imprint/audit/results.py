@@ -23,6 +23,8 @@ class AuditResult:
     canaries: int
     members: int
     notes: list[str] = field(default_factory=list)
+    #: copies of each canary in training: above 1 the bound is a group-privacy bound for them
+    repetitions: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -36,6 +38,7 @@ class AuditResult:
             "delta": self.best.delta,
             "canaries": self.canaries,
             "canary_members": self.members,
+            "canary_repetitions": self.repetitions,
             "selection": {
                 "attacks": sorted(self.curves),
                 "guess_grid": [b.guesses for b in next(iter(self.curves.values()))],
