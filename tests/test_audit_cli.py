@@ -170,6 +170,12 @@ def test_dp_game_from_the_command_line_is_audited_against_its_claim(
     assert record["dp_claimed"] == {"epsilon": dp["epsilon"], "delta": 1e-4, "target": 2.0}
     assert record["delta"] == 1e-4  # the bound is for the claimed delta
     assert record["epsilon_lower_bound"] <= dp["epsilon"]
+    shown = " ".join(invoke("game", "show", tmp_path / "g").output.split())
+    assert f"DP-SGD: epsilon {dp['epsilon']:.3f} (target 2" in shown
+    for part in ("delta 0.0001", f"noise multiplier {dp['noise_multiplier']:.3f}",
+                 f"sample rate {dp['sample_rate']:.3g}", f"{dp['steps']} steps",
+                 "clipping norm 0.5"):  # fmt: skip
+        assert part in shown, shown
     # a game's claim and its delta come from game.json only
     for extra in (["--dp-epsilon", 1], ["--delta", 1e-6]):
         res = invoke("audit", "--game", tmp_path / "g", "--out", tmp_path / "b", *extra)

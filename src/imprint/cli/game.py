@@ -174,7 +174,7 @@ def _doc_sequences(unit: str, k: int) -> int:
 @game_app.command("show")
 @handle_errors
 def show(folder: Annotated[Path, typer.Argument(help="a game folder")]) -> None:
-    """Summarise a game folder: config, groups, per-epoch training loss."""
+    """Summarise a game folder: config, groups, per-epoch training loss, DP record."""
     from imprint.game.build import read_manifest
     from imprint.game.schemes import game_dir
 
@@ -190,6 +190,13 @@ def show(folder: Annotated[Path, typer.Argument(help="a game folder")]) -> None:
         say(f"  {group}: {counts['member']} members, {counts['nonmember']} non-members")
     losses = ", ".join(f"{x:.3f}" for x in manifest["train_loss"])
     say(f"training loss per epoch: {losses}")
+    if dp := manifest.get("dp"):  # what an auditor compares the empirical bound with
+        say(
+            f"DP-SGD: epsilon {dp['epsilon']:.3f} (target {dp['target_epsilon']:g}) at delta "
+            f"{dp['delta']:g}, {dp['accountant']} accountant; noise multiplier "
+            f"{dp['noise_multiplier']:.3f}, sample rate {dp['sample_rate']:.3g}, {dp['steps']} "
+            f"steps, clipping norm {dp['max_grad_norm']:g}"
+        )
 
 
 DemoEpochs = Annotated[
