@@ -269,3 +269,26 @@ def test_a_grid_on_ray_loads_each_model_once_and_equals_a_local_grid(
     assert figures["ray"].keys() == figures["local"].keys() and len(figures["ray"]) >= 4
     for key, auc in figures["local"].items():
         assert figures["ray"][key] == pytest.approx(auc, abs=1e-9)
+
+
+def test_acmia_tempered_targets_are_scored_on_workers(local_ray, tiny_model_dir, tmp_path):
+    """ACMIA's tempered targets (roles target@t=...) are built on the workers from the target's
+    recipe, not scored by the driver; scores equal the local run's."""
+
+    def config(name: str, **executor: object) -> RunConfig:
+        return config_from_flags(
+            model=str(tiny_model_dir), data=str(wikimia_subset(tmp_path, 6)),
+            out=tmp_path / name, attacks=("acmia",), device="cpu", cache=tmp_path / f"{name}.db",
+            progress=False, n_bootstrap=20, blind=False,
+            executor=ExecutorConfig(**executor),  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    local = execute_run(config("local"))
+    remote = execute_run(config("ray", kind="ray", workers=1))
+    where = remote.manifest["executor"]["where"]
+    tempered = [role for role in where if role.startswith("target@t=")]
+    assert tempered, where
+    for role in tempered:
+        assert set(where[role]["logprobs"]) and "driver" not in where[role]["logprobs"], where
+    for column, values in local.scores.items():
+        np.testing.assert_allclose(remote.scores[column], values, rtol=1e-4, atol=1e-6)

@@ -116,7 +116,8 @@ class Acmia(ModelCallAttack):
     ) -> dict[str, np.ndarray]:
         """Three columns per temperature, each shape (len(texts),), higher = member."""
         from imprint.backends.hf import HFLogprobBackend
-        from imprint.backends.tempered import TemperedBackend
+        from imprint.backends.tempered import TemperedBackend, tempered_replica
+        from imprint.executors import CallFactory
 
         local = requests.local("target")
         if not isinstance(local, HFLogprobBackend):
@@ -130,6 +131,11 @@ class Acmia(ModelCallAttack):
             role = f"target@t={t:g}"
             if role not in requests.backends:  # a role of this client only: the run's are kept
                 requests.backends[role] = TemperedBackend(local, t)
+                base = requests.runner.executor.factory("target")
+                if base is not None:  # Ray: workers temper their own replica of the target
+                    requests.runner.executor.register(
+                        role, CallFactory(tempered_replica, (base, t))
+                    )
             tempered = requests.token_stats(role, texts)
             rows = [acmia_scores(p, h, t) for p, h in zip(plain, tempered, strict=True)]
             for key, name in (("ac", "acmia"), ("deriv", "acmia_deriv"), ("norm", "acmia_norm")):

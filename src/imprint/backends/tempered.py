@@ -12,6 +12,7 @@ the cost is one forward pass per temperature (the hidden states are recomputed).
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import torch
 
@@ -41,3 +42,9 @@ class TemperedBackend(HFLogprobBackend):
 
     def describe(self) -> dict[str, object]:
         return {**super().describe(), "temperature": self.temperature}
+
+
+def tempered_replica(base: Any, temperature: float) -> TemperedBackend:
+    """A worker's tempered backend: its own replica of the base model, built by ``base`` (a
+    picklable factory of the target), with logits divided by ``temperature``."""
+    return TemperedBackend(base.build(), temperature)

@@ -198,6 +198,11 @@ class Executor(Protocol):
         """How a worker builds its replica of ``role`` (a role without one runs here)."""
         ...
 
+    def factory(self, role: str) -> Factory | None:
+        """How a worker builds ``role``, or None (this process serves it), so a role derived
+        from another (a tempered target) can be built on workers from the other's recipe."""
+        ...
+
     def run_batches(
         self,
         role: str,

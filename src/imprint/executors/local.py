@@ -19,6 +19,10 @@ class LocalExecutor:
     def register(self, role: str, factory: Factory) -> None:
         """Nothing to build: the driver's backend serves every role."""
 
+    def factory(self, role: str) -> Factory | None:
+        """None: every role is served by the driver's own backend."""
+        return None
+
     def run_batches(
         self,
         role: str,

@@ -104,6 +104,9 @@ class RayExecutor:
         masked LM, a surrogate); a role already registered keeps its factory."""
         self.factories.setdefault(role, factory)
 
+    def factory(self, role: str) -> Factory | None:
+        return self.factories.get(role)
+
     # -- the work ------------------------------------------------------------------------------
     def run_batches(
         self,
