@@ -119,9 +119,19 @@ def test_dp_training_survives_an_empty_first_poisson_batch(
             drawn.append(0 if k == 0 else len(indices))
             yield [] if k == 0 else indices
 
+    from opacus.optimizers import DPOptimizer
+
+    add_noise, noised = DPOptimizer.add_noise, []
+
+    def record_noise(self):
+        add_noise(self)  # the update of a step: clipped sum (none here) plus Gaussian noise
+        noised.append(any(float(p.grad.abs().sum()) > 0 for p in self.params))
+
     monkeypatch.setattr(UniformWithReplacementSampler, "__iter__", empty_first)
+    monkeypatch.setattr(DPOptimizer, "add_noise", record_noise)
     config = one_run_config(tiny_model_dir, pool_file, dp_epsilon=3.0, dp_delta=1e-4, epochs=1)
     folder = build_game(config, out=tmp_path / "g", progress=False)
     dp = json.loads((folder / "game.json").read_text())["dp"]
     assert drawn[0] == 0 and len(drawn) == dp["steps"] >= 2  # every step ran, the empty one too
     assert 0 < dp["epsilon"] <= 3.0
+    assert len(noised) == dp["steps"] and noised[0]  # the empty step still moved by noise
