@@ -215,8 +215,11 @@ def _check_file(path: Path) -> None:
 def _check_tables(conn: sqlite3.Connection, path: Path) -> set[str]:
     """Refuse an SQLite file of something else, or an imprint cache of another layout."""
     rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
-    tables = {name for (name,) in rows}
-    if tables and not tables & _COLUMNS.keys():
+    tables = {name for (name,) in rows if not name.startswith("sqlite_")}
+    # imprint's own files hold only its tables: any other table (even beside one of imprint's
+    # names, e.g. a "responses" table of another program) means another program's database,
+    # which is never migrated or written to
+    if tables and (not tables & _COLUMNS.keys() or tables - _COLUMNS.keys()):
         raise ConfigError(
             f"signal cache {str(path)!r} is an SQLite database of something else (tables: "
             f"{', '.join(sorted(tables))}); imprint will not add its tables to it; {_FIX}"
