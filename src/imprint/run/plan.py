@@ -16,8 +16,8 @@ from typing import Any
 from imprint.attacks import RunContext, build_attacks
 from imprint.attacks.params import check_params
 from imprint.backends.base import LOGPROBS, Access
-from imprint.backends.models import default_cache_path
-from imprint.backends.registry import BackendChoice, LoadContext, choose_backend
+from imprint.backends.models import default_cache_path, resolve_model
+from imprint.backends.registry import BackendChoice, LoadContext, choose_backend, provider_for
 from imprint.errors import ConfigError
 from imprint.executors import BackendFactory, Executor, make_executor
 from imprint.run.config import RunConfig
@@ -105,14 +105,7 @@ def backend_choices(
         )
     }
     for name, spec in refs:
-        choice = choose_backend(spec, settings=shared)
-        if LOGPROBS not in choice.provider.capabilities:
-            raise ConfigError(
-                f"reference model {name}={spec!r} is served by {choice.provider.name!r}, which "
-                "gives no log-probabilities; reference attacks need a local model (an alias, a "
-                "folder, gguf:PATH or a hub id)"
-            )
-        choices[name] = choice
+        choices[name] = _reference_choice(name, spec, shared)
     used = set().union(*(c.settings_used for c in choices.values()))
     for setting in sorted(set(shared) - used):
         provider = choices["target"].provider
@@ -123,6 +116,24 @@ def backend_choices(
             "(set them with --model-arg KEY=VALUE); drop the flag"
         )
     return choices
+
+
+def _reference_choice(name: str, spec: str, shared: dict[str, Any]) -> BackendChoice:
+    """A reference model's provider choice; a model that cannot give log-probabilities, or
+    whose files cannot be found, fails here, naming the reference, before any model loads."""
+    provider, _ = provider_for(spec)
+    if LOGPROBS not in provider.capabilities:
+        raise ConfigError(
+            f"reference model {name}={spec!r} is served by {provider.name!r}, which gives no "
+            "log-probabilities; reference attacks need a local model (an alias, a folder, "
+            "gguf:PATH or a hub id)"
+        )
+    try:
+        if provider.whole_spec:  # a local model's files: found now, not after the target loads
+            resolve_model(spec)
+        return choose_backend(spec, settings=shared)
+    except ConfigError as err:
+        raise ConfigError(f"reference model {name}={spec!r}: {err}") from None
 
 
 def load_backends(plan: RunPlan, cache: Any = None) -> dict[str, Any]:
