@@ -12,7 +12,6 @@ import pytest
 import yaml
 from test_study_grid import write_data, write_spec
 
-from imprint.cli.study import orchestrator
 from imprint.errors import ConfigError
 from imprint.study.grid import run_grid
 from imprint.study.spec import load_spec
@@ -36,7 +35,7 @@ def test_one_model_and_one_data_set_under_two_names_keep_every_column(
             out=str(tmp_path / "study"),
         )  # fmt: skip
     )
-    result = run_grid(spec, orchestrator(), progress=False)
+    result = run_grid(spec, None, progress=False)
     places = sorted((c.model, c.benchmark) for c in result.cells)
     assert places == [("a", "B1"), ("a", "B2"), ("b", "B1"), ("b", "B2")]
     assert result.models_loaded == ["a"]  # b's cells have a's keys: nothing to run twice
