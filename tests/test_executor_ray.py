@@ -292,3 +292,15 @@ def test_acmia_tempered_targets_are_scored_on_workers(local_ray, tiny_model_dir,
         assert set(where[role]["logprobs"]) and "driver" not in where[role]["logprobs"], where
     for column, values in local.scores.items():
         np.testing.assert_allclose(remote.scores[column], values, rtol=1e-4, atol=1e-6)
+
+
+def test_after_a_lost_node_the_next_pool_shrinks_to_what_the_cluster_can_place(monkeypatch):
+    """--workers 2 is refused up front on a 1-CPU cluster, but once a node is lost mid-run the
+    next role's pool starts as many workers as remain placeable instead of ending the run."""
+    from imprint.executors.ray import RayExecutor
+
+    executor = RayExecutor(ExecutorConfig(kind="ray", workers=2), {})
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 1})
+    assert executor._placeable() == 2  # nothing lost: the number asked (checked when Ray starts)
+    executor.stats.lost_workers = 1
+    assert executor._placeable() == 1

@@ -244,7 +244,7 @@ class RayExecutor:
         started = time.perf_counter()
         self._ensure_ray()
         pool = _Pool(role, self.factories[role], fingerprint)
-        self._start_actors(pool, self._workers())
+        self._start_actors(pool, self._placeable())
         self._pool = pool
         self.stats.start_s += time.perf_counter() - started
         return pool
@@ -285,6 +285,17 @@ class RayExecutor:
 
         return self.config.workers or default_workers(self.config, self._gpus())
 
+    def _placeable(self) -> int:
+        """Workers for the next pool: the run's number, or after a lost node as many as the
+        cluster can still place (the first pool refused a number it could not place)."""
+        if not self.stats.lost_workers:
+            return self._workers()
+        import ray
+
+        gpus = self._gpus()
+        cpus = int(ray.cluster_resources().get("CPU", 0)) // self.config.worker_cpus
+        return max(1, min(self._workers(), gpus or cpus))
+
     def _gpus(self) -> int:
         import ray
 
@@ -298,7 +309,8 @@ class RayExecutor:
         if not ray.is_initialized():
             connect(self.config)
             self._started_ray = True
-        check_resources(self.config, self._workers(), self._gpus())
+        if not self.stats.lost_workers:  # after a lost node, later pools shrink to fit
+            check_resources(self.config, self._workers(), self._gpus())
 
     def _close_pool(self) -> None:
         if self._pool is None:
