@@ -16,7 +16,7 @@ from imprint.backends.http_checks import mask_secret, usage_tokens
 from imprint.cli import app
 from imprint.cli.flags import config_from_flags
 from imprint.errors import ConfigError
-from imprint.run import RunConfig
+from imprint.run import RunConfig, resolve
 
 KEY = "sk-live-7Hq2wZ0pXc9Lm4Rt-never-print"
 ENV = "IMPRINT_TEST_SAFETY_KEY"
@@ -196,15 +196,17 @@ def test_cli_api_timeout_and_max_retries_reach_the_client(tmp_path):
 @pytest.mark.parametrize(
     ("options", "match"),
     [
-        ({"api_timeout": 0.0}, "api_timeout"),
-        ({"api_timeout": float("nan")}, "api_timeout"),
-        ({"api_max_retries": -1}, "api_max_retries"),
+        ({"api_timeout": 0.0}, "'timeout'"),
+        ({"api_timeout": float("nan")}, "'timeout'"),
+        ({"api_max_retries": -1}, "'max_retries'"),
     ],
 )
 def test_bad_api_retry_options_are_refused(options, match, tmp_path):
-    with pytest.raises(ConfigError, match=match):
-        config_from_flags(
-            model="m", data="d", out=tmp_path, api_base="http://127.0.0.1:9/v1", **options
+    with pytest.raises(ConfigError, match=match):  # the HTTP backend's options, before any work
+        resolve(
+            config_from_flags(
+                model="m", data="d", out=tmp_path, api_base="http://127.0.0.1:9/v1", **options
+            )
         )
 
 
