@@ -16,7 +16,7 @@ from imprint.errors import ConfigError
 from imprint.game import GameConfig, build_game
 from imprint.game import reference as reference_mod
 from imprint.game.reference import build_references, reference_halves
-from imprint.run import RunConfig, execute_run
+from imprint.run import RunConfig, execute_run, resolve
 from imprint.training_manifest import IN, OUT, UNKNOWN, load_reference_set
 
 # words from several scripts: the byte-level tokenizer must train and score them all
@@ -229,13 +229,15 @@ def test_manifest_plain_form_relative_specs_and_missing(tmp_path, tiny_model_dir
         load_reference_set(str(tmp_path / "nope.json"))
     with pytest.raises(ConfigError, match="--reference-models K"):
         load_reference_set(str(tmp_path))
-    with pytest.raises(ConfigError, match="share one namespace"):
-        RunConfig(
-            model=str(tiny_model_dir),
-            data="x",
-            out=tmp_path / "o",
-            refs=(("reference-0", str(tiny_model_dir)),),
-            references=str(_manifest(tmp_path, tiny_model_dir)),
+    with pytest.raises(ConfigError, match="share one namespace"):  # resolve() reads the file
+        resolve(
+            RunConfig(
+                model=str(tiny_model_dir),
+                data="x",
+                out=tmp_path / "o",
+                refs=(("reference-0", str(tiny_model_dir)),),
+                references=str(_manifest(tmp_path, tiny_model_dir)),
+            )
         )
 
 
