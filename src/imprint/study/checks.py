@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from imprint.errors import ConfigError
+from imprint.run import resolve
 from imprint.study.spec import ModelEntry, Settings, StudySpec
 
 __all__ = ["check_models", "model_place"]
@@ -25,6 +26,7 @@ def check_models(
     for model in models:
         try:
             config = config_for(model)
+            resolve(config)  # every option and provider as the run resolves them
             if _resolve(model.model, spec, None):
                 _device(config, spec, model)
         except ConfigError as err:
