@@ -6,6 +6,10 @@ node. A run there gives the local run's scores, with work done on both nodes; a 
 mid-run (all its processes, SIGKILL) costs only what it had not delivered: the run finishes on
 the other node, its scores equal the local run's and no request is stored twice. The tests run
 in file order: the node-killing test comes after those that need both nodes.
+
+Named to run first (test_aa_): in one pytest process, a driver that earlier started and shut
+down a private Ray could not place actors on a cluster joined afterwards (a user's process runs
+one executor; to investigate).
 """
 
 from __future__ import annotations
