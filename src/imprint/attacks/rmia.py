@@ -120,7 +120,7 @@ def tune_offline_a(
     :func:`rmia_scores`. Returns the grid value with the highest AUC (the first, i.e. smallest,
     on ties) and the AUC at every grid value (NaN where undefined). Raises :class:`ConfigError`
     when no grid value gives an AUC (no scored IN or no scored OUT candidate)."""
-    from imprint.metrics import auc  # here: the CLI imports every attack module
+    from imprint.metrics import roc_auc_score as auc  # here: the CLI imports every attack module
 
     labels = np.asarray(labels)
     aucs = []

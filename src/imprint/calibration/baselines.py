@@ -21,7 +21,8 @@ import numpy as np
 
 from imprint.calibration.core import Row, coverage_row, info_row, mean_row
 from imprint.calibration.sequences import LEVEL, normal_cdf, normal_quantile
-from imprint.metrics import auc, bootstrap_metrics, transfer_interval
+from imprint.metrics import bootstrap_metrics, transfer_interval
+from imprint.metrics import roc_auc_score as auc
 
 __all__ = ["FAST_BLIND", "null_texts", "rows_blind", "rows_reference_attacks", "rows_transfer"]
 

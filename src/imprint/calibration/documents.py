@@ -18,7 +18,7 @@ from imprint.calibration.core import Row, coverage_row, mean_row
 from imprint.calibration.sequences import LEVEL, clustered_sequences, normal_cdf
 from imprint.documents.doc_metrics import document_summary, mean_per_document
 from imprint.documents.shi import shi_fold_summary, shi_scores
-from imprint.metrics import auc
+from imprint.metrics import roc_auc_score as auc
 from imprint.metrics.cv_interval import widen_auc
 
 __all__ = ["mean_doc_auc", "rows_mean", "rows_meeus", "rows_shi"]

@@ -26,7 +26,8 @@ from imprint.diagnostics.paired_runs import (
     paired_auc_differences,
 )
 from imprint.errors import DataError
-from imprint.metrics import auc, threshold_at_fpr, threshold_transfer, unresolvable
+from imprint.metrics import roc_auc_score as auc
+from imprint.metrics import threshold_at_fpr, threshold_transfer, unresolvable
 
 __all__ = [
     "DEFAULT_TRANSFER_FPRS",

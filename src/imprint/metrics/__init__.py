@@ -12,6 +12,7 @@ from imprint.metrics.binary import (
     UndefinedMetricWarning,
     auc,
     confusion_at_thresholds,
+    roc_auc_score,
     roc_curve,
     tpr_at_fpr,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "fpr_at_threshold",
     "min_nonmembers",
     "paired_bootstrap",
+    "roc_auc_score",
     "roc_curve",
     "threshold_at_fpr",
     "threshold_transfer",

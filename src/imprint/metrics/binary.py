@@ -28,6 +28,7 @@ __all__ = [
     "UndefinedMetricWarning",
     "auc",
     "confusion_at_thresholds",
+    "roc_auc_score",
     "roc_curve",
     "tpr_at_fpr",
 ]
@@ -88,8 +89,10 @@ def roc_curve(
     return fpr, tpr, np.concatenate(([np.inf], thresholds))
 
 
-def auc(labels: ArrayLike, scores: ArrayLike) -> float:
-    """Area under the ROC curve (trapezoid rule over every distinct threshold).
+def roc_auc_score(labels: ArrayLike, scores: ArrayLike) -> float:
+    """Area under the ROC curve (trapezoid rule over every distinct threshold), from labels and
+    scores as scikit-learn's ``roc_auc_score(y_true, y_score)`` (not its ``auc(x, y)``, the area
+    under any curve).
 
     Equals the Mann-Whitney probability that a random member outscores a random
     non-member, ties counted 1/2. Computed from integer counts, so it is exact up to the
@@ -111,6 +114,18 @@ def auc(labels: ArrayLike, scores: ArrayLike) -> float:
     # Twice the area, in units of one member x non-member pair: exact integer arithmetic.
     twice_area = int(np.sum(np.diff(fp0) * (tp0[1:] + tp0[:-1])))
     return twice_area / (2 * n_pos * n_neg)
+
+
+def auc(labels: ArrayLike, scores: ArrayLike) -> float:
+    """Deprecated name of :func:`roc_auc_score` (scikit-learn's ``auc(x, y)`` is the area under
+    a curve given by points, another function); warns and returns the same value."""
+    warnings.warn(
+        "imprint.metrics.auc(labels, scores) is renamed roc_auc_score(labels, scores), as in "
+        "scikit-learn, whose auc(x, y) means the area under a curve; auc will be removed",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return roc_auc_score(labels, scores)
 
 
 def tpr_at_fpr(labels: ArrayLike, scores: ArrayLike, max_fpr: float) -> float | None:

@@ -7,7 +7,7 @@ resampling them one by one gives intervals that are too narrow (a cluster bootst
 summary names what it resampled (``resamples``). All resamples are evaluated together: scores
 are mapped once to integer levels (their rank among the distinct scores), each resample becomes a
 histogram over levels, and AUC and TPR@FPR follow from cumulative sums of those histograms.
-The per-resample values equal :func:`~imprint.metrics.binary.auc` and
+The per-resample values equal :func:`~imprint.metrics.binary.roc_auc_score` and
 :func:`~imprint.metrics.binary.tpr_at_fpr` applied to that resample, exactly.
 
 Intervals are BCa by default (bias-corrected and accelerated; Efron 1987, "Better bootstrap
@@ -38,7 +38,7 @@ from imprint.metrics._validation import (
     check_fraction,
     warn_undefined,
 )
-from imprint.metrics.binary import auc, confusion_at_thresholds, tpr_from_counts
+from imprint.metrics.binary import confusion_at_thresholds, roc_auc_score, tpr_from_counts
 from imprint.metrics.jackknife import acceleration, jackknife_groups, jackknife_rows
 from imprint.metrics.resolution import unresolvable
 
@@ -422,7 +422,7 @@ def bootstrap_metrics(
                 is_member, score_arr, *grouped, n_resamples=n_r, seed=sd, bounds=kept
             )
         _, tp, fp, _, _ = confusion_at_thresholds(is_member, score_arr)
-        estimates = [auc(is_member, score_arr)]
+        estimates = [roc_auc_score(is_member, score_arr)]
         estimates += [tpr_from_counts(tp, fp, n_pos, n_neg, b) for b in kept]
         boots = [auc_boot, *tpr_boot]
         if interval == "bca":

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from imprint.metrics.binary import auc
+from imprint.metrics.binary import roc_auc_score
 from imprint.metrics.bootstrap import Interval, MetricSummary
 
 __all__ = ["CV_METHOD", "corrected_cv_interval", "fold_aucs", "widen_auc"]
@@ -50,7 +50,7 @@ def fold_aucs(
         held = np.asarray(test, dtype=np.int64)
         idx = held[np.isfinite(s[held])]
         if 0 < int(y[idx].sum()) < idx.size:
-            values.append(auc(y[idx], s[idx]))
+            values.append(roc_auc_score(y[idx], s[idx]))
             ratios.append(held.size / max(n - held.size, 1))
     return np.asarray(values, dtype=float), float(np.mean(ratios)) if ratios else math.nan
 
