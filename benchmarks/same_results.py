@@ -8,6 +8,10 @@ each (so the two share the two cores and neither's floating-point order depends 
 thread count). Every score column of every ``scores.parquet`` is then compared: max |difference|,
 NaNs at the same rows, and whether ``metrics.json`` is byte-identical. ``--quick`` runs SimMIA at
 N = 10 and 20 texts per label instead of the default N and 30 per label.
+
+``--bench bench_core.py --bench bench_attacks.py ...`` instead runs each tree's own copy of those
+benchmarks, alternating before / after ``--rounds`` times (one at a time, all threads), and
+prints every output line tagged with its tree, so the ratios are read side by side.
 """
 
 from __future__ import annotations
@@ -113,6 +117,27 @@ def compare(before: Path, after: Path) -> dict[str, object]:
     }
 
 
+def benchmarks(trees: dict[str, Path], names: list[str], rounds: int, extra: list[str]) -> None:
+    """Each tree's copy of each benchmark, alternating trees so machine noise hits both alike."""
+    for name in names:
+        for round_ in range(rounds):
+            for tag, tree in trees.items():
+                env = {**os.environ, "PYTHONPATH": f"{tree / 'src'}:{tree / 'benchmarks'}"}
+                argv = [sys.executable, str(tree / "benchmarks" / name), *extra]
+                started = time.perf_counter()
+                proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+                wall = time.perf_counter() - started
+                load = os.getloadavg()[0]
+                print(
+                    f"## {name} round {round_ + 1} {tag} ({wall:.0f} s, load {load:.1f})",
+                    flush=True,
+                )
+                for line in proc.stdout.splitlines():
+                    print(f"{tag}: {line}", flush=True)
+                if proc.returncode:
+                    print(f"{tag}: FAILED rc={proc.returncode}: {proc.stderr[-800:]}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", required=True, help="git revision run first (e.g. 2df37b6)")
@@ -120,8 +145,20 @@ def main() -> None:
     parser.add_argument("--game", type=Path, help="a game folder, run with its reference models")
     parser.add_argument("--work", type=Path, default=Path("/tmp/imprint-same-results"))
     parser.add_argument("--quick", action="store_true", help="SimMIA N = 10, 20 texts per label")
+    parser.add_argument(
+        "--bench", action="append", default=[], help="a benchmarks/ file to compare"
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="alternations per benchmark")
+    parser.add_argument("--bench-args", default="", help="arguments passed to every benchmark")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.bench:
+        trees = {
+            "before": checkout(args.before, args.work),
+            "after": checkout(args.after, args.work),
+        }
+        benchmarks(trees, args.bench, args.rounds, args.bench_args.split())
+        return
     runs = commands(args.game, args.quick)
     started = time.perf_counter()
     procs = [
