@@ -52,6 +52,7 @@ BUILTIN_ATTACKS = {
         ("ez_mia", "ez_mia", "EzMia"),
         ("gap_k", "gap_k", "GapK"),
         ("gradnorm", "gradnorm", "GradNorm"),
+        ("informia", "informia", "InfoRMIA"),
         ("lira", "lira", "LiRA"),
         ("loss", "loss", "Loss"),
         ("lowercase", "lowercase", "Lowercase"),
