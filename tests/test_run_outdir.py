@@ -88,5 +88,5 @@ def test_run_folder_with_brackets_is_printed_whole_and_replaceable(tiny_model_di
     execute_run(config, console=console)
     assert f"report: {out / 'report.html'}" in console.export_text()
     assert is_run_folder(out)  # what a real run writes is recognised
-    execute_run(_quick(tiny_model_dir, _data(tmp_path), out, breakdown="язык"))
+    execute_run(_quick(tiny_model_dir, _data(tmp_path), out, breakdown="язык", overwrite=True))
     assert "язык" in json.loads((out / "metrics.json").read_text())["breakdown"]["field"]

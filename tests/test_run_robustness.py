@@ -71,8 +71,10 @@ def test_non_run_folder_refused_unless_overwrite(tiny_model_dir, tmp_path):
     assert (out / "thesis.tex").read_text() == "years of work"
     execute_run(_quick(tiny_model_dir, data, out, overwrite=True))
     assert not (out / "thesis.tex").exists() and (out / "report.md").is_file()
-    # an earlier run is replaced without --overwrite, and nothing is left beside it
-    execute_run(_quick(tiny_model_dir, data, out, attacks=("zlib",)))
+    # an earlier run is replaced only with --overwrite (issue 24), and nothing is left beside it
+    with pytest.raises(ConfigError, match="already holds an earlier imprint run"):
+        execute_run(_quick(tiny_model_dir, data, out, attacks=("zlib",)))
+    execute_run(_quick(tiny_model_dir, data, out, attacks=("zlib",), overwrite=True))
     assert "zlib" in pq.read_table(out / "scores.parquet").column_names
     assert sorted(p.name for p in tmp_path.iterdir()) == ["imprint-cache", "mine", "small.jsonl"]
 
@@ -102,7 +104,7 @@ def test_concurrent_publishers_never_interleave(tmp_path):
         for name in ("metrics.json", "scores.parquet"):  # what a run folder holds
             (staged / name).write_text(str(tag))
         (staged / "manifest.json").write_text(json.dumps(manifest))
-        publish(staged, out)
+        publish(staged, out, overwrite=True)  # replacing an earlier run needs it (issue 24)
 
     threads = [threading.Thread(target=one_run, args=(t,)) for t in range(8)]
     for t in threads:

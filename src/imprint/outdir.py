@@ -2,8 +2,10 @@
 
 A run is written into a hidden sibling folder (``.NAME.partial-*``) and renamed into place at the
 end, so a crash leaves no half-written run, and two runs aimed at one folder never mix their
-files: the one that finishes last is the folder, whole. An existing folder is replaced only when
-it is an earlier imprint run (:func:`is_run_folder`), or when ``overwrite`` says so.
+files: the one that finishes first is the folder, whole, and the other stops with an error. An
+existing folder is replaced only when ``overwrite`` says so (and, for an imprint output, only
+when it is an earlier output of the same kind). Without ``--out`` a run gets a new timestamped
+folder (:func:`default_run_dir`) and ``runs/latest`` is a link to it (:func:`link_latest`).
 
 One rule for every command's output folder (:func:`check_kind`): each writes a marker naming
 its kind (:func:`mark_output`), and ``--overwrite`` replaces a folder imprint did not write or an
@@ -203,11 +205,59 @@ def check_out_dir(out: Path, *, overwrite: bool = False) -> Path:
     if out == out.parent or out == cwd or out in cwd.parents:
         raise ConfigError(
             f"--out {out} is the current folder or one above it; the run replaces its --out "
-            "folder whole, so pass a new folder, e.g. --out runs/latest"
+            "folder whole, so pass a new folder, e.g. --out runs/mine"
         )
     check_kind(out, "run", overwrite=overwrite)  # a run replaces its folder whole
+    if not overwrite and is_run_folder(out):  # never lose an earlier run silently
+        raise ConfigError(
+            f"--out {out} already holds an earlier imprint run; pass a new folder (or leave "
+            "--out out: each run gets its own runs/<time>-<model>-<data>), or add --overwrite "
+            "to replace it"
+        )
     check_writable(out)  # the run is staged in a sibling folder: it must be creatable there
     return out
+
+
+RUNS = Path("runs")  # where runs without --out go, relative to the current folder
+LATEST = "latest"  # the link in RUNS to the newest of them
+
+
+def _slug(spec: str) -> str:
+    """A short, file-name-safe name of a model or data spec: its last path part, scheme dropped
+    (``hf:org/name`` -> ``name``, ``wikimia:32`` -> ``wikimia-32``, ``/x/y.jsonl`` -> ``y``)."""
+    import re
+
+    text = spec.rstrip("/")
+    for scheme in ("gguf:", "game:", "hf:", "vllm:", "openai:"):
+        text = text.removeprefix(scheme)
+    name = Path(text).stem if "/" in text or Path(text).suffix in (".jsonl", ".csv",
+        ".parquet", ".json", ".txt", ".gguf") else text  # fmt: skip
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:40] or "x"
+
+
+def default_run_dir(model: str, data: str, *, root: Path = RUNS, now: float | None = None) -> Path:
+    """A new folder for a run given no ``--out``: ``runs/YYYYmmdd-HHMMSS-<model>-<data>`` (a
+    ``-2``, ``-3``, ... suffix when a run of the same second holds that name)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    base = root / f"{stamp}-{_slug(model)}-{_slug(data)}"
+    path, n = base, 1
+    while path.exists() or path.is_symlink():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
+
+
+def link_latest(out: Path) -> Path | None:
+    """Point ``<out's parent>/latest`` at ``out`` (replacing an earlier link, atomically); None,
+    and nothing touched, when ``latest`` there is a real file or folder (an earlier release
+    wrote runs there)."""
+    link = out.parent / LATEST
+    if link.exists() and not link.is_symlink():
+        return None
+    temporary = out.parent / f".{LATEST}.{os.getpid()}-{secrets.token_hex(4)}"
+    os.symlink(out.name, temporary)  # relative: the runs folder can move whole
+    os.replace(temporary, link)
+    return link
 
 
 def staging_dir(out: Path) -> Path:

@@ -21,6 +21,18 @@ app = typer.Typer(
     help="Membership inference attacks against LLMs, measured honestly.",
 )
 
+
+@app.callback()
+def _every_command() -> None:
+    """Before any command: the console's layout for where it prints (a terminal, or a pipe:
+    full width, nothing cut), and other libraries' progress bars off."""
+    from imprint.cli.common import fit_console
+    from imprint.report.progress import silence_third_party_bars
+
+    fit_console()
+    silence_third_party_bars()
+
+
 app.command("run")(run_commands.run)
 app.command("attacks")(run_commands.list_attacks)
 app.command("backends")(run_commands.list_backends)

@@ -25,6 +25,7 @@ __all__ = [
     "check_out_folder",
     "console",
     "fail",
+    "fit_console",
     "handle_errors",
     "parse_key_values",
     "parse_list",
@@ -37,7 +38,33 @@ __all__ = [
     "write_json",
 ]
 
-console = Console()
+
+class _Console(Console):
+    """A rich console whose rules are one short plain line when the output is not a terminal
+    (a rule spans the width, and a pipe's width is :data:`PIPE_WIDTH`)."""
+
+    def rule(self, title: Any = "", *args: Any, **kwargs: Any) -> None:
+        if self.is_terminal:
+            super().rule(title, *args, **kwargs)
+        else:
+            self.print(Text(f"-- {title} --" if title else "--"), soft_wrap=True)
+
+
+#: columns a table may take when the output is a pipe or a file (CI logs, ``| tee``): wide
+#: enough that no name is cut and no row wraps; tables take only the width they need
+PIPE_WIDTH = 2000
+console = _Console()
+
+
+def fit_console() -> None:
+    """Lay the console out for where it prints now: a terminal's own width, or (a pipe, a file,
+    a test's captured output) :data:`PIPE_WIDTH` columns, unless ``COLUMNS`` says otherwise."""
+    import os
+
+    piped = not console.is_terminal and not os.environ.get("COLUMNS")
+    console.width = PIPE_WIDTH if piped else None  # type: ignore[assignment]  # None: measure
+
+
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")

@@ -16,6 +16,7 @@ from imprint.cli.common import (
     parse_key_values,
     parse_list,
     run_attacks,
+    say,
     split_key_value,
 )
 
@@ -38,7 +39,13 @@ ModelArgs = Annotated[
         "vllm: tensor_parallel_size=2; a wrong key lists the ones it takes"
     ),
 ]
-Out = Annotated[Path, typer.Option(help="run folder to write")]
+Out = Annotated[
+    Path | None,
+    typer.Option(
+        help="run folder to write (a new one; an earlier run is replaced only with --overwrite); "
+        "default: a new runs/<YYYYmmdd-HHMMSS>-<model>-<data>, with runs/latest linked to it"
+    ),
+]
 Params = Annotated[list[str], typer.Option(help="ATTACK.PARAM=VALUE (repeatable)")]
 Pools = Annotated[list[str], typer.Option(help="NAME=DATA pool for shots (repeatable)")]
 References = Annotated[
@@ -139,7 +146,9 @@ OnBad = Annotated[
 Overwrite = Annotated[
     bool,
     typer.Option(
-        "--overwrite", help="replace an --out folder that is not an imprint run (deletes it)"
+        "--overwrite",
+        help="replace the --out folder: an earlier run, or a folder imprint did not write "
+        "(deletes it)",
     ),
 ]
 ApiBase = Annotated[
@@ -250,7 +259,7 @@ def run(
     references: References = None,
     allow_unmatched_ids: AllowUnmatched = False,
     model_arg: ModelArgs = [],  # noqa: B006
-    out: Out = Path("runs/latest"),
+    out: Out = None,
     param: Params = [],  # noqa: B006
     pool: Pools = [],  # noqa: B006
     text_field: Field = None,
@@ -290,7 +299,16 @@ def run(
     worker_cpus: WorkerCpus = 1,
 ) -> None:
     """Run membership inference attacks and write a report folder."""
-    run_attacks(console=console, **_run_config(dict(locals())))
+    options = dict(locals())  # first: the options alone
+    from imprint.outdir import default_run_dir, link_latest
+
+    if out is None:  # a new folder per run: no run replaces another unasked
+        options["out"] = default_run_dir(model, data)
+    result = run_attacks(console=console, **_run_config(options))
+    if out is None:
+        link = link_latest(result.out)
+        to = f"; {link} points to it" if link else ""
+        say(f"run folder: {result.out}{to}")
 
 
 def list_attacks() -> None:

@@ -114,6 +114,7 @@ def _attack_games(
                 data=f"game:{folder}",
                 out=out / f"run-{label}",
                 pools={"nonmembers": f"game-heldout:{folder}"} if cfg.heldout else {},
+                overwrite=True,  # the demo's own run folder: a rerun replaces it
                 **settings,
             )
             result = execute_run(config, console=console)

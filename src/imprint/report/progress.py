@@ -43,3 +43,23 @@ class ProgressFactory:
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+
+
+def silence_third_party_bars() -> None:
+    """Turn off the progress bars of Hugging Face libraries (transformers' "Loading weights",
+    the hub's downloads, datasets' map and load bars): imprint draws its own, and theirs fill
+    piped logs with carriage returns. Libraries imported already are told now; the environment
+    tells those imported later (this process and its workers)."""
+    import os
+    import sys
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    if "huggingface_hub" in sys.modules:
+        sys.modules["huggingface_hub"].utils.disable_progress_bars()
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+    if "datasets" in sys.modules:
+        sys.modules["datasets"].disable_progress_bars()

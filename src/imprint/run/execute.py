@@ -82,6 +82,23 @@ def execute_run(
         console=console,
         overwrite=config.overwrite,
     )
+    if console is not None and scored.plan is not None:
+        from rich.text import Text
+
+        from imprint.run.estimate import duration
+
+        said = scored.plan.estimate_s
+        console.print(
+            Text(
+                f"done: {duration(time.time() - started)} in all, the scores "
+                f"{duration(scored.scoring_s)} (the plan said about {duration(said)} for the "
+                "passes)"
+                if said is not None
+                else f"done: {duration(time.time() - started)} in all, the scores "
+                f"{duration(scored.scoring_s)}"
+            ),
+            soft_wrap=True,
+        )
     return RunResult(config.out, scored.samples, scored.scores, metrics, manifest)
 
 

@@ -35,6 +35,8 @@ def run_manifest(
         "executor": scored.work.executor,
         "elapsed_s": round(time.time() - started, 2),
     }
+    if scored.plan is not None:  # what the plan line said before the work, and what it took
+        manifest["plan"] = {**scored.plan.to_dict(), "scoring_s": round(scored.scoring_s, 2)}
     if inputs.references is not None:
         manifest["references"] = inputs.references
     return manifest

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from imprint.documents.run_hook import DocumentSignals, document_signals
 from imprint.errors import DataError
 from imprint.executors import Executor
 from imprint.requests.client import ModelRequests
+from imprint.run.estimate import WorkPlan, logprob_tokens, plan_work, record_throughput
 from imprint.run.inputs import RunInputs
 from imprint.run.plan import RunPlan, load_backends, run_executor
 from imprint.scoring import WorkReport, compute_scores, model_requests, prepare_attacks
@@ -33,6 +35,8 @@ class Scored:
     models: dict[str, Any]
     work: WorkReport
     documents: DocumentSignals | None = None  # what document aggregators took (--unit document)
+    plan: WorkPlan | None = None  # the plan line's figures (texts, passes, estimate)
+    scoring_s: float = 0.0  # seconds the scores took
 
 
 def score(
@@ -65,6 +69,12 @@ def score(
             backends, cache, work, config.token_budget, progress, executor=executor
         )
         samples, attacks, prefixes = _set_up_attacks(plan, backends["target"], inputs, requests)
+        work_plan = plan_work(attacks, samples, backends, prefixes, cache_path=plan.cache_path)
+        if console is not None:
+            from rich.text import Text
+
+            console.print(Text(work_plan.line()), soft_wrap=True)
+        started = time.perf_counter()
         scores = compute_scores(
             attacks,
             samples,
@@ -81,8 +91,14 @@ def score(
         if inputs.split is not None:  # the aggregators' signals, while the store is open
             texts = [s.text for s in samples]
             documents = document_signals(attacks, requests, texts)
+        elapsed = time.perf_counter() - started
+        if not work_plan.other_calls and given is None:  # the time is the passes' alone
+            record_throughput(
+                plan.cache_path, backends["target"], logprob_tokens(work.to_dict()), elapsed
+            )
         work.executor = {"kind": executor.kind, **executor.stats.to_dict()}
-        return Scored(samples, attacks, scores, describe_models(plan, backends), work, documents)
+        models = describe_models(plan, backends)
+        return Scored(samples, attacks, scores, models, work, documents, work_plan, elapsed)
     finally:
         if shared_executor is None:
             executor.close()

@@ -325,6 +325,7 @@ def _run_config(
         truncate_words=bench.truncate, min_words=bench.min_words, n_per_label=bench.n_per_label,
         dedupe=bench.dedupe, seed=s.seed, n_bootstrap=s.n_bootstrap, token_budget=s.token_budget,
         cache=spec.cache, blind=False, progress=False, executor=executor or ExecutorConfig(),
+        overwrite=True,  # a cell's run folder in the study's own folder: a rerun replaces it
     )  # fmt: skip
 
 
