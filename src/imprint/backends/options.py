@@ -129,11 +129,13 @@ class OpenAIOptions:
 
     mode: Literal["completions", "chat"] = "completions"
     key_env: str | None = "OPENAI_API_KEY"  # environment variable holding the key (never stored)
-    concurrency: int = 8  # requests in flight at once
-    top_k: int | None = None  # sent only when set (vLLM and llama.cpp servers accept it)
+    concurrency: int = 8  # most requests in flight (fewer when the server shows it is slower)
+    top_k: int | None = None  # top-k of calls that name none (an attack's own top-k wins)
     timeout: float = 60.0  # seconds per request attempt
     max_retries: int = 6  # per request (429, 5xx, timeouts); then the run stops
-    max_n_per_request: int = 128  # samples asked in one request
+    max_n_per_request: int = 128  # most samples asked in one request (fewer when the server caps n)
+    # the server's sampling fields (auto: read from GET /v1/models; see backends/http_sampling)
+    server: Literal["auto", "openai", "vllm", "llama.cpp", "transformers"] = "auto"
 
     EXAMPLES: ClassVar[dict[str, str]] = {
         "mode": "chat",
@@ -143,6 +145,7 @@ class OpenAIOptions:
         "timeout": "120",
         "max_retries": "3",
         "max_n_per_request": "16",
+        "server": "llama.cpp",
     }
 
     def __post_init__(self) -> None:
