@@ -64,24 +64,10 @@ def load_vllm(choice: BackendChoice, context: LoadContext) -> Any:
 def load_openai(choice: BackendChoice, context: LoadContext) -> Any:
     """The API at ``choice.api_base`` serving the model ``choice.target``; answers are cached
     in ``context.cache`` as they arrive."""
-    from imprint.backends.http import OpenAICompatibleBackend, RetryPolicy
+    from imprint.backends.http import OpenAICompatibleBackend
 
-    options: OpenAIOptions = choice.options
     assert choice.api_base is not None  # choose_backend refuses openai without one
-    return OpenAICompatibleBackend(
-        choice.api_base,
-        choice.target,
-        name=context.name,
-        mode=options.mode,
-        api_key_env=options.key_env,
-        max_concurrency=options.concurrency,
-        max_n_per_request=options.max_n_per_request,
-        top_k=options.top_k,
-        timeout_s=options.timeout,
-        retry=RetryPolicy(max_retries=options.max_retries),
-        seed=context.seed,
-        cache=context.cache,
-    )
+    return OpenAICompatibleBackend.from_choice(choice, context)
 
 
 def _hf_like(name: str, summary: str, example: str) -> BackendProvider:
