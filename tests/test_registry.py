@@ -195,7 +195,7 @@ def test_backend_providers_are_imported_on_first_lookup_only():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split(maxsplit=3)[:3] == ["False", "False", "True"], out.stdout + out.stderr
-    assert "'gguf', 'hf', 'openai', 'vllm'" in out.stdout
+    assert "'gguf', 'hf', 'openai', 'openai-logprobs', 'vllm'" in out.stdout
 
 
 def test_a_backend_entry_must_be_a_checked_provider_named_as_registered():

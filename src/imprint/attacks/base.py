@@ -125,10 +125,17 @@ def _refuse_vocab_attacks(names: Sequence[str]) -> None:
         served = [n for n, c in available_attacks().items() if _served(c, TOKEN_ACCESS)]
         raise ConfigError(
             f"attack(s) {refused} need full-vocabulary statistics (mean/variance of log p, "
-            "entropy or gradients), which the target's backend (vLLM prompt log-probs) does not "
-            "return; run them on a local model (an alias, a folder, gguf:PATH, game:DIR or a hub "
-            "id: the hf backend), or choose from " + ", ".join(served) + " and the black-box "
-            "attacks"
+            "entropy or gradients), which the target's backend (prompt log-probs: vLLM, or a "
+            "server's echo + logprobs) does not return; run them on a local model (an alias, a "
+            "folder, gguf:PATH, game:DIR or a hub id: the hf backend), or choose from "
+            + ", ".join(served)
+            + " and the black-box attacks"
+            + (
+                " (min_k_pp_topk approximates Min-K%++ from a server's top-k candidates: "
+                "openai-logprobs with --model-arg topk_moments=true)"
+                if "min_k_pp" in refused
+                else ""
+            )
         )
 
 

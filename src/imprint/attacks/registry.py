@@ -46,6 +46,7 @@ BUILTIN_ATTACKS = {
     name: f"imprint.attacks.{module}:{cls}"
     for name, module, cls in (
         ("acmia", "acmia", "Acmia"),
+        ("camia", "camia", "CAMIA"),
         ("con_recall", "con_recall", "ConRecall"),
         ("dc_pdd", "dc_pdd", "DcPdd"),
         ("de_cop", "de_cop", "DECOP"),
@@ -58,6 +59,7 @@ BUILTIN_ATTACKS = {
         ("lowercase", "lowercase", "Lowercase"),
         ("min_k", "min_k", "MinK"),
         ("min_k_pp", "min_k_pp", "MinKPlusPlus"),
+        ("min_k_pp_topk", "min_k_pp_topk", "MinKPlusPlusTopK"),
         ("neighborhood", "neighborhood", "Neighborhood"),
         ("ngram_coverage", "ngram_coverage", "NGramCoverage"),
         ("pac", "pac", "Pac"),

@@ -11,10 +11,21 @@ import hashlib
 from typing import Any
 
 from imprint.backends.base import GRADIENTS, LOGPROBS, SAMPLING, TOKEN_LOGPROBS
+from imprint.backends.http_logprobs import LogprobOptions
 from imprint.backends.options import HFOptions, OpenAIOptions, VLLMOptions
 from imprint.backends.registry import BackendChoice, BackendProvider, LoadContext, make_provider
 
-__all__ = ["GGUF", "HF", "OPENAI", "VLLM", "load_hf", "load_openai", "load_vllm"]
+__all__ = [
+    "GGUF",
+    "HF",
+    "OPENAI",
+    "OPENAI_LOGPROBS",
+    "VLLM",
+    "load_hf",
+    "load_openai",
+    "load_openai_logprobs",
+    "load_vllm",
+]
 
 #: run-wide flags that feed the local transformers options (they apply to reference models too)
 _HF_SETTINGS = {
@@ -70,6 +81,14 @@ def load_openai(choice: BackendChoice, context: LoadContext) -> Any:
     return OpenAICompatibleBackend.from_choice(choice, context)
 
 
+def load_openai_logprobs(choice: BackendChoice, context: LoadContext) -> Any:
+    """Prompt log-probs from the completions server at ``choice.api_base`` (probed on load)."""
+    from imprint.backends.http_logprobs import HTTPLogprobBackend
+
+    assert choice.api_base is not None  # choose_backend refuses it without one
+    return HTTPLogprobBackend(choice.api_base, choice.target, choice.options, name=context.name)
+
+
 def _hf_like(name: str, summary: str, example: str) -> BackendProvider:
     return make_provider(
         name,
@@ -113,5 +132,15 @@ OPENAI = make_provider(
         "timeout": "api_timeout",
         "max_retries": "api_max_retries",
     },
+    requires=(("httpx", "api"),),
+)
+OPENAI_LOGPROBS = make_provider(
+    "openai-logprobs",
+    load_openai_logprobs,
+    options=LogprobOptions,
+    capabilities=frozenset({TOKEN_LOGPROBS}),
+    summary="an OpenAI-compatible completions server's prompt log-probs (echo + logprobs; "
+    "vLLM, llama-cpp-python): attacks on per-token log p (loss, zlib, min_k, recall ...)",
+    example="openai-logprobs:MODEL --api-base http://127.0.0.1:8000/v1",
     requires=(("httpx", "api"),),
 )

@@ -150,6 +150,9 @@ BACKENDS: Registry[BackendProvider] = Registry(
 )
 for _name, _attr in (("hf", "HF"), ("gguf", "GGUF"), ("vllm", "VLLM"), ("openai", "OPENAI")):
     BACKENDS.add(_name, f"imprint.backends.providers:{_attr}")
+BACKENDS.add("openai-logprobs", "imprint.backends.providers:OPENAI_LOGPROBS")
+#: providers served over HTTP: they take --api-base (openai is the default one)
+API_PROVIDERS = ("openai", "openai-logprobs")
 
 
 def register(
@@ -203,6 +206,8 @@ def _unknown(scheme: str, what: str) -> str:
 
 def provider_for(spec: str, *, api_base: str | None = None) -> tuple[BackendProvider, str]:
     """The provider serving ``spec`` and what its loader loads (see the module docstring)."""
+    if api_base is not None and spec.startswith("openai-logprobs:"):
+        return get_provider("openai-logprobs"), spec.removeprefix("openai-logprobs:")
     if api_base is not None:  # the API's own model name, whole (it may hold a colon: llama3:8b)
         name = spec.removeprefix("openai:")
         if not name.strip():
@@ -237,7 +242,7 @@ def choose_backend(
     fills the option its provider maps it to. A key given both ways is refused.
     """
     provider, target = provider_for(spec, api_base=api_base)
-    if provider.name == "openai" and not api_base:
+    if provider.name in API_PROVIDERS and not api_base:
         raise ConfigError(
             f"model {spec!r} is served over HTTP: add --api-base URL, the server's API root "
             "(e.g. http://127.0.0.1:8000/v1)"

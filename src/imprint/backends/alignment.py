@@ -1,0 +1,247 @@
+"""Reading a server's prompt log-probs: which entry holds which token's distribution, checked.
+
+An OpenAI-style ``echo`` + ``logprobs`` answer has, per prompt token ``t``, the token's text
+(``tokens[t]``), where it starts in the prompt (``text_offset[t]``), a log-probability
+(``token_logprobs[t]``) and the ``k`` best candidates (``top_logprobs[t]``, token text -> log p).
+Correct servers (OpenAI's legacy completions, vLLM) put at entry ``t`` the distribution that
+predicts token ``t`` (shift 0). llama-cpp-python's server, for a model that adds no BOS (SmolLM2),
+puts at entry ``t`` the distribution that predicts token ``t + 1`` (shift 1): at " Boston" it
+returns {" Mar": -0.63, " Boston": -10.61}, the candidates for the next token, and
+``token_logprobs[t]`` is the log p of token ``t`` under that wrong distribution. It also sets
+entry 0 to null in every case (the OpenAI convention for the first token).
+
+:func:`detect_shift` tells the two apart on a probe text that repeats one sentence: in its
+repeats the model is near-certain of every next token, so the argmax of entry ``t`` equals token
+``t`` under shift 0 and token ``t + 1`` under shift 1. Anything else is refused with the counts.
+:func:`token_rows` then reads, for each scored token, its log p and its candidates from the right
+entry: under shift 1 a token's log p is only known when it is among the previous entry's
+candidates (the value the server put in ``token_logprobs`` is not it), so a token that is not is
+reported, never guessed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from imprint.errors import ConfigError
+
+# one sentence, three times: its 2nd and 3rd copies are predictable token by token (induction)
+PROBE_SENTENCE = "The Boston Marathon is run every April from Hopkinton to Copley Square. "
+PROBE_TEXT = PROBE_SENTENCE * 3
+_DECIDE = 0.6  # share of predictable positions whose argmax must agree with one reading
+_OTHER = 0.25  # ... while agreeing with the other reading at most this often
+
+
+@dataclass(frozen=True)
+class EchoAnswer:
+    """The ``logprobs`` object of one completions choice, checked for shape."""
+
+    tokens: tuple[str, ...]
+    offsets: tuple[int, ...]
+    logprobs: tuple[float | None, ...]
+    top: tuple[Mapping[str, float] | None, ...]
+
+    @classmethod
+    def from_choice(cls, choice: Any, where: str) -> EchoAnswer:
+        """From ``choices[0]``; ConfigError naming ``where`` when the shape is not OpenAI's."""
+        lp = choice.get("logprobs") if isinstance(choice, dict) else None
+        keys = ("tokens", "text_offset", "token_logprobs", "top_logprobs")
+        if not isinstance(lp, dict) or not all(isinstance(lp.get(k), list) for k in keys):
+            raise ConfigError(
+                f"{where}: the answer has no logprobs object with {', '.join(keys)} (got "
+                f"{_short(lp)}); the server does not return prompt log-probs with echo"
+            )
+        n = len(lp["tokens"])
+        if any(len(lp[k]) != n for k in keys):
+            lengths = {k: len(lp[k]) for k in keys}
+            raise ConfigError(f"{where}: logprobs lists of different lengths {lengths}")
+        top = tuple(
+            None if t is None else {str(k): float(v) for k, v in dict(t).items()}
+            for t in lp["top_logprobs"]
+        )
+        return cls(
+            tuple(str(t) for t in lp["tokens"]),
+            tuple(int(o) for o in lp["text_offset"]),
+            tuple(None if v is None else float(v) for v in lp["token_logprobs"]),
+            top,
+        )
+
+    def prompt_entries(self, prompt: str) -> int:
+        """How many entries belong to the prompt (the rest are generated tokens)."""
+        return sum(1 for o in self.offsets if o < len(prompt))
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Which entry holds which token's distribution, and the evidence from the probe."""
+
+    shift: int  # 0: entry t predicts token t; 1: entry t predicts token t + 1
+    positions: int  # predictable probe positions counted
+    same: int  # ... whose argmax is the token at that entry
+    next: int  # ... whose argmax is the following token
+    example: str  # one position, as the server answered it
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "shift": self.shift,
+            "probe_positions": self.positions,
+            "argmax_is_this_token": self.same,
+            "argmax_is_next_token": self.next,
+            "example": self.example,
+        }
+
+
+def detect_shift(answer: EchoAnswer, prompt: str, context: str, where: str) -> Alignment:
+    """The shift of ``answer`` to the probe ``prompt`` (= ``context`` + :data:`PROBE_TEXT`)."""
+    check_tokens_cover(answer, prompt, where)
+    m = answer.prompt_entries(prompt)
+    start = len(context) + len(PROBE_SENTENCE)  # the predictable repeats
+    same = nxt = n = 0
+    example = ""
+    for i in range(m - 1):
+        top = answer.top[i]
+        if answer.offsets[i] < start or not top:
+            continue
+        best = max(top, key=top.__getitem__)
+        n += 1
+        same += best == answer.tokens[i]
+        nxt += best == answer.tokens[i + 1]
+        if not example and answer.tokens[i].strip() == "Boston":
+            cands = dict(sorted(top.items(), key=lambda kv: -kv[1])[:3])
+            example = f"at {answer.tokens[i]!r}: {_short(cands)}"
+    evidence = (
+        f"of {n} predictable probe positions, the argmax was the token at that entry at {same} "
+        f"and the following token at {nxt}"
+    )
+    if n >= 10 and same >= _DECIDE * n and nxt <= _OTHER * n:
+        return Alignment(0, n, same, nxt, example)
+    if n >= 10 and nxt >= _DECIDE * n and same <= _OTHER * n:
+        return Alignment(1, n, same, nxt, example)
+    raise ConfigError(
+        f"{where}: cannot tell which token the server's prompt log-probs belong to ({evidence}; "
+        f"{example or 'no example'}); scoring would be wrong, so nothing is scored. Check that "
+        "the server echoes the prompt with logprobs, or score the model locally (hf backend)"
+    )
+
+
+def check_tokens_cover(answer: EchoAnswer, prompt: str, where: str) -> None:
+    """The server's tokens must spell the prompt at their offsets, in order, from 0."""
+    m = answer.prompt_entries(prompt)
+    if m == 0:
+        raise ConfigError(f"{where}: the server returned no prompt tokens (echo ignored?)")
+    pos = 0
+    for i in range(m):
+        tok, off = answer.tokens[i], answer.offsets[i]
+        if off != pos or prompt[off : off + len(tok)] != tok:
+            raise ConfigError(
+                f"{where}: the server's token {i} {tok!r} at offset {off} does not match the "
+                f"prompt there ({prompt[pos : pos + 12]!r} at {pos}); its tokens do not spell "
+                "the prompt (tokens decoded lossily, e.g. bytes of a multi-byte character, or a "
+                "missing first token), so log-probs cannot be assigned to tokens safely"
+            )
+        pos += len(tok)
+    if pos != len(prompt):
+        raise ConfigError(
+            f"{where}: the server's tokens spell {pos} of the prompt's {len(prompt)} characters"
+        )
+
+
+@dataclass(frozen=True)
+class TokenRow:
+    """One scored token: its text, log p, and the candidates of its own distribution."""
+
+    text: str
+    logp: float
+    candidates: Mapping[str, float]
+
+
+def token_rows(
+    answer: EchoAnswer,
+    prompt: str,
+    context: str,
+    shift: int,
+    first_candidates: Mapping[str, float] | None,
+    where: str,
+) -> list[TokenRow]:
+    """Rows for the tokens of ``prompt`` after ``context`` (the scored text).
+
+    ``first_candidates`` are the candidates of the distribution after ``context`` alone (a
+    separate request), used for the first scored token when the answer has no entry for it
+    (entry 0 is null, or under shift 1 the entry before is the null one)."""
+    check_tokens_cover(answer, prompt, where)
+    m = answer.prompt_entries(prompt)
+    first = next((i for i in range(m) if answer.offsets[i] >= len(context)), m)
+    if first < m and first > 0 and answer.offsets[first] != len(context):
+        raise ConfigError(f"{where}: a server token spans the context/text boundary")
+    if first > 0 and answer.offsets[first - 1] + len(answer.tokens[first - 1]) > len(context):
+        tok = answer.tokens[first - 1]
+        raise ConfigError(
+            f"{where}: the server's token {tok!r} spans the end of the context and the start of "
+            "the text; end the prefix with whitespace or a newline"
+        )
+    rows = []
+    for t in range(first, m):
+        tok = answer.tokens[t]
+        if t == first and not context:  # no start token: the first token is context only
+            continue
+        own = answer.top[t - shift] if t - shift >= 0 else None
+        if t == first and (own is None or (shift == 0 and answer.logprobs[t] is None)):
+            own = first_candidates
+        if own is None:
+            raise ConfigError(f"{where}: no candidates for token {t} {tok!r}")
+        logp = answer.logprobs[t] if shift == 0 and t != first else own.get(tok)
+        if shift == 0 and t == first and answer.logprobs[t] is not None:
+            logp = answer.logprobs[t]
+        if logp is None or not math.isfinite(logp):
+            raise MissingLogprob(t, tok, len(own), where)
+        rows.append(TokenRow(tok, float(logp), own))
+    return rows
+
+
+class MissingLogprob(ConfigError):
+    """A token's log p is not among the candidates the server returned for its position."""
+
+    def __init__(self, index: int, token: str, k: int, where: str) -> None:
+        self.index, self.token, self.k = index, token, k
+        super().__init__(
+            f"{where}: token {index} {token!r} is not among the {k} candidates the server gave "
+            "for its position (its answer is shifted by one, so its own token_logprobs cannot be "
+            "used); raise --model-arg max_top_logprobs or use a server that aligns prompt "
+            "log-probs (vLLM)"
+        )
+
+
+def rank_of(logp: float, candidates: Mapping[str, float], token: str) -> int:
+    """1 + candidates more likely than the token, when it is among them; else 0 (unknown)."""
+    if token not in candidates:
+        return 0
+    return 1 + sum(1 for v in candidates.values() if v > logp)
+
+
+def topk_moments(candidates: Mapping[str, float]) -> tuple[float, float]:
+    """Mean and variance of log p over the candidates, weighted by p renormalised over them.
+
+    An approximation of Min-K%++'s mu and sigma^2 (Zhang et al. 2025, Eq. 2), which are taken
+    over the whole vocabulary: the tail beyond the top-k is left out."""
+    values = [v for v in candidates.values() if math.isfinite(v)]
+    if not values:
+        return math.nan, math.nan
+    top = max(values)
+    weights = [math.exp(v - top) for v in values]
+    total = sum(weights)
+    mean = sum(w * v for w, v in zip(weights, values, strict=True)) / total
+    var = sum(w * (v - mean) ** 2 for w, v in zip(weights, values, strict=True)) / total
+    return mean, var
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def sequence_evidence(tokens: Sequence[str], limit: int = 8) -> str:
+    """The first tokens, for an error message."""
+    return _short(list(tokens[:limit]))

@@ -1,0 +1,420 @@
+"""Gray-box attacks over HTTP: prompt log-probs from an OpenAI-compatible completions server.
+
+Selected with ``--model openai-logprobs:MODEL --api-base URL``. Each text is one ``POST
+/completions`` with ``echo: true``, ``logprobs: k`` and ``max_tokens: 1`` (the generated token is
+ignored; ``max_tokens: 0`` means "no limit" on llama-cpp-python's server), prompt = start token +
+prefix + text. Per scored token the backend returns log p, the top-k candidates' best (argmax,
+top-1 log p) and the rank when the token is among the candidates (0 otherwise). That serves every
+attack that reads only per-token log p (:data:`TOKEN_LOGPROBS`); full-vocabulary statistics are
+NaN, so Min-K%++ and kin are refused before any request, except ``min_k_pp_topk`` (an
+approximation from the candidates, named as such) when ``topk_moments=true``.
+
+Before any text is scored the backend probes the server once (:mod:`.alignment`): vLLM's
+``prompt_logprobs`` extension is noted when the server answers with it, and an echo answer to a
+probe text decides which entry holds which token's distribution (llama-cpp-python's is shifted by
+one for models without a BOS). A shifted answer is corrected by reading each token's log p from
+the previous entry's candidates; where a token is not among them the request is repeated with more
+candidates (up to ``max_top_logprobs``), then refused. The first scored token, whose entry servers
+null, is read from one extra request per distinct context (the context alone, its next-token
+candidates). With ``tokenizer=SPEC`` (a local tokenizer of the same model) the server's tokens are
+checked against it and token ids are real; without one, ids are stable hashes of token texts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import threading
+import time
+import zlib
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from imprint.backends.alignment import (
+    PROBE_TEXT,
+    Alignment,
+    EchoAnswer,
+    MissingLogprob,
+    TokenRow,
+    detect_shift,
+    rank_of,
+    token_rows,
+    topk_moments,
+)
+from imprint.backends.base import TOKEN_LOGPROBS, Backend, ScoreRequest, TokenStats
+from imprint.backends.http import RETRY_STATUS, RetryPolicy, _retry_after
+from imprint.backends.http_checks import check_api_base, mask_secret, snippet
+from imprint.errors import ConfigError, ImprintError, MissingDependencyError
+
+log = logging.getLogger(__name__)
+
+
+class ServerError(ImprintError):
+    """The server refused a log-prob request or kept failing."""
+
+
+@dataclass(frozen=True)
+class LogprobOptions:
+    """``openai-logprobs``: prompt log-probs from an OpenAI-compatible completions server."""
+
+    top_logprobs: int = 5  # candidates asked per position (OpenAI caps it at 5)
+    max_top_logprobs: int = 200  # a shifted answer is re-asked with up to this many
+    tokenizer: str | None = None  # a local tokenizer of the served model (alias, folder, hub id)
+    start_token: str = "auto"  # auto (the tokenizer's; none without one), none, or literal text
+    topk_moments: bool = False  # fill mean/var of log p from the top-k (min_k_pp_topk)
+    key_env: str | None = "OPENAI_API_KEY"
+    concurrency: int = 4
+    timeout: float = 120.0
+    max_retries: int = 6
+
+    EXAMPLES: ClassVar[dict[str, str]] = {
+        "top_logprobs": "20",
+        "max_top_logprobs": "1000",
+        "tokenizer": "smollm2-135m",
+        "start_token": "<|endoftext|>",
+        "topk_moments": "true",
+        "key_env": "MY_API_KEY",
+        "concurrency": "1",
+        "timeout": "300",
+        "max_retries": "3",
+    }
+
+    def __post_init__(self) -> None:
+        from imprint.backends.options import OptionError
+
+        if self.top_logprobs < 1:
+            raise OptionError("top_logprobs", "an integer >= 1", self.top_logprobs)
+        if self.max_top_logprobs < self.top_logprobs:
+            raise OptionError(
+                "max_top_logprobs", "an integer >= top_logprobs", self.max_top_logprobs
+            )
+        if self.concurrency < 1 or self.max_retries < 0 or not self.timeout > 0:
+            raise OptionError("concurrency", "concurrency >= 1, timeout > 0", self.concurrency)
+
+
+class HTTPLogprobBackend(Backend):
+    """Per-token log p of prompts from an OpenAI-compatible server; see the module docstring."""
+
+    capabilities = frozenset({TOKEN_LOGPROBS})
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        options: LogprobOptions | None = None,
+        *,
+        name: str = "target",
+        probe: bool = True,
+    ) -> None:
+        check_api_base(base_url)
+        try:
+            import httpx
+        except ImportError as err:
+            raise MissingDependencyError("httpx", "api") from err
+        import os
+
+        self.options = opts = options or LogprobOptions()
+        self.base_url, self.model, self.name = base_url.rstrip("/"), model, name
+        self.spec = f"{self.base_url}#{model}"
+        key = os.environ.get(opts.key_env) if opts.key_env else None
+        self._key = key or ""
+        self._httpx = httpx
+        self._client = httpx.Client(
+            headers={"Authorization": f"Bearer {key}"} if key else {},
+            timeout=opts.timeout,
+            limits=httpx.Limits(max_connections=opts.concurrency),
+        )
+        self._retry = RetryPolicy(max_retries=opts.max_retries)
+        self._rng, self._lock = random.Random(0), threading.Lock()
+        self._usage = {"requests": 0, "retries": 0, "rerequested_more_candidates": 0}
+        self._first: dict[str, dict[str, float]] = {}  # context -> its next-token candidates
+        self.tokenizer = _load_tokenizer(opts.tokenizer) if opts.tokenizer else None
+        self.start_text, self.start_reason = self._start_token(opts.start_token)
+        self._ids: dict[str, int] = {}
+        self.mode = "echo"
+        self.prompt_logprobs_extension = False
+        self.alignment: Alignment | None = None
+        self.server_version = ""
+        if probe:
+            self._probe()
+
+    # -- identity ----------------------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        shift = self.alignment.shift if self.alignment else "?"
+        return f"http-logprobs|{self.spec}|start={self.start_text!r}|shift={shift}"
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec,
+            "fingerprint": self.fingerprint,
+            "mode": self.mode,
+            "prompt_logprobs_extension": self.prompt_logprobs_extension,
+            "alignment": self.alignment.describe() if self.alignment else None,
+            "start_token": {"text": self.start_text, "reason": self.start_reason},
+            "top_logprobs": self.options.top_logprobs,
+            "max_top_logprobs": self.options.max_top_logprobs,
+            "topk_moments_approximate": self.options.topk_moments,
+            "tokenizer": self.options.tokenizer,
+            "server": self.server_version,
+        }
+
+    def usage(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._usage)
+
+    def close(self) -> None:
+        self._client.close()
+
+    # -- tokens --------------------------------------------------------------------------------
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per text (start token included); about 4 characters a token without a
+        tokenizer (only used to plan batches)."""
+        extra = 1 if self.start_text else 0
+        if self.tokenizer is None:
+            return [len(t) // 4 + 1 + extra for t in texts]
+        return [len(self.tokenizer.encode(t, add_special_tokens=False)) + extra for t in texts]
+
+    # -- scoring -------------------------------------------------------------------------------
+    def score(self, requests: Sequence[ScoreRequest], *, progress: Any = None) -> list[TokenStats]:
+        """One request per text (plus one per new context for its first token), in parallel."""
+        with ThreadPoolExecutor(max_workers=self.options.concurrency) as pool:
+            return list(pool.map(self._score_one, requests))
+
+    def _score_one(self, req: ScoreRequest) -> TokenStats:
+        context = self.start_text + (req.prefix or "")
+        prompt = context + req.text
+        where = f"{self.base_url}/completions (text {req.text[:30]!r})"
+        k = self.options.top_logprobs
+        while True:
+            answer = self._echo(prompt, k, where)
+            first = self._first_candidates(context, k) if context else None
+            try:
+                rows = token_rows(answer, prompt, context, self._shift(), first, where)
+                break
+            except MissingLogprob:
+                if k >= self.options.max_top_logprobs:
+                    raise
+                k = min(self.options.max_top_logprobs, k * 4)
+                self._count("rerequested_more_candidates")
+        self._check_local_tokens(req.text, rows, where)
+        return self._stats(rows)
+
+    def _shift(self) -> int:
+        assert self.alignment is not None, "probe() first"
+        return self.alignment.shift
+
+    def _stats(self, rows: Sequence[TokenRow]) -> TokenStats:
+        n = len(rows)
+        logp = np.array([r.logp for r in rows], np.float32)
+        rank = np.array([rank_of(r.logp, r.candidates, r.text) for r in rows], np.int32)
+        best = [max(r.candidates, key=r.candidates.__getitem__) for r in rows]
+        top1 = np.array([r.candidates[b] for r, b in zip(rows, best, strict=True)], np.float32)
+        mean = np.full(n, np.nan, np.float32)
+        var = np.full(n, np.nan, np.float32)
+        if self.options.topk_moments:
+            moments = [topk_moments(r.candidates) for r in rows]
+            mean[:] = [m for m, _ in moments]
+            var[:] = [v for _, v in moments]
+        return TokenStats(
+            token_ids=np.array([self._token_id(r.text) for r in rows], np.int32),
+            logp=logp,
+            mean_logp=mean,
+            var_logp=var,
+            rank=rank,
+            argmax=np.array([self._token_id(b) for b in best], np.int32),
+            top1_logp=top1,
+        )
+
+    def _token_id(self, text: str) -> int:
+        """The local tokenizer's id of a token text, else a stable hash of it (never -1)."""
+        if self.tokenizer is not None:
+            if not self._ids:
+                vocab = range(len(self.tokenizer))
+                self._ids = {self.tokenizer.decode([i]): i for i in reversed(vocab)}
+            found = self._ids.get(text)
+            if found is not None:
+                return found
+        return zlib.crc32(text.encode("utf-8")) & 0x7FFFFFFF
+
+    def _check_local_tokens(self, text: str, rows: Sequence[TokenRow], where: str) -> None:
+        """With a local tokenizer: the server must tokenise the text as it does."""
+        if self.tokenizer is None:
+            return
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        local = [
+            self.tokenizer.decode(ids[: i + 1])[len(self.tokenizer.decode(ids[:i])) :]
+            for i in range(len(ids))
+        ]
+        server = [r.text for r in rows]
+        if local != server:
+            i = next(
+                (j for j, (a, b) in enumerate(zip(local, server, strict=False)) if a != b),
+                min(len(local), len(server)),
+            )
+            raise ConfigError(
+                f"{where}: the server tokenises the text differently from the local tokenizer "
+                f"{self.options.tokenizer!r} from token {i} (local {local[i : i + 3]!r}, server "
+                f"{server[i : i + 3]!r}; {len(local)} vs {len(server)} tokens): is it the same "
+                "model? Drop --model-arg tokenizer or give the served model's tokenizer"
+            )
+
+    # -- probing -------------------------------------------------------------------------------
+    def _probe(self) -> None:
+        """Once, before any text: does the server echo prompt log-probs, and how aligned."""
+        context = self.start_text
+        prompt = context + PROBE_TEXT
+        where = f"{self.base_url}/completions (alignment probe)"
+        try:
+            data = self._post("completions", self._body(prompt, self.options.top_logprobs), where)
+            answer = EchoAnswer.from_choice((data.get("choices") or [None])[0], where)
+        except (ServerError, ConfigError) as err:
+            raise ConfigError(f"{err}{self._extension_note(prompt)}") from None
+        self.server_version = str(data.get("system_fingerprint") or "")
+        self.alignment = detect_shift(answer, prompt, context, where)
+        if self.alignment.shift:
+            log.warning(
+                "%s: the server's prompt log-probs are shifted by one token (%s); correcting",
+                self.base_url,
+                self.alignment.example or "see the manifest",
+            )
+
+    def _extension_note(self, prompt: str) -> str:
+        """After a failed echo probe: whether the server has vLLM's prompt_logprobs instead."""
+        body = {**self._body(prompt, self.options.top_logprobs), "echo": False}
+        body["prompt_logprobs"] = self.options.top_logprobs
+        try:
+            data = self._post("completions", body, "prompt_logprobs probe")
+            choice = (data.get("choices") or [{}])[0]
+        except (ServerError, ConfigError):
+            return "; it does not answer vLLM's prompt_logprobs either"
+        if isinstance(choice, dict) and isinstance(choice.get("prompt_logprobs"), list):
+            self.prompt_logprobs_extension = True
+            return (
+                "; it answers vLLM's prompt_logprobs, which this backend does not read yet: "
+                "start vLLM's server, whose echo + logprobs answer is read"
+            )
+        return "; it does not answer vLLM's prompt_logprobs either"
+
+    def _first_candidates(self, context: str, k: int) -> dict[str, float]:
+        """The candidates for the token after ``context`` (cached per context and k)."""
+        key = f"{k}|{context}"
+        with self._lock:
+            if key in self._first:
+                return self._first[key]
+        where = f"{self.base_url}/completions (context {context[-30:]!r})"
+        body = {**self._body(context, k), "echo": False}
+        data = self._post("completions", body, where)
+        answer = EchoAnswer.from_choice(data["choices"][0], where)
+        found = answer.top[0] if answer.top else None
+        if not found:
+            raise ConfigError(f"{where}: no candidates for the first generated token")
+        with self._lock:
+            self._first[key] = dict(found)
+        return dict(found)
+
+    def _echo(self, prompt: str, k: int, where: str) -> EchoAnswer:
+        data = self._post("completions", self._body(prompt, k), where)
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise ConfigError(f"{where}: the answer has no choices")
+        return EchoAnswer.from_choice(choices[0], where)
+
+    def _body(self, prompt: str, k: int) -> dict[str, Any]:
+        # max_tokens 1, not 0: llama-cpp-python reads 0 as "until the context is full"
+        return {
+            "model": self.model,
+            "prompt": prompt,
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "echo": True,
+            "logprobs": k,
+        }
+
+    # -- HTTP ----------------------------------------------------------------------------------
+    def _post(self, path: str, body: dict[str, Any], where: str) -> dict[str, Any]:
+        """POST with retries on transient failures (429, 5xx, timeouts); the JSON answer."""
+        url = f"{self.base_url}/{path}"
+        for attempt in range(self._retry.max_retries + 1):
+            reason, hint = self._attempt(url, body, where)
+            if isinstance(reason, dict):
+                self._count("requests")
+                return reason
+            if attempt == self._retry.max_retries:
+                break
+            self._count("retries")
+            with self._lock:
+                pause = self._retry.delay(attempt, self._rng, hint)
+            log.warning("retrying %s after %s (%.2fs)", url, reason, pause)
+            time.sleep(pause)
+        raise ServerError(
+            f"{where}: gave up after {self._retry.max_retries + 1} attempts (last: {reason}); "
+            "check the server, or raise --model-arg max_retries / timeout"
+        )
+
+    def _attempt(
+        self, url: str, body: dict[str, Any], where: str
+    ) -> tuple[dict[str, Any] | str, float | None]:
+        httpx = self._httpx
+        try:
+            response = self._client.post(url, json=body)
+        except httpx.TimeoutException:
+            return "timeout", None
+        except httpx.TransportError as err:
+            return f"connection error ({type(err).__name__})", None
+        if response.status_code in RETRY_STATUS:
+            return str(response.status_code), _retry_after(response.headers)
+        if response.status_code >= 400:
+            raise ServerError(
+                f"{where} answered {response.status_code}: "
+                f"{snippet(mask_secret(response.text, self._key))}"
+            )
+        try:
+            data = json.loads(response.content)
+        except ValueError:
+            return "malformed body", None
+        if not isinstance(data, dict):
+            return "malformed body", None
+        return data, None
+
+    def _count(self, key: str) -> None:
+        with self._lock:
+            self._usage[key] += 1
+
+    def _start_token(self, option: str) -> tuple[str, str]:
+        """The text put before every scored text, and why."""
+        word = option.strip().lower()
+        if word == "none":
+            return "", "none: the first text token is context only"
+        if word in ("auto", "bos"):
+            if self.tokenizer is None:
+                return "", (
+                    f"{word} without a local tokenizer: none (give --model-arg tokenizer=SPEC or "
+                    "start_token=TEXT to score the first token)"
+                )
+            from imprint.backends.start_token import choose_start_token
+
+            chosen = choose_start_token(self.tokenizer, word)
+            return chosen.text or "", chosen.reason
+        return option, "given"
+
+
+def _load_tokenizer(spec: str) -> Any:
+    """A local tokenizer for ``spec`` (alias, gguf:PATH, folder, hub id), as the hf backend."""
+    from transformers import AutoTokenizer
+
+    from imprint.backends.models import materialize, resolve_model
+
+    source = materialize(resolve_model(spec))
+    return AutoTokenizer.from_pretrained(source.location)
+
+
+def body_key(body: dict[str, Any]) -> str:
+    """A request body's identity (for recordings)."""
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
