@@ -1,4 +1,5 @@
-"""The README's worked example: an attack that uses existing request kinds is one new file."""
+"""The docs' worked example (docs/extending.md): an attack that uses existing request kinds is one
+new file."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _example_from_readme() -> str:
-    readme = (ROOT / "README.md").read_text()
-    match = re.search(r"```python\n# src/imprint/attacks/median_ll\.py\n(.*?)```", readme, re.S)
-    assert match, "the README's worked example (src/imprint/attacks/median_ll.py) is missing"
+    page = (ROOT / "docs" / "extending.md").read_text()
+    match = re.search(r"```python\n# src/imprint/attacks/median_ll\.py\n(.*?)```", page, re.S)
+    assert match, "docs/extending.md's worked example (src/imprint/attacks/median_ll.py) is missing"
     return match.group(1)
 
 
