@@ -1,0 +1,299 @@
+"""DUCI, dataset usage cardinality inference (Tao et al. 2025, "How Much of My Dataset Did You
+Use? Quantitative Data Usage Inference in Machine Learning", ICLR 2025; Privacy Meter's
+``modules/duci``): *what fraction* of a document set was trained on, with an interval.
+It complements dataset inference (:mod:`imprint.documents.dataset_inference`), which asks yes
+or no.
+
+Per document i a membership guess m_i = 1[score_i >= tau] from an MIA's score (higher = member),
+debiased by the MIA's error rates measured on reference models whose membership is known
+(Section 4, the debiasing estimator; Privacy Meter ``DUCI.debias_pred``):
+
+    p_i = (m_i - FPR) / (TPR - FPR),        p = (1/n) sum_i p_i
+
+TPR and FPR are those of the threshold tau that maximises TPR - FPR over the reference models'
+own scores, each reference model attacked by the others, pooled; the target is attacked by the
+same sets of reference models (:func:`matched_scores`: a game's pairs are left out together),
+so the calibration's attacks are the target's. The MIA is
+RMIA offline (:mod:`imprint.attacks.rmia`) against population texts no model trained on (not
+the document set itself: RMIA's score is relative to its population, so a population of the
+documents would cancel the very shift DUCI measures), its a
+tuned on the reference models as ``rmia a=auto`` does and reused for every reference attack, as
+Privacy Meter reuses it. Scores are per document: a document's sequences are averaged first
+(:func:`per_document`), since a document is what was or was not trained on.
+
+Interval: a percentile bootstrap over *documents* (1,000 resamples, seeded): each resample
+draws documents with replacement and recomputes tau, TPR, FPR (from the drawn documents'
+reference scores) and p (from their target guesses), so the calibration's uncertainty is in the
+interval, and a document's sequences travel together. Coverage (``tests/test_duci.py``, by
+simulation): it covers the usage rate of the population the documents come from at about the
+nominal level, and the fraction of the fixed set conservatively (the resampling also varies
+which documents are members, which that fraction does not). p is not clipped to [0, 1]: the
+estimator is unbiased only unclipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from imprint.errors import DataError
+from imprint.training_manifest import IN, OUT
+
+__all__ = [
+    "DEVIATIONS",
+    "DuciResult",
+    "debias",
+    "duci",
+    "duci_from_signals",
+    "matched_scores",
+    "per_document",
+    "youden_threshold",
+]
+
+DEVIATIONS = (
+    "A guess is score >= tau, the side the threshold's TPR and FPR count; Privacy Meter takes "
+    "score > tau with the TPR and FPR of >= (sklearn's roc_curve), which differ at tied scores "
+    "(RMIA's are fractions: ties are common).",
+    "The interval (a bootstrap over documents) is imprint's; Privacy Meter reports the point "
+    "estimate only.",
+    "a is tuned once on the reference models (one playing the target, attacked by the others), "
+    "not on the target's paired model.",
+    "The target and each reference model are attacked by the same reference sets (a pair left "
+    "out at a time, guesses averaged over the target's attacks); Privacy Meter attacks the "
+    "target with all its references and each reference with the others, one fewer.",
+)
+
+
+@dataclass(frozen=True)
+class DuciResult:
+    """The estimated fraction of the documents trained on, with its interval."""
+
+    estimate: float
+    interval: tuple[float, float]
+    confidence: float
+    threshold: float
+    tpr: float
+    fpr: float
+    naive: float  # the share of documents guessed member, not debiased
+    n_documents: int
+    n_bootstrap: int
+    per_document: np.ndarray = field(repr=False)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "estimate": self.estimate,
+            "interval": list(self.interval),
+            "confidence": self.confidence,
+            "threshold": self.threshold,
+            "tpr": self.tpr,
+            "fpr": self.fpr,
+            "naive": self.naive,
+            "n_documents": self.n_documents,
+            "n_bootstrap": self.n_bootstrap,
+            **self.extra,
+        }
+
+
+def per_document(values: np.ndarray, documents: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """Mean of ``values`` (..., n_sequences) per document (the last axis grouped by the
+    document id of each sequence); returns (document ids in first-seen order, (..., n_docs))."""
+    ids = list(dict.fromkeys(documents))
+    index = {d: i for i, d in enumerate(ids)}
+    col = np.array([index[d] for d in documents])
+    values = np.asarray(values, dtype=np.float64)
+    out = np.zeros((*values.shape[:-1], len(ids)))
+    np.add.at(out, (..., col), values)
+    return ids, out / np.bincount(col, minlength=len(ids))
+
+
+def youden_threshold(
+    scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The tau maximising TPR - FPR (guess = score >= tau), with its TPR and FPR.
+
+    ``scores`` and ``labels`` (m,) (1 member, 0 not); ``weights`` (B, m) gives B weighted
+    versions at once (bootstrap counts), None one unweighted. On ties in TPR - FPR the highest
+    tau wins (sklearn's roc_curve order, as Privacy Meter's argmax). Returns arrays (B,)."""
+    order = np.argsort(-scores, kind="stable")
+    s, y = scores[order], labels[order].astype(np.float64)
+    w = np.ones((1, s.size)) if weights is None else np.asarray(weights, np.float64)[:, order]
+    pos = np.cumsum(w * y, axis=1)
+    neg = np.cumsum(w * (1.0 - y), axis=1)
+    last = np.r_[s[1:] != s[:-1], True]  # the last of each run of equal scores
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpr = pos[:, last] / pos[:, -1:]
+        fpr = neg[:, last] / neg[:, -1:]
+    best = np.argmax(np.nan_to_num(tpr - fpr, nan=-np.inf), axis=1)
+    rows = np.arange(w.shape[0])
+    return s[last][best], tpr[rows, best], fpr[rows, best]
+
+
+def debias(
+    target: np.ndarray, ref_scores: np.ndarray, ref_member: np.ndarray
+) -> tuple[np.ndarray, float, float, float]:
+    """Per document p_i = (1[target_i >= tau] - FPR) / (TPR - FPR), tau/TPR/FPR from the
+    pooled reference scores (K, n) and memberships (1 IN, 0 OUT, others left out). ``target``
+    (n,) or (J, n): J attacks of the target, whose guesses are averaged per document."""
+    known = (ref_member == IN) | (ref_member == OUT)
+    thr, tpr, fpr = youden_threshold(ref_scores[known], (ref_member[known] == IN).astype(int))
+    if not tpr[0] > fpr[0]:
+        raise DataError(
+            "duci: the MIA does not separate the reference models' members from their "
+            "non-members (best TPR - FPR is 0), so no fraction can be debiased from it; use "
+            "more reference models, or a target and references trained harder"
+        )
+    guesses = (np.atleast_2d(target) >= thr[0]).mean(axis=0)  # rows: attacks of the target
+    return (guesses - fpr[0]) / (tpr[0] - fpr[0]), float(thr[0]), float(tpr[0]), float(fpr[0])
+
+
+def duci(
+    target: np.ndarray,
+    ref_scores: np.ndarray,
+    ref_member: np.ndarray,
+    *,
+    n_bootstrap: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> DuciResult:
+    """DUCI from per-document MIA scores: the target's (n,) (or (J, n), J attacks of it), each
+    reference model's (K, n) (attacked without itself) and their memberships (K, n). See the
+    module docstring."""
+    target = np.atleast_2d(np.asarray(target, dtype=np.float64))
+    ref_scores = np.asarray(ref_scores, dtype=np.float64)
+    ref_member = np.asarray(ref_member)
+    n = target.shape[1]
+    if (
+        n < 2
+        or ref_scores.shape != (ref_scores.shape[0], n)
+        or ref_member.shape != ref_scores.shape
+    ):
+        raise DataError(
+            f"duci needs >= 2 documents and reference scores/memberships of shape (K, {n}); got "
+            f"{ref_scores.shape} and {ref_member.shape}"
+        )
+    if not (np.isfinite(target).all() and np.isfinite(ref_scores).all()):
+        raise DataError("duci: a document has no finite score (drop it, or give it a signal)")
+    p_i, thr, tpr, fpr = debias(target, ref_scores, ref_member)
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_bootstrap).astype(np.float64)
+    known = (ref_member == IN) | (ref_member == OUT)
+    k = ref_scores.shape[0]
+    pooled_w = np.tile(counts, (1, k))[:, known.ravel()]  # a document's K entries share its draw
+    b_thr, b_tpr, b_fpr = youden_threshold(
+        ref_scores[known], (ref_member[known] == IN).astype(int), pooled_w
+    )
+    guesses = (target[None, :, :] >= b_thr[:, None, None]).mean(axis=1)  # (B, n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = ((counts * guesses).sum(1) / n - b_fpr) / (b_tpr - b_fpr)
+    boot = boot[np.isfinite(boot)]
+    alpha = (1.0 - confidence) / 2
+    lo, hi = (float(v) for v in np.quantile(boot, [alpha, 1.0 - alpha]))
+    return DuciResult(
+        estimate=float(p_i.mean()),
+        interval=(lo, hi),
+        confidence=confidence,
+        threshold=thr,
+        tpr=tpr,
+        fpr=fpr,
+        naive=float((target >= thr).mean()),  # over attacks and documents
+        n_documents=n,
+        n_bootstrap=int(boot.size),
+        per_document=p_i,
+    )
+
+
+def _held_out_groups(member: np.ndarray) -> list[list[int]]:
+    """Groups of reference models left out together: a game's pairs (models 2j and 2j + 1
+    trained on complementary halves) when the memberships show them, else each model alone."""
+    k = member.shape[0]
+    pairs = k % 2 == 0 and all(
+        ((member[2 * j] == IN) == (member[2 * j + 1] == OUT)).all() for j in range(k // 2)
+    )
+    return [[2 * j, 2 * j + 1] for j in range(k // 2)] if pairs else [[i] for i in range(k)]
+
+
+def matched_scores(
+    target: np.ndarray,
+    refs: np.ndarray,
+    member: np.ndarray,
+    z_target: np.ndarray,
+    z_refs: np.ndarray,
+    *,
+    a: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Offline RMIA scores against population texts z that no model trained on. For each group
+    g of reference models (:func:`_held_out_groups`: a pair, or one model) the models of g are
+    attacked by the models outside g, and so is the target (one row per group): every attack,
+    of the target or of a reference model, then has the same references, so the error rates
+    measured on the reference models are those of the target's attack. (Attacking the target
+    with all K models but each reference model with K - 1 would give the target's attack more
+    OUT models per document than the calibration had, and bias the debiased estimate.)
+    Returns the target's scores (G, n) and each reference model's (K, n)."""
+    from imprint.attacks.rmia import rmia_scores
+
+    k = refs.shape[0]
+    z_out = np.full(z_refs.shape, OUT, dtype=np.int8)
+    on_target, on_refs = [], np.full(refs.shape, np.nan)
+
+    def attack(x: np.ndarray, zx: np.ndarray, rest: list[int]) -> np.ndarray:
+        r, m = refs[rest], member[rest]
+        return rmia_scores(x, r, m, zx, z_refs[rest], z_out[rest], offline=True, a=a)
+
+    for group in _held_out_groups(member):
+        rest = [j for j in range(k) if j not in group]
+        on_target.append(attack(target, z_target, rest))
+        for i in group:
+            on_refs[i] = attack(refs[i], z_refs[i], rest)
+    return np.stack(on_target), on_refs
+
+
+def duci_from_signals(
+    target: np.ndarray,
+    refs: np.ndarray,
+    member: np.ndarray,
+    z_target: np.ndarray,
+    z_refs: np.ndarray,
+    *,
+    a: float | str = "auto",
+    n_bootstrap: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> DuciResult:
+    """DUCI from per-document signals (mean token log-likelihood) under the target (n,) and K
+    reference models (K, n) with their memberships (K, n), and the signals of population
+    texts no model trained on (``z_target`` (m,), ``z_refs`` (K, m)); ``a="auto"`` tunes RMIA's
+    offline a on the reference models (the first with IN and OUT documents plays the
+    target)."""
+    from imprint.attacks.rmia import tune_offline_a
+
+    target, refs, member = (np.asarray(v) for v in (target, refs, member))
+    z_target, z_refs = np.asarray(z_target, np.float64), np.asarray(z_refs, np.float64)
+    if refs.shape[0] < 3:
+        raise DataError(
+            "duci needs at least 3 reference models, or 2 pairs (each attacked by the others)"
+        )
+    if a == "auto":
+        both = [i for i, row in enumerate(member) if (row == IN).any() and (row == OUT).any()]
+        if not both:
+            raise DataError("duci: no reference model has both member and non-member documents")
+        p = both[0]
+        rest = [j for j in range(refs.shape[0]) if j != p]
+        z_out = np.full(z_refs[rest].shape, OUT, dtype=np.int8)
+        a, _ = tune_offline_a(
+            refs[p], refs[rest], member[rest], z_refs[p], z_refs[rest], z_out, member[p]
+        )
+    on_target, on_refs = matched_scores(target, refs, member, z_target, z_refs, a=float(a))
+    usable = np.isfinite(on_refs).all(axis=0) & np.isfinite(on_target).all(axis=0)
+    if not usable.all():  # a document no other model is OUT for has no offline score
+        raise DataError(
+            f"duci: {int((~usable).sum())} document(s) have no reference model OUT for them "
+            "among the others; use more reference models (K >= 4, in pairs)"
+        )
+    result = duci(
+        on_target, on_refs, member, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed
+    )
+    return DuciResult(**{**result.__dict__, "extra": {"a": float(a)}})
