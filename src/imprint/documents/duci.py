@@ -105,9 +105,9 @@ def per_document(values: np.ndarray, documents: Sequence[str]) -> tuple[list[str
     index = {d: i for i, d in enumerate(ids)}
     col = np.array([index[d] for d in documents])
     values = np.asarray(values, dtype=np.float64)
-    out = np.zeros((*values.shape[:-1], len(ids)))
-    np.add.at(out, (..., col), values)
-    return ids, out / np.bincount(col, minlength=len(ids))
+    onehot = np.zeros((col.size, len(ids)))
+    onehot[np.arange(col.size), col] = 1.0
+    return ids, (values @ onehot) / onehot.sum(axis=0)
 
 
 def youden_threshold(
