@@ -105,6 +105,15 @@ def test_end_to_end_with_a_reference_and_per_token_scores(tiny_model_dir, tiny_r
     scores = result.scores["informia"]
     assert scores.shape == (len(TEXTS),) and np.isfinite(scores).all()
     assert result.manifest["requests"]["target+references"]["pair_tokens"]["executed"] == len(TEXTS)
+    # the per-token scores: a row per (sample, token), their mean the sample's score
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(tmp_path / "run" / "token_scores.parquet").to_pandas()
+    assert set(table["column"]) == {"informia"}
+    means = table.groupby("id", sort=False)["score"].mean()
+    ids = [s.id for s in result.samples]
+    assert means.loc[ids].to_numpy() == pytest.approx(scores, abs=1e-9)
+    assert table["token"].str.len().gt(0).all() and (table["position"] >= 0).all()
     # the same model as its own reference: every token scores 0 bits
     target = HFLogprobBackend(str(tiny_model_dir))
     requests = in_memory_requests(target, roles={"self": target})

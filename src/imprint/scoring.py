@@ -87,7 +87,9 @@ def compute_scores(
     scores: dict[str, np.ndarray] = {}
     inputs = ScoringInputs(tuple(texts), signals=signals, requests=requests)
     for attack in attacks:
-        produced = attack.score(inputs)  # the one entry point: signals and requests
+        # the one entry point (signals and requests), with any per-token scores beside it
+        produced, tokens = attack.score_tokens(inputs)
+        work.token_scores.update(tokens)
         for column, values in produced.items():
             if column in scores:
                 raise ConfigError(f"two attacks write the score column {column!r}")
@@ -102,6 +104,8 @@ class WorkReport:
 
     requests: RequestCounts = field(default_factory=RequestCounts)
     executor: dict[str, Any] = field(default_factory=dict)
+    # per-token scores of token-level attacks (Attack.score_tokens), for token_scores.parquet
+    token_scores: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, dict[str, dict[str, int]]]:
         """Per model role and request kind: requests, cache_hits, executed, batches (and
@@ -137,3 +141,28 @@ def model_requests(
         loader=load_local_model,
         factory_for=factory_for,
     )
+
+
+def write_token_scores(
+    path: Any, samples: Sequence[Sample], token_scores: dict[str, list[dict[str, Any]]]
+) -> None:
+    """Per-token scores as one long table: a row per (sample, attack column, token) with
+    ``id``, ``label``, ``column``, ``position`` (0-based among the scored tokens), ``token_id``,
+    ``token`` (its text) and ``score``; a report joins it to scores.parquet by ``id``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows: dict[str, list[Any]] = {
+        k: [] for k in ("id", "label", "column", "position", "token_id", "token", "score")
+    }
+    for column, per_text in token_scores.items():
+        for sample, t in zip(samples, per_text, strict=True):
+            n = len(t["scores"])
+            rows["id"] += [sample.id] * n
+            rows["label"] += [sample.label] * n
+            rows["column"] += [column] * n
+            rows["position"] += list(range(n))
+            rows["token_id"] += [int(i) for i in t["ids"]]
+            rows["token"] += [str(p) for p in t["pieces"]]
+            rows["score"] += [float(v) for v in t["scores"]]
+    pq.write_table(pa.table(rows), path)

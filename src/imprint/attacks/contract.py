@@ -170,6 +170,15 @@ class Attack:
         """Column name -> scores of shape (n_samples,) from the signals of :meth:`needs`."""
         raise NotImplementedError  # abstract: every log-prob attack overrides it
 
+    def score_tokens(
+        self, inputs: ScoringInputs | SignalSet
+    ) -> tuple[dict[str, np.ndarray], dict[str, list[dict[str, Any]]]]:
+        """:meth:`score`, plus per-token scores for attacks that have them (token-level
+        InfoRMIA): column -> one dict per text with ``pieces`` (the tokens' text), ``ids`` and
+        ``scores`` (arrays of shape (T,)). The run writes them to ``token_scores.parquet``;
+        most attacks have none (an empty dict)."""
+        return self.score(inputs), {}
+
 
 def prepared_field(*, record: bool = False) -> Any:
     """A dataclass field for state an attack's set-up fills in (not a hyperparameter: no

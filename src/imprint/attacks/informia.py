@@ -18,7 +18,9 @@ distributions (one reference model in the paper's MIMIR setting; the mixture mir
 p(x) = mean over reference models). s_t is 0 for a token the target predicts no differently
 from the reference, large for a token it has learnt; the sequence score is the mean of s_t
 (bits per token). Higher = member. The per-token s_t are kept (:meth:`InfoRMIA.token_scores`),
-with the tokens, so a report can show which tokens were memorised.
+with the tokens, so a report can show which tokens were memorised: a run writes them to
+``token_scores.parquet`` (a row per sample, token and column: id, label, position, token_id,
+token, score; :func:`imprint.scoring.write_token_scores`).
 
 ``temperature`` divides every model's logits before the softmax (1: none). Reference models
 come from ``--references`` (a game's) or ``--ref NAME=SPEC``; every model must be a local
@@ -43,11 +45,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from imprint.attacks.base import RunContext, register
+from imprint.attacks.base import RunContext, ScoringInputs, register
 from imprint.attacks.model_calls import ModelCallAttack
 from imprint.backends.base import Backend
 from imprint.errors import CapabilityError, ConfigError
 from imprint.requests.pair_tokens import ModelGroup, PairTokensRequest
+from imprint.signals.needs import SignalSet
 
 __all__ = ["InfoRMIA", "informia_tokens", "sequence_score"]
 
@@ -144,9 +147,23 @@ class InfoRMIA(ModelCallAttack):
             out.append({"ids": list(r["ids"]), "pieces": list(r["pieces"]), "scores": s})
         return out
 
+    def _sequence_scores(self, tokens: list[dict[str, Any]]) -> np.ndarray:
+        return np.array(
+            [sequence_score(np.asarray(t["scores"]), self.aggregate) for t in tokens],
+            dtype=np.float64,
+        )
+
     def score_with_requests(
         self, requests: Any, texts: Sequence[str], **kwargs: Any
     ) -> dict[str, np.ndarray]:
-        tokens = self.token_scores(requests, texts)
-        scores = [sequence_score(np.asarray(t["scores"]), self.aggregate) for t in tokens]
-        return {self.name: np.array(scores, dtype=np.float64)}
+        return {self.name: self._sequence_scores(self.token_scores(requests, texts))}
+
+    def score_tokens(
+        self, inputs: ScoringInputs | SignalSet
+    ) -> tuple[dict[str, np.ndarray], dict[str, list[dict[str, Any]]]]:
+        """The sequence scores and the per-token scores behind them (one pass of requests)."""
+        inputs = ScoringInputs.of(inputs)
+        if inputs.requests is None:
+            return self.score(inputs), {}  # raises: no request client
+        tokens = self.token_scores(inputs.requests, inputs.texts)
+        return {self.name: self._sequence_scores(tokens)}, {self.name: tokens}

@@ -82,6 +82,11 @@ def execute_run(
         console=console,
         overwrite=config.overwrite,
     )
+    if scored.work.token_scores:  # token-level attacks' per-token scores (informia)
+        from imprint.scoring import write_token_scores
+
+        path = Path(config.out) / "token_scores.parquet"
+        write_token_scores(path, scored.samples, scored.work.token_scores)
     if console is not None and scored.plan is not None:
         from rich.text import Text
 
