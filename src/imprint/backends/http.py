@@ -167,6 +167,7 @@ class OpenAICompatibleBackend(Backend):
         self.limits = ServerLimits(max_concurrency)
         self._gate = Gate(max_concurrency)
         self.planned_requests: int | None = None  # the run's total, when a plan set it
+        self._call_stored = 0
         self._rng = random.Random(seed)
         self._lock, self._start_lock = threading.Lock(), threading.Lock()
         self._sent_laws: dict[str, dict[str, Any]] = {}
@@ -324,6 +325,7 @@ class OpenAICompatibleBackend(Backend):
         with self._lock:
             self._sent_laws.setdefault(json.dumps(fields, sort_keys=True), fields)
         context = (prompts, max_tokens, stop, fields, task, seed)
+        self._call_stored = self._usage["stored"]  # what this call stored, if it fails
         pending = [(p, s, k) for p in range(len(prompts)) for s, k in self._chunks(0, n)]
         got: dict[tuple[int, int], list[str]] = {}
         while pending:
@@ -402,7 +404,7 @@ class OpenAICompatibleBackend(Backend):
             if limits.choices
             else "n honoured"
             if limits.choices_checked
-            else "n not tried"
+            else "no request asked n > 1 yet"
         )
         line = (
             f"{self.name} at {self.base_url}: {choices}; {limits.concurrency} request(s) in "
@@ -443,7 +445,6 @@ class OpenAICompatibleBackend(Backend):
         ``queued`` requests of later waves, are not sent; retrying ones stop) and its error is
         raised, once, saying what was stored."""
         abort, failures = threading.Event(), list[BaseException]()
-        stored_before = self._usage["stored"]
 
         def job(body: dict[str, Any]) -> list[str]:
             try:
@@ -469,7 +470,7 @@ class OpenAICompatibleBackend(Backend):
         if not isinstance(first, APIError):
             raise first
         note = f"; {unsent} other requests of this call were cancelled" if unsent else ""
-        raise APIError(f"{first}{note}; {self._stored_note(stored_before)}") from None
+        raise APIError(f"{first}{note}; {self._stored_note(self._call_stored)}") from None
 
     def _stored_note(self, before: int) -> str:
         """What a rerun will not send again: the answers stored so far (never claimed when none
