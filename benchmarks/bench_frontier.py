@@ -4,8 +4,8 @@ Builds (or reuses) exactly ``imprint demo``'s game (SmolLM2-135M, 100 generated 
 words + 10 held-out, random-token canaries 8 per repetition count 1/3/8, 2 epochs of full
 fine-tuning at lr 2e-5; the same config hash, so a demo run's game is reused), trains K reference
 models like the target on random halves of the 148 candidates (timed), and runs loss, ref[base],
-min_k_pp, recall, lira (online, offline), rmia (online, offline), and ez_mia and wbc when
-registered, through the run pipeline. RMIA runs twice: z = the 10 held-out texts, and z = the
+min_k_pp, recall, lira (online, offline), rmia (online, offline), and ez_mia, wbc, informia
+(token-level InfoRMIA) and ramia (range MIA, 10 range samples per text) when registered, through the run pipeline. RMIA runs twice: z = the 10 held-out texts, and z = the
 candidates. Prints AUC and TPR at 1 % and 0.1 % FPR with 95 % bootstrap intervals and writes
 them to ``OUT/frontier.json``. Sized for the shared 2-core CPU: the demo's pool gives 74
 candidate non-members, too few to resolve 1 % FPR (100 needed) or 0.1 % (1,000): those columns
@@ -104,7 +104,7 @@ def main() -> None:
     refs_s = time.perf_counter() - t0
     train_s = reference_timings(game)
     attacks = ["loss", "ref", "min_k_pp", "recall", "lira", "rmia"]
-    attacks += [a for a in ("ez_mia", "wbc") if a in available_attacks()]
+    attacks += [a for a in ("ez_mia", "wbc", "informia", "ramia") if a in available_attacks()]
     t0 = time.perf_counter()
     result = run_attacks(game, args.out / "run", attacks, {})
     run_s = time.perf_counter() - t0
