@@ -41,9 +41,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from imprint.attacks import shots as shot_draws
 from imprint.attacks.base import Attack, Preparation, RunContext, ScoringInputs, register
 from imprint.attacks.contract import prepared_field
-from imprint.attacks.shots import HELDOUT_KEY, NONMEMBER_POOL, nonmember_shots
+from imprint.attacks.shots import NONMEMBER_POOL, nonmember_shots
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError
 from imprint.signals.needs import Need, SignalSet, TextVariant
@@ -331,7 +332,7 @@ class CAMIA(Attack):
 def heldout_reason(attack: str, run: RunContext, n: int) -> str | None:
     """Why ``all`` skips an attack fitted on held-out non-members: the run holds out fewer than
     ``n`` (``--shot-holdout N``, or a ``nonmembers`` pool), else None."""
-    held = run.pools.get(HELDOUT_KEY)
+    held = run.pools.get(getattr(shot_draws, "HELDOUT_KEY", "_heldout_shots"))
     have = len(held) if held is not None else len(run.pools.get(NONMEMBER_POOL, ()))
     if have >= n:
         return None
