@@ -3,6 +3,7 @@ faults are retried and counted, the API key never leaks, refusals fail with the 
 
 from __future__ import annotations
 
+import json
 import logging
 
 import httpx  # noqa: F401  (the api extra; installed by the dev extra)
@@ -211,6 +212,7 @@ def test_imprint_run_targets_an_api_and_resumes_from_its_cache(generate, tmp_pat
                 api_base=server.base_url,
                 api_key_env=ENV,
                 api_concurrency=2,
+                shot_holdout=1,  # SimMIA's one shot, held out of the evaluation
                 n_bootstrap=50,
                 cache=tmp_path / "cache.sqlite",
                 progress=False,
@@ -255,3 +257,83 @@ def test_imprint_run_refuses_gray_box_attacks_on_an_api_target(tmp_path):
     result = CliRunner().invoke(app, [*args, "--attacks", "loss,samia"])
     assert result.exit_code == 2
     assert "loss" in result.output and "text-only API" in result.output
+
+
+# -- issue 22: the sampling law in each server's words, the plan's request counts ---------------
+def test_each_dialect_states_the_whole_law_and_openai_refuses_what_it_cannot_say():
+    from imprint.backends.http_sampling import SamplingSpec, sampling_fields
+
+    samia = SamplingSpec(temperature=1.0, top_k=50)
+    vllm = sampling_fields(SamplingSpec(1.0, top_k=0), "vllm", 7)
+    assert vllm == {
+        "temperature": 1.0,
+        "seed": 7,
+        "top_p": 1.0,
+        "frequency_penalty": 0.0,
+        "presence_penalty": 0.0,
+        "top_k": -1,  # vLLM's "no top-k"
+        "min_p": 0.0,
+        "repetition_penalty": 1.0,
+    }
+    llama = sampling_fields(samia, "llama.cpp", None)  # its defaults: 0.95, 0.05, 40, 1.1
+    assert (llama["top_p"], llama["min_p"], llama["top_k"], llama["repeat_penalty"]) == (
+        1.0,
+        0.0,
+        50,
+        1.0,
+    )
+    law = json.loads(sampling_fields(samia, "transformers", 3)["generation_config"])
+    assert law["do_sample"] is True and law["top_k"] == 50 and law["top_p"] == 1.0
+    greedy = json.loads(sampling_fields(SamplingSpec(0.0), "transformers", 3)["generation_config"])
+    assert greedy["do_sample"] is False
+    assert "top_k" not in sampling_fields(SamplingSpec(1.0), "openai", 1)
+    assert sampling_fields(SamplingSpec(0.0, top_k=50), "openai", 1)["temperature"] == 0.0
+    with pytest.raises(ConfigError, match="top-k 50"):
+        sampling_fields(samia, "openai", 1)
+
+
+@pytest.mark.parametrize(
+    ("listed", "dialect"),
+    [
+        ({"data": [{"id": "m", "owned_by": "vllm"}]}, "vllm"),
+        ({"data": [{"id": "m", "owned_by": "me"}]}, "llama.cpp"),  # llama-cpp-python
+        ({"data": [{"id": "m", "owned_by": "llamacpp"}]}, "llama.cpp"),  # llama.cpp's server
+        (
+            {"data": [{"id": "m", "owned_by": "local", "status": {"value": "loaded"}}]},
+            "transformers",
+        ),
+        ({"data": [{"id": "gpt-4o-mini", "owned_by": "system"}]}, "openai"),
+        (None, "openai"),  # no model list: standard fields only
+    ],
+)
+def test_the_dialect_is_read_from_the_model_list(listed, dialect):
+    from imprint.backends.http_sampling import detect_dialect
+
+    assert detect_dialect(listed, "http://127.0.0.1:8000/v1")[0] == dialect
+
+
+def test_the_plan_counts_requests_per_attack_before_any_work(generate):
+    from types import SimpleNamespace
+
+    from imprint.backends.http_plan import plan_lines, request_counts
+
+    texts = ["one two three four five", "a b c"]  # 5 and 3 words: 4 + 2 next-word positions
+    simmia = SimpleNamespace(name="simmia", n_samples=5, disclosure="text")
+    samia = SimpleNamespace(name="samia", n_samples=10)
+    assert request_counts([simmia, samia], texts, 1) == {"simmia": 2 * 6 * 5, "samia": 20}
+    assert request_counts([simmia, samia], texts, 128) == {"simmia": 12, "samia": 2}
+    with FakeOpenAIServer(generate) as server, client(server) as backend:
+        (line,) = plan_lines([simmia, samia], texts, backend)
+        assert server.log == []  # only GET /v1/models so far
+    assert "simmia 12, samia 2; 14 in all if the server honours n" in line
+    assert "80 if it returns one choice per request" in line
+    assert backend.planned_requests == 80
+
+
+def test_a_timeout_halves_the_requests_in_flight(generate):
+    with (
+        FakeOpenAIServer(generate, faults=["timeout"], stall_s=1.0) as server,
+        client(server) as backend,  # 4 in flight at most
+    ):
+        backend.sample(["x"], 1, 2)
+        assert backend._gate.limit == 2 and backend.usage()["retries"] == {"timeout": 1}

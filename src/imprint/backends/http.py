@@ -39,7 +39,6 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from typing import Any
 
 from imprint.backends.base import SAMPLING, Backend
@@ -48,16 +47,14 @@ from imprint.backends.http_adapt import (
     ServerLimits,
     decode_limits,
     encode_limits,
+    estimate_line,
     limits_key,
 )
 from imprint.backends.http_checks import (
-    SHAPE_FIX,
+    APIError,
     check_api_base,
-    choice_index,
-    mask_secret,
-    short,
-    snippet,
-    usage_tokens,
+    check_model,
+    list_models,
 )
 from imprint.backends.http_sampling import (
     SERVERS,
@@ -65,13 +62,20 @@ from imprint.backends.http_sampling import (
     detect_dialect,
     sampling_fields,
 )
+from imprint.backends.http_transport import (
+    RETRY_STATUS,
+    RetryPolicy,
+    Transport,
+    _Cancelled,
+    _retry_after,
+)
 from imprint.backends.text import TASKS, Task, check_sample_args
-from imprint.errors import ConfigError, ImprintError, MissingDependencyError
+from imprint.errors import ConfigError, MissingDependencyError
 
 log = logging.getLogger(__name__)
+__all__ = ["RETRY_STATUS", "APIError", "OpenAICompatibleBackend", "RetryPolicy", "_retry_after"]
 
 MODES = ("completions", "chat")
-RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 INSTRUCTIONS: dict[str, str] = {
     "continue": (
         "Continue the following text. Reply with the continuation only, without repeating the "
@@ -85,35 +89,7 @@ INSTRUCTIONS: dict[str, str] = {
 }
 
 
-class APIError(ImprintError):
-    """The server refused or kept failing; the message says which request and why."""
-
-
-class _Retry(Exception):
-    def __init__(self, reason: str, wait: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason, self.wait = reason, wait
-
-
-class _Cancelled(Exception):
-    """Another request of the same call failed for good: this one is not sent (again)."""
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff: sleep ~ U(0, min(cap, base * 2**attempt)), ``max_retries`` times."""
-
-    max_retries: int = 6
-    base_s: float = 0.5
-    cap_s: float = 30.0
-
-    def delay(self, attempt: int, rng: random.Random, hint: float | None) -> float:
-        if hint is not None:
-            return min(max(hint, 0.0), self.cap_s)
-        return rng.uniform(0, min(self.cap_s, self.base_s * 2**attempt))
-
-
-class OpenAICompatibleBackend(Backend):
+class OpenAICompatibleBackend(Transport, Backend):
     """Samples text from an OpenAI-compatible API; see the module docstring.
 
     ``base_url`` ends with the API root, e.g. ``http://127.0.0.1:8000/v1``. ``server`` names the
@@ -257,13 +233,8 @@ class OpenAICompatibleBackend(Backend):
         with self._start_lock:
             if self.dialect is not None:
                 return
-            listed = self._list_models()
-            names = [str(e.get("id")) for e in _entries(listed)]
-            if names and self.model not in names:
-                raise ConfigError(
-                    f"model {self.model!r} is not served at {self.base_url}: GET /v1/models "
-                    f"lists {', '.join(repr(n) for n in names[:20])}; pass one of these as --model"
-                )
+            listed = list_models(self._client, self.base_url, self._quote, self.api_key_env)
+            names = check_model(listed, self.model, self.base_url)
             dialect, reason = (
                 (self.server, "given (--model-arg server)")
                 if self.server != "auto"
@@ -276,28 +247,6 @@ class OpenAICompatibleBackend(Backend):
                 if learned is not None:
                     self.limits.choices, self.limits.choices_checked = learned, True
             self.dialect = dialect
-
-    def _list_models(self) -> Any:
-        """The ``GET /v1/models`` JSON, or None when the server does not list its models."""
-        url = f"{self.base_url}/models"
-        try:
-            response = self._client.get(url)
-        except self._httpx.TransportError as err:
-            raise APIError(
-                f"{url}: no answer ({type(err).__name__}); is the server running at "
-                f"{self.base_url}?"
-            ) from None
-        if response.status_code in (401, 403):
-            raise APIError(
-                f"{url} answered {response.status_code}: {self._quote(response.text)}; check the "
-                f"API key in ${self.api_key_env}"
-            )
-        if response.status_code >= 400:
-            return None  # not every server lists its models (then no name check)
-        try:
-            return response.json()
-        except ValueError:
-            return None
 
     # -- sampling --------------------------------------------------------------------------------
     def sample(
@@ -376,6 +325,11 @@ class OpenAICompatibleBackend(Backend):
             log.warning("%s", self.estimate_line())
         return results
 
+    def estimate_line(self) -> str:
+        """What the first answers said about the server, and the time the rest should take."""
+        where = f"{self.name} at {self.base_url}"
+        return estimate_line(where, self.limits, self.planned_requests, self._usage["requests"])
+
     def _learn_choices(self, got: int, asked: int) -> None:
         with self._lock:
             first = self.limits.choices is None
@@ -394,29 +348,6 @@ class OpenAICompatibleBackend(Backend):
         if self.cache is not None:
             key = limits_key(self.base_url, self.model, self.mode)
             self.cache.put_response(key, encode_limits(self.limits.choices or got))
-
-    def estimate_line(self) -> str:
-        """What the first answers said about the server, and the time the rest should take."""
-        limits = self.limits
-        rate = limits.requests_per_s()
-        choices = (
-            f"{limits.choices} choice(s) per request (the server ignores or caps n)"
-            if limits.choices
-            else "n honoured"
-            if limits.choices_checked
-            else "no request asked n > 1 yet"
-        )
-        line = (
-            f"{self.name} at {self.base_url}: {choices}; {limits.concurrency} request(s) in "
-            f"flight (effective parallelism {limits.parallelism or 1:.1f}, one request alone "
-            f"{limits.solo_s or 0:.2f} s)"
-        )
-        if rate and self.planned_requests:
-            left = max(self.planned_requests - self._usage["requests"], 0)
-            line += f"; about {_duration(left / rate)} for the ~{left:,} requests left"
-        elif rate:
-            line += f"; about {rate:.1f} requests/s"
-        return line
 
     def _body(
         self,
@@ -505,166 +436,6 @@ class OpenAICompatibleBackend(Backend):
         return hashlib.sha256(
             f"{self.fingerprint}|{json.dumps(body, sort_keys=True)}".encode()
         ).hexdigest()
-
-    def _send(self, body: dict[str, Any], abort: threading.Event) -> list[str]:
-        """POST one request, retrying transient failures; returns its ``n`` texts."""
-        url = f"{self.base_url}/{'chat/completions' if self.mode == 'chat' else 'completions'}"
-        attempt = 0
-        while True:
-            if abort.is_set():
-                raise _Cancelled
-            self._count("attempts")
-            try:
-                with self._gate:
-                    texts = self._post(url, body)
-            except _Retry as retry:
-                if retry.reason == "timeout" and self._gate.limit > 1:
-                    self._gate.set(self._gate.limit // 2)  # abandoned requests may still run
-                    log.warning("timeout: %d request(s) in flight from now on", self._gate.limit)
-                if attempt >= self.retry.max_retries:
-                    self._count("failed")
-                    raise APIError(self._gave_up(url, attempt + 1, retry.reason)) from None
-                self._count_retry(retry.reason)
-                with self._lock:
-                    pause = self.retry.delay(attempt, self._rng, retry.wait)
-                log.warning(
-                    "retrying %s after %s (attempt %d, %.2fs)",
-                    url,
-                    retry.reason,
-                    attempt + 1,
-                    pause,
-                )
-                if abort.wait(pause):  # another request failed for good meanwhile
-                    raise _Cancelled from None
-                attempt += 1
-                continue
-            except APIError:
-                self._count("failed")
-                raise
-            self._count("requests")
-            return texts
-
-    def _gave_up(self, url: str, attempts: int, reason: str) -> str:
-        if reason == "timeout":
-            fix = (
-                f"raise --api-timeout (now {self.timeout_s:g} s) or --api-max-retries (now "
-                f"{self.retry.max_retries}), or lower --api-concurrency "
-                f"(now {self._gate.limit} in flight: a server that answers one request at a time "
-                "queues the others)"
-            )
-        else:
-            fix = (
-                f"raise --api-max-retries (now {self.retry.max_retries}) or, if requests time "
-                f"out, --api-timeout (now {self.timeout_s:g} s), or check the server"
-            )
-        return f"{url}: gave up after {attempts} attempts (last: {reason}); {fix}"
-
-    def _post(self, url: str, body: dict[str, Any]) -> list[str]:
-        httpx = self._httpx
-        try:
-            response = self._client.post(url, json=body)
-        except httpx.TimeoutException:
-            raise _Retry("timeout") from None
-        except httpx.TransportError as err:
-            raise _Retry(f"connection error ({type(err).__name__})") from None
-        if response.status_code in RETRY_STATUS:
-            raise _Retry(str(response.status_code), _retry_after(response.headers))
-        if response.status_code >= 400:
-            hint = (
-                f"; check the API key in ${self.api_key_env}"
-                if response.status_code in (401, 403)
-                else ""
-            )
-            raise APIError(
-                f"{url} answered {response.status_code}: {self._quote(response.text)}{hint}"
-            )
-        return self._parse(url, response.content, body["n"])
-
-    def _parse(self, url: str, raw: bytes, n: int) -> list[str]:
-        """The texts of a 200 answer: ``n``, or fewer from a server that caps or ignores ``n``
-        (never retried: the caller learns the limit). A truncated body is retried; a complete
-        body of the wrong shape fails at once (retrying would get the same)."""
-        try:
-            data = json.loads(raw)
-        except ValueError:  # not JSON (cut short) or not UTF-8
-            raise _Retry("malformed body") from None
-        choices = data.get("choices") if isinstance(data, dict) else None
-        if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
-            raise _Retry("malformed body (no choices)")
-        if not choices or len(choices) > n:
-            raise APIError(f"{url} answered 200 with {len(choices)} choices for n={n}; {SHAPE_FIX}")
-        order = sorted(range(len(choices)), key=lambda i: choice_index(choices[i], i))
-        texts = [self._choice_text(url, choices[i], i) for i in order]
-        tokens = usage_tokens(data.get("usage"))
-        if isinstance(tokens, str):
-            raise APIError(f"{url} answered 200 but {self._quote(tokens)}; {SHAPE_FIX}")
-        with self._lock:
-            self._usage["samples"] += len(texts)
-            for field in ("model", "system_fingerprint"):
-                if isinstance(data.get(field), str):
-                    self._reported[field].add(data[field])
-            self._usage["prompt_tokens"] += tokens[0]
-            self._usage["completion_tokens"] += tokens[1]
-        return texts
-
-    def _choice_text(self, url: str, choice: dict[str, Any], i: int) -> str:
-        """A choice's text; a missing or non-string text is an error, never scored as ``str``."""
-        chat = self.mode == "chat"
-        message = choice.get("message")
-        value = message.get("content") if isinstance(message, dict) else None
-        value = value if chat else choice.get("text")
-        if isinstance(value, str):
-            return value
-        other = "completions" if chat else "chat"
-        if ("text" in choice) if chat else ("message" in choice):
-            fix = f"this is a {other} endpoint's answer: use --api-mode {other}"
-        else:
-            fix = (
-                "the server gave no text for this sample (a refusal, a content filter, or tokens "
-                "spent on hidden reasoning?); a missing text cannot be scored"
-            )
-        field = "message.content" if chat else "text"
-        detail = f"choice {i} has {field} = {short(value)}"
-        refusal = message.get("refusal") if isinstance(message, dict) else None
-        if refusal:
-            detail += f" (refusal: {short(refusal)})"
-        raise APIError(
-            f"{url} answered 200 but {self._quote(detail)} "
-            f"(finish_reason {short(choice.get('finish_reason'))}); {fix}"
-        )
-
-    def _quote(self, text: str) -> str:
-        """Server text safe to show: the API key masked (before truncation), then shortened."""
-        key = self._client.headers.get("authorization", "").removeprefix("Bearer ").strip()
-        return snippet(mask_secret(text, key))
-
-    def _count(self, key: str, k: int = 1) -> None:
-        with self._lock:
-            self._usage[key] += k
-
-    def _count_retry(self, reason: str) -> None:
-        with self._lock:
-            retries = self._usage["retries"]
-            retries[reason] = retries.get(reason, 0) + 1
-
-
-def _entries(listed: Any) -> list[dict[str, Any]]:
-    data = listed.get("data") if isinstance(listed, dict) else None
-    return [e for e in data if isinstance(e, dict) and "id" in e] if isinstance(data, list) else []
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
-
-
-def _retry_after(headers: Any) -> float | None:
-    value = headers.get("retry-after")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 def _was_cancelled(future: Future[Any]) -> bool:

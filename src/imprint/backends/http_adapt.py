@@ -128,3 +128,32 @@ def decode_limits(stored: list[str] | None) -> int | None:
     except (ValueError, KeyError, TypeError, IndexError):
         return None
     return value if isinstance(value, int) and value >= 1 else None
+
+
+def estimate_line(where: str, limits: ServerLimits, planned: int | None, sent: int) -> str:
+    """What the first answers said about the server at ``where``, and the time the rest of
+    ``planned`` requests (``sent`` so far) should take."""
+    rate = limits.requests_per_s()
+    choices = (
+        f"{limits.choices} choice(s) per request (the server ignores or caps n)"
+        if limits.choices
+        else "n honoured"
+        if limits.choices_checked
+        else "no request asked n > 1 yet"
+    )
+    line = (
+        f"{where}: {choices}; {limits.concurrency} request(s) in flight (effective "
+        f"parallelism {limits.parallelism or 1:.1f}, one request alone {limits.solo_s or 0:.2f} s)"
+    )
+    if rate and planned:
+        left = max(planned - sent, 0)
+        line += f"; about {duration(left / rate)} for the ~{left:,} requests left"
+    elif rate:
+        line += f"; about {rate:.1f} requests/s"
+    return line
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"

@@ -9,7 +9,12 @@ import re
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
-from imprint.errors import ConfigError
+from imprint.errors import ConfigError, ImprintError
+
+
+class APIError(ImprintError):
+    """The server refused or kept failing; the message says which request and why."""
+
 
 KEY_HINT = "put the key in an environment variable and name it with --api-key-env"
 
@@ -131,3 +136,66 @@ def usage_tokens(usage: Any) -> tuple[int, int] | str:
             return f'"usage.{field}" is {short(value)}, not a count of tokens (an integer >= 0)'
         counts.append(value)
     return counts[0], counts[1]
+
+
+def choice_text(url: str, choice: dict[str, Any], i: int, chat: bool, quote: Any) -> str:
+    """A choice's text; a missing or non-string text is an error, never scored as ``str``."""
+    message = choice.get("message")
+    value = message.get("content") if isinstance(message, dict) else None
+    value = value if chat else choice.get("text")
+    if isinstance(value, str):
+        return value
+    other = "completions" if chat else "chat"
+    if ("text" in choice) if chat else ("message" in choice):
+        fix = f"this is a {other} endpoint's answer: use --api-mode {other}"
+    else:
+        fix = (
+            "the server gave no text for this sample (a refusal, a content filter, or tokens "
+            "spent on hidden reasoning?); a missing text cannot be scored"
+        )
+    field = "message.content" if chat else "text"
+    detail = f"choice {i} has {field} = {short(value)}"
+    refusal = message.get("refusal") if isinstance(message, dict) else None
+    if refusal:
+        detail += f" (refusal: {short(refusal)})"
+    raise APIError(
+        f"{url} answered 200 but {quote(detail)} "
+        f"(finish_reason {short(choice.get('finish_reason'))}); {fix}"
+    )
+
+
+def list_models(client: Any, base_url: str, quote: Any, key_env: str | None) -> Any:
+    """The ``GET /v1/models`` JSON, or None when the server does not list its models."""
+    import httpx
+
+    url = f"{base_url}/models"
+    try:
+        response = client.get(url)
+    except httpx.TransportError as err:
+        raise APIError(
+            f"{url}: no answer ({type(err).__name__}); is the server running at {base_url}?"
+        ) from None
+    if response.status_code in (401, 403):
+        raise APIError(
+            f"{url} answered {response.status_code}: {quote(response.text)}; check the API key "
+            f"in ${key_env}"
+        )
+    if response.status_code >= 400:
+        return None  # not every server lists its models (then no name check)
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def check_model(listed: Any, model: str, base_url: str) -> list[str]:
+    """The model names ``GET /v1/models`` listed; a ``model`` not among them is refused."""
+    data = listed.get("data") if isinstance(listed, dict) else None
+    entries = data if isinstance(data, list) else []
+    names = [str(e["id"]) for e in entries if isinstance(e, dict) and "id" in e]
+    if names and model not in names:
+        raise ConfigError(
+            f"model {model!r} is not served at {base_url}: GET /v1/models lists "
+            f"{', '.join(repr(n) for n in names[:20])}; pass one of these as --model"
+        )
+    return names

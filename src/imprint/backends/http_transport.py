@@ -1,0 +1,196 @@
+"""The HTTP client's transport: one POST with retries, and the checks of a 200 answer.
+
+:class:`Transport` is the part of :class:`imprint.backends.http.OpenAICompatibleBackend` that
+sends one request body: retried with exponential backoff and full jitter (``Retry-After``
+honoured) on 429, 5xx, timeouts, connection errors and truncated bodies, failing at once with
+the reason on other 4xx and on complete bodies of the wrong shape; a timeout halves the requests
+in flight (its ``Gate``). It expects the attributes the backend sets (``_client``, ``retry``,
+``_gate``, ``_usage`` ...).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from imprint.backends.http_checks import (
+    SHAPE_FIX,
+    APIError,
+    choice_index,
+    choice_text,
+    mask_secret,
+    snippet,
+    usage_tokens,
+)
+
+log = logging.getLogger("imprint.backends.http")
+
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+class _Retry(Exception):
+    def __init__(self, reason: str, wait: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.wait = reason, wait
+
+
+class _Cancelled(Exception):
+    """Another request of the same call failed for good: this one is not sent (again)."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff: sleep ~ U(0, min(cap, base * 2**attempt)), ``max_retries`` times."""
+
+    max_retries: int = 6
+    base_s: float = 0.5
+    cap_s: float = 30.0
+
+    def delay(self, attempt: int, rng: random.Random, hint: float | None) -> float:
+        if hint is not None:
+            return min(max(hint, 0.0), self.cap_s)
+        return rng.uniform(0, min(self.cap_s, self.base_s * 2**attempt))
+
+
+class Transport:
+    """POST, retry, parse; see the module docstring."""
+
+    _client: Any
+    _httpx: Any
+    _gate: Any
+    _lock: threading.Lock
+    _rng: random.Random
+    _usage: dict[str, Any]
+    _reported: dict[str, set[str]]
+    retry: RetryPolicy
+    timeout_s: float
+    base_url: str
+    api_key_env: str | None
+    mode: str
+
+    def _send(self, body: dict[str, Any], abort: threading.Event) -> list[str]:
+        """POST one request, retrying transient failures; returns its ``n`` texts."""
+        url = f"{self.base_url}/{'chat/completions' if self.mode == 'chat' else 'completions'}"
+        attempt = 0
+        while True:
+            if abort.is_set():
+                raise _Cancelled
+            self._count("attempts")
+            try:
+                with self._gate:
+                    texts = self._post(url, body)
+            except _Retry as retry:
+                if retry.reason == "timeout" and self._gate.limit > 1:
+                    self._gate.set(self._gate.limit // 2)  # abandoned requests may still run
+                    log.warning("timeout: %d request(s) in flight from now on", self._gate.limit)
+                if attempt >= self.retry.max_retries:
+                    self._count("failed")
+                    raise APIError(self._gave_up(url, attempt + 1, retry.reason)) from None
+                self._count_retry(retry.reason)
+                with self._lock:
+                    pause = self.retry.delay(attempt, self._rng, retry.wait)
+                log.warning(
+                    "retrying %s after %s (attempt %d, %.2fs)",
+                    url,
+                    retry.reason,
+                    attempt + 1,
+                    pause,
+                )
+                if abort.wait(pause):  # another request failed for good meanwhile
+                    raise _Cancelled from None
+                attempt += 1
+                continue
+            except APIError:
+                self._count("failed")
+                raise
+            self._count("requests")
+            return texts
+
+    def _gave_up(self, url: str, attempts: int, reason: str) -> str:
+        if reason == "timeout":
+            fix = (
+                f"raise --api-timeout (now {self.timeout_s:g} s) or --api-max-retries (now "
+                f"{self.retry.max_retries}), or lower --api-concurrency "
+                f"(now {self._gate.limit} in flight: a server that answers one request at a time "
+                "queues the others)"
+            )
+        else:
+            fix = (
+                f"raise --api-max-retries (now {self.retry.max_retries}) or, if requests time "
+                f"out, --api-timeout (now {self.timeout_s:g} s), or check the server"
+            )
+        return f"{url}: gave up after {attempts} attempts (last: {reason}); {fix}"
+
+    def _post(self, url: str, body: dict[str, Any]) -> list[str]:
+        httpx = self._httpx
+        try:
+            response = self._client.post(url, json=body)
+        except httpx.TimeoutException:
+            raise _Retry("timeout") from None
+        except httpx.TransportError as err:
+            raise _Retry(f"connection error ({type(err).__name__})") from None
+        if response.status_code in RETRY_STATUS:
+            raise _Retry(str(response.status_code), _retry_after(response.headers))
+        if response.status_code >= 400:
+            hint = (
+                f"; check the API key in ${self.api_key_env}"
+                if response.status_code in (401, 403)
+                else ""
+            )
+            raise APIError(
+                f"{url} answered {response.status_code}: {self._quote(response.text)}{hint}"
+            )
+        return self._parse(url, response.content, body["n"])
+
+    def _parse(self, url: str, raw: bytes, n: int) -> list[str]:
+        """The texts of a 200 answer: ``n``, or fewer from a server that caps or ignores ``n``
+        (never retried: the caller learns the limit). A truncated body is retried; a complete
+        body of the wrong shape fails at once (retrying would get the same)."""
+        try:
+            data = json.loads(raw)
+        except ValueError:  # not JSON (cut short) or not UTF-8
+            raise _Retry("malformed body") from None
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+            raise _Retry("malformed body (no choices)")
+        if not choices or len(choices) > n:
+            raise APIError(f"{url} answered 200 with {len(choices)} choices for n={n}; {SHAPE_FIX}")
+        order = sorted(range(len(choices)), key=lambda i: choice_index(choices[i], i))
+        texts = [choice_text(url, choices[i], i, self.mode == "chat", self._quote) for i in order]
+        tokens = usage_tokens(data.get("usage"))
+        if isinstance(tokens, str):
+            raise APIError(f"{url} answered 200 but {self._quote(tokens)}; {SHAPE_FIX}")
+        with self._lock:
+            self._usage["samples"] += len(texts)
+            for field in ("model", "system_fingerprint"):
+                if isinstance(data.get(field), str):
+                    self._reported[field].add(data[field])
+            self._usage["prompt_tokens"] += tokens[0]
+            self._usage["completion_tokens"] += tokens[1]
+        return texts
+
+    def _quote(self, text: str) -> str:
+        """Server text safe to show: the API key masked (before truncation), then shortened."""
+        key = self._client.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        return snippet(mask_secret(text, key))
+
+    def _count(self, key: str, k: int = 1) -> None:
+        with self._lock:
+            self._usage[key] += k
+
+    def _count_retry(self, reason: str) -> None:
+        with self._lock:
+            retries = self._usage["retries"]
+            retries[reason] = retries.get(reason, 0) + 1
+
+
+def _retry_after(headers: Any) -> float | None:
+    value = headers.get("retry-after")
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
