@@ -64,6 +64,7 @@ BUILTIN_ATTACKS = {
         ("ngram_coverage", "ngram_coverage", "NGramCoverage"),
         ("pac", "pac", "Pac"),
         ("petal", "petal", "PETAL"),
+        ("probe", "probe", "Probe"),
         ("qmia", "qmia", "QMIA"),
         ("ramia", "ramia", "RaMIA"),
         ("recall", "recall", "Recall"),
