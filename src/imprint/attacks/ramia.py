@@ -173,6 +173,12 @@ class RaMIA(ReferenceModelAttack):
         "of the S - k lowest (trim_mia_scores keeps int((1 - k/S) S)), a different statistic.",
         "a and the trim are tuned on one of the run's reference models attacked by the others "
         "(as imprint's rmia a=auto), not on the target's paired model.",
+        "Privacy Meter's int((1 - ratio) S) keeps 0 samples when its search picks the single "
+        "highest score (1 - 0.9 is 0.0999... in floating point), a NaN score; here k is kept "
+        "as an integer.",
+        "A population text's Pr(z) averages all reference models (all are OUT for it), where "
+        "Privacy Meter's run_rmia keeps the K/2 largest of them (scores differ by up to 0.05 "
+        "on benchmarks/bench_authors_b.py's simulation; identical with its rule).",
     )
 
     def __post_init__(self) -> None:
