@@ -36,11 +36,11 @@ from imprint.cli import app
 from imprint.requests.store import RequestStore
 
 NAME = "my-model"  # the docs' command's model name: a folder of that name in the server's cwd
-TEXTS = [
-    ("The old bridge crossed the river.", 1),
-    ("Birds sang in the tall trees.", 1),
-    ("Our team won the final match.", 0),
-    ("She painted the kitchen bright yellow.", 0),
+TEXTS = [  # short: SimMIA asks 2 x (words - 1) next words per text, one request each here
+    ("The bridge fell.", 1),
+    ("Birds sang today.", 1),
+    ("Our team won.", 0),
+    ("She painted walls.", 0),
 ]
 SHOT = "A new library opened downtown today."  # SimMIA's known non-member prefix P
 
@@ -173,7 +173,7 @@ def test_the_docs_black_box_command_runs_unchanged_on_a_one_choice_server(
             self.name, self.n_samples = name, n
 
     planned = request_counts([Attack("samia", 2), Attack("simmia", 1)], [t for t, _ in TEXTS], 1)
-    assert target["usage"]["requests"] == sum(planned.values()) == 8 + 2 * 4 * 6
+    assert target["usage"]["requests"] == sum(planned.values()) == 8 + 2 * 4 * 3
 
 
 def test_samples_differ_because_the_whole_sampling_law_is_sent(up):
@@ -216,7 +216,7 @@ class _KillAfter(RequestStore):
 
 
 def test_a_killed_server_resumes_with_nothing_sent_twice(up, tmp_path):
-    prompts = [f"Fact {i}: the harbour" for i in range(8)]
+    prompts = [f"Fact {i}: the harbour" for i in range(6)]
     retry = RetryPolicy(max_retries=1, base_s=0.05, cap_s=0.1)
     store = _KillAfter(tmp_path / "cache.sqlite", up, k=3)
     first = OpenAICompatibleBackend(up.base_url, NAME, api_key_env=None, retry=retry, cache=store)
