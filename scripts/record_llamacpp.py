@@ -36,7 +36,7 @@ RECORDED = ROOT / "tests" / "data" / "recorded"
 NON_LATIN = "東京は日本の首都であり、世界で最も人口の多い都市圏の一つです。Москва — столица России."
 
 
-def fixed_texts(n_per_label: int = 6) -> list[str]:
+def fixed_texts(n_per_label: int = 4) -> list[str]:
     """The texts the replay test scores: WikiMIA-32 of both labels, non-Latin, long."""
     path = Path(os.environ.get("IMPRINT_DATA_DIR", "/work/shared/data")) / "wikimia"
     rows = [json.loads(line) for line in (path / "WikiMIA_length32.jsonl").open()]
@@ -44,6 +44,65 @@ def fixed_texts(n_per_label: int = 6) -> list[str]:
     picked += [r["input"] for r in rows if r["label"] == 0][:n_per_label]
     long_rows = [json.loads(line) for line in (path / "WikiMIA_length256.jsonl").open()]
     return [*picked, NON_LATIN, long_rows[0]["input"]]
+
+
+CLI_ATTACKS = "loss,zlib,min_k,min_k_pp_topk"
+EXACT = 49152  # SmolLM2's vocabulary: every candidate, so a shifted answer is exact
+
+
+def write_cli_data(path: Path) -> None:
+    """The WikiMIA texts of :func:`fixed_texts`, with their labels, as a jsonl file."""
+    root = Path(os.environ.get("IMPRINT_DATA_DIR", "/work/shared/data")) / "wikimia"
+    rows = [json.loads(line) for line in (root / "WikiMIA_length32.jsonl").open()]
+    keep = set(fixed_texts())
+    with path.open("w", encoding="utf-8") as f:
+        for r in rows:
+            if r["input"] in keep:
+                f.write(json.dumps({"text": r["input"], "label": r["label"]}) + "\n")
+
+
+def cli_args(api_base: str, data: Path, out: str) -> list[str]:
+    """``imprint run`` through the server: the command the replay test runs."""
+    return [
+        "run", "--model", "openai-logprobs:served-model", "--api-base", api_base,
+        "--data", str(data), "--attacks", CLI_ATTACKS, "--no-blind", "--bootstrap", "20",
+        "--model-arg", "tokenizer=smollm2-135m", "--model-arg", "topk_moments=true",
+        "--model-arg", "concurrency=1", "--model-arg", f"max_top_logprobs={EXACT}",
+        "--cache", f"{out}/cache.sqlite", "--out", f"{out}/run",
+    ]  # fmt: skip
+
+
+KEEP = 20  # candidates kept per position in recordings of answers with more
+
+
+def trim(answer: dict) -> tuple[dict, dict]:
+    """An answer with more than :data:`KEEP` candidates per position, cut to the best KEEP plus
+    the candidates named like the tokens at and after that position (what the client reads);
+    the values are the server's, unchanged. A full-vocabulary answer is ~1.4 MB per token."""
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    lp = choices[0].get("logprobs") if choices and isinstance(choices[0], dict) else None
+    tops = lp.get("top_logprobs") if isinstance(lp, dict) else None
+    if not tops or max(len(t or {}) for t in tops) <= KEEP:
+        return answer, {}
+    size = len(json.dumps(answer))
+    tokens = lp["tokens"]
+    for i, top in enumerate(tops):
+        if top:
+            best = sorted(top, key=top.__getitem__, reverse=True)[:KEEP]
+            named = [t for t in tokens[i : i + 2] if t in top]
+            tops[i] = {k: top[k] for k in dict.fromkeys([*best, *named])}
+    note = f"top_logprobs cut to the best {KEEP} plus the tokens at and after each position"
+    return answer, {"trimmed": f"{note}; values unchanged; full answer {size} bytes"}
+
+
+def cli_fields() -> dict:
+    """The replay test's CLI command (placeholders {api_base}, {data}, {out}) and its data."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        write_cli_data(Path(tmp) / "t.jsonl")
+        rows = [json.loads(line) for line in (Path(tmp) / "t.jsonl").open()]
+    return {"cli_args": cli_args("{api_base}", Path("{data}"), "{out}"), "cli_data": rows}
 
 
 def free_port() -> int:
@@ -57,6 +116,7 @@ class Recorder:
 
     def __init__(self, upstream: str) -> None:
         self.upstream, self.pairs, self.lock = upstream, list[dict](), threading.Lock()
+        self.seen: dict[str, tuple[int, bytes]] = {}
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
         recorder = self
@@ -69,17 +129,25 @@ class Recorder:
                     recorder.upstream + self.path, data=raw, method=method,
                     headers={"content-type": "application/json"},
                 )  # fmt: skip
-                try:
-                    with urllib.request.urlopen(req, timeout=600) as resp:
-                        status, body = resp.status, resp.read()
-                except urllib.error.HTTPError as err:
-                    status, body = err.code, err.read()
+                request = json.loads(raw) if raw else None
+                key = json.dumps([method, self.path, request], sort_keys=True)
                 with recorder.lock:
-                    recorder.pairs.append({
-                        "method": method, "path": self.path,
-                        "request": json.loads(raw) if raw else None,
-                        "status": status, "answer": json.loads(body),
-                    })  # fmt: skip
+                    seen = recorder.seen.get(key)
+                if seen is not None:  # asked again (the CLI run): the answer already recorded
+                    status, body = seen
+                else:
+                    try:
+                        with urllib.request.urlopen(req, timeout=1800) as resp:
+                            status, body = resp.status, resp.read()
+                    except urllib.error.HTTPError as err:
+                        status, body = err.code, err.read()
+                    answer, note = trim(json.loads(body))
+                    with recorder.lock:
+                        recorder.seen[key] = (status, body)
+                        recorder.pairs.append({
+                            "method": method, "path": self.path, "request": request,
+                            "status": status, "answer": answer, **note,
+                        })  # fmt: skip
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(body)))
@@ -103,14 +171,16 @@ def start_server(python: str, gguf: str, alias: str, port: int) -> subprocess.Po
         python, "-m", "llama_cpp.server", "--model", gguf, "--model_alias", alias,
         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "2",
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = open(f"/tmp/llama-server-{port}.log", "wb")  # noqa: SIM115 (lives with the server)
+    # to a file: a pipe nobody reads fills with llama.cpp's log and blocks the server
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     for _ in range(300):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2)
             return proc
         except OSError:
             if proc.poll() is not None:
-                tail = proc.stderr.read().decode()[-2000:]  # type: ignore[union-attr]
+                tail = Path(log.name).read_text(errors="replace")[-2000:]
                 raise SystemExit(f"server exited: {tail}") from None
             time.sleep(1)
     proc.kill()
@@ -141,19 +211,27 @@ def main() -> None:
     base = f"http://127.0.0.1:{proxy_port}/v1"
     try:
         started = time.time()
-        options = LogprobOptions(tokenizer=args.tokenizer, concurrency=1)
-        backend = HTTPLogprobBackend(base, "served-model", options)
         from imprint.backends.base import ScoreRequest
 
-        for text in fixed_texts():
-            try:
-                backend.score([ScoreRequest(text)])
-            except Exception as err:  # recorded as it is: the test asserts the same refusal
-                print(f"refused {text[:30]!r}: {err}")
-        if args.cli:
-            from tests.test_http_graybox_replay import cli_args
+        texts = fixed_texts()
+        for cap, part in ((EXACT, texts[:-2]), (200, texts[-2:])):
+            options = LogprobOptions(tokenizer=args.tokenizer, concurrency=1, max_top_logprobs=cap)
+            backend = HTTPLogprobBackend(base, "served-model", options)
+            for text in part:
+                t0 = time.time()
+                try:
+                    backend.score([ScoreRequest(text)])
+                    print(f"scored {text[:30]!r} in {time.time() - t0:.0f} s", flush=True)
+                except Exception as err:  # recorded as it is: the test asserts the same refusal
+                    print(f"refused {text[:30]!r}: {err}", flush=True)
+        if args.cli:  # the replay test's CLI run, so every body it sends is recorded
+            import tempfile
 
-            subprocess.run([sys.executable, "-m", "imprint", *cli_args(base, "/tmp/rec-run")])
+            with tempfile.TemporaryDirectory() as tmp:
+                data = Path(tmp) / "texts.jsonl"
+                write_cli_data(data)
+                cmd = [str(Path(sys.executable).parent / "imprint"), *cli_args(base, data, tmp)]
+                subprocess.run(cmd, check=False)
         elapsed = time.time() - started
     finally:
         proxy.shutdown()
@@ -167,6 +245,7 @@ def main() -> None:
         "model_sha256": hashlib.sha256(Path(gguf).read_bytes()).hexdigest(),
         "recorded": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "recording_seconds": round(elapsed, 1),
+        **cli_fields(),
         "pairs": recorder.pairs,
     }
     RECORDED.mkdir(parents=True, exist_ok=True)

@@ -94,9 +94,12 @@ class Alignment:
         }
 
 
-def detect_shift(answer: EchoAnswer, prompt: str, context: str, where: str) -> Alignment:
+def detect_shift(
+    answer: EchoAnswer, prompt: str, context: str, where: str, start: str = ""
+) -> Alignment:
     """The shift of ``answer`` to the probe ``prompt`` (= ``context`` + :data:`PROBE_TEXT`)."""
-    check_tokens_cover(answer, prompt, where)
+    prompt, context, skip = spelled(answer, prompt, context, start)
+    check_tokens_cover(answer, prompt, where, skip)
     m = answer.prompt_entries(prompt)
     start = len(context) + len(PROBE_SENTENCE)  # the predictable repeats
     same = nxt = n = 0
@@ -127,13 +130,34 @@ def detect_shift(answer: EchoAnswer, prompt: str, context: str, where: str) -> A
     )
 
 
-def check_tokens_cover(answer: EchoAnswer, prompt: str, where: str) -> None:
-    """The server's tokens must spell the prompt at their offsets, in order, from 0."""
+def spelled(answer: EchoAnswer, prompt: str, context: str, start: str) -> tuple[str, str, int]:
+    """The prompt and context as the server's tokens spell them, and how many leading entries
+    stand for the start token: llama-cpp-python renders a special start token as ``""`` (or
+    drops its entry when it is the model's BOS), and its offsets count from the text after it."""
+    joined = "".join(answer.tokens)
+    if not start or joined.startswith(start) or not prompt.startswith(start):
+        return prompt, context, 0
+    skip = 1 if answer.tokens and answer.tokens[0] == "" and answer.offsets[0] == 0 else 0
+    return prompt[len(start) :], context[len(start) :], skip
+
+
+def check_tokens_cover(answer: EchoAnswer, prompt: str, where: str, skip: int = 0) -> None:
+    """The server's tokens (after ``skip`` start-token entries) must spell the prompt at their
+    offsets, in order, from 0; an empty token (bytes of a split character) is refused."""
     m = answer.prompt_entries(prompt)
-    if m == 0:
+    if m <= skip:
         raise ConfigError(f"{where}: the server returned no prompt tokens (echo ignored?)")
+    empty = [i for i in range(skip, m) if answer.tokens[i] == ""]
+    if empty:
+        raise ConfigError(
+            f"{where}: {len(empty)} of the server's {m - skip} prompt tokens have empty text "
+            f"(first at token {empty[0] - skip}, offset {answer.offsets[empty[0]]}: bytes of a "
+            "multi-byte character decoded lossily), and its candidates are keyed by that text, "
+            "so log-probs cannot be assigned to tokens; this server cannot score this text "
+            "(non-Latin scripts split into bytes): score it locally (hf) or with vLLM"
+        )
     pos = 0
-    for i in range(m):
+    for i in range(skip, m):
         tok, off = answer.tokens[i], answer.offsets[i]
         if off != pos or prompt[off : off + len(tok)] != tok:
             raise ConfigError(
@@ -165,18 +189,21 @@ def token_rows(
     shift: int,
     first_candidates: Mapping[str, float] | None,
     where: str,
+    start: str = "",
 ) -> list[TokenRow]:
     """Rows for the tokens of ``prompt`` after ``context`` (the scored text).
 
     ``first_candidates`` are the candidates of the distribution after ``context`` alone (a
     separate request), used for the first scored token when the answer has no entry for it
     (entry 0 is null, or under shift 1 the entry before is the null one)."""
-    check_tokens_cover(answer, prompt, where)
+    scored_first = bool(start or context)  # without any start token the first is context only
+    prompt, context, skip = spelled(answer, prompt, context, start)
+    check_tokens_cover(answer, prompt, where, skip)
     m = answer.prompt_entries(prompt)
-    first = next((i for i in range(m) if answer.offsets[i] >= len(context)), m)
-    if first < m and first > 0 and answer.offsets[first] != len(context):
+    first = next((i for i in range(skip, m) if answer.offsets[i] >= len(context)), m)
+    if skip < first < m and answer.offsets[first] != len(context):
         raise ConfigError(f"{where}: a server token spans the context/text boundary")
-    if first > 0 and answer.offsets[first - 1] + len(answer.tokens[first - 1]) > len(context):
+    if first > skip and answer.offsets[first - 1] + len(answer.tokens[first - 1]) > len(context):
         tok = answer.tokens[first - 1]
         raise ConfigError(
             f"{where}: the server's token {tok!r} spans the end of the context and the start of "
@@ -185,7 +212,7 @@ def token_rows(
     rows = []
     for t in range(first, m):
         tok = answer.tokens[t]
-        if t == first and not context:  # no start token: the first token is context only
+        if t == first and not scored_first:  # no start token: the first is context only
             continue
         own = answer.top[t - shift] if t - shift >= 0 else None
         if t == first and (own is None or (shift == 0 and answer.logprobs[t] is None)):

@@ -64,7 +64,9 @@ class LogprobOptions:
     """``openai-logprobs``: prompt log-probs from an OpenAI-compatible completions server."""
 
     top_logprobs: int = 5  # candidates asked per position (OpenAI caps it at 5)
-    max_top_logprobs: int = 200  # a shifted answer is re-asked with up to this many
+    # a shifted answer missing a token's log p is asked once more with this many candidates
+    # (llama-cpp-python needs the vocabulary size, e.g. 49152, for exact scores)
+    max_top_logprobs: int = 200
     tokenizer: str | None = None  # a local tokenizer of the served model (alias, folder, hub id)
     start_token: str = "auto"  # auto (the tokenizer's; none without one), none, or literal text
     topk_moments: bool = False  # fill mean/var of log p from the top-k (min_k_pp_topk)
@@ -75,7 +77,7 @@ class LogprobOptions:
 
     EXAMPLES: ClassVar[dict[str, str]] = {
         "top_logprobs": "20",
-        "max_top_logprobs": "1000",
+        "max_top_logprobs": "49152",
         "tokenizer": "smollm2-135m",
         "start_token": "<|endoftext|>",
         "topk_moments": "true",
@@ -196,12 +198,14 @@ class HTTPLogprobBackend(Backend):
             answer = self._echo(prompt, k, where)
             first = self._first_candidates(context, k) if context else None
             try:
-                rows = token_rows(answer, prompt, context, self._shift(), first, where)
+                rows = token_rows(
+                    answer, prompt, context, self._shift(), first, where, self.start_text
+                )
                 break
             except MissingLogprob:
                 if k >= self.options.max_top_logprobs:
                     raise
-                k = min(self.options.max_top_logprobs, k * 4)
+                k = self.options.max_top_logprobs  # one more request, not a ladder of them
                 self._count("rerequested_more_candidates")
         self._check_local_tokens(req.text, rows, where)
         return self._stats(rows)
@@ -277,7 +281,7 @@ class HTTPLogprobBackend(Backend):
         except (ServerError, ConfigError) as err:
             raise ConfigError(f"{err}{self._extension_note(prompt)}") from None
         self.server_version = str(data.get("system_fingerprint") or "")
-        self.alignment = detect_shift(answer, prompt, context, where)
+        self.alignment = detect_shift(answer, prompt, context, where, self.start_text)
         if self.alignment.shift:
             log.warning(
                 "%s: the server's prompt log-probs are shifted by one token (%s); correcting",
