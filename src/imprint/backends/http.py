@@ -319,7 +319,8 @@ class OpenAICompatibleBackend(Transport, Backend):
         sent_before, started = self._usage["requests"], time.perf_counter()
         results = self._request_all(bodies, concurrency, queued)
         sent = self._usage["requests"] - sent_before
-        if self.limits.observe(len(wave), sent, time.perf_counter() - started, full=True):
+        full = len(wave) == concurrency  # a smaller wave says nothing of the next size
+        if self.limits.observe(len(wave), sent, time.perf_counter() - started, full=full):
             assert self.limits.concurrency is not None
             self._gate.set(self.limits.concurrency)
             log.warning("%s", self.estimate_line())
