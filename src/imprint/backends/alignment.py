@@ -101,12 +101,12 @@ def detect_shift(
     prompt, context, skip = spelled(answer, prompt, context, start)
     check_tokens_cover(answer, prompt, where, skip)
     m = answer.prompt_entries(prompt)
-    start = len(context) + len(PROBE_SENTENCE)  # the predictable repeats
+    repeats = len(context) + len(PROBE_SENTENCE)  # the predictable repeats
     same = nxt = n = 0
     example = ""
     for i in range(m - 1):
         top = answer.top[i]
-        if answer.offsets[i] < start or not top:
+        if answer.offsets[i] < repeats or not top:
             continue
         best = max(top, key=top.__getitem__)
         n += 1
