@@ -1,6 +1,6 @@
 """DUCI (dataset usage cardinality inference) on known-fraction games: targets fine-tuned on 0,
 25, 50 and 100 % of a document set, K = 4 reference models on paired halves, the estimate and
-its 95 % document-bootstrap interval against the truth (:mod:`imprint.documents.duci_game`).
+its 95 % document-bootstrap interval against the truth (:mod:`imprint.game.duci_game`).
 
 Default model: the test suite's tiny random Llama (2 layers, 320-token BPE; built in a temporary
 folder), documents of 12 random words, so it finishes on a busy 2-core CPU (about a minute a
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 def main() -> None:
     import torch
 
-    from imprint.documents.duci_game import fraction_game
+    from imprint.game.duci_game import fraction_game
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default=None, help="model spec (default: a tiny random one)")

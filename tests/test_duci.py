@@ -93,7 +93,7 @@ def test_bootstrap_over_documents_covers_by_simulation(p_pop):
 def test_miniature_game_estimates_the_fraction(tiny_model_dir, one_torch_thread):
     """Seeded, tiny: 24 documents, 4 reference models on paired halves, targets on 0, 50 and
     100 % of the documents (benchmarks/bench_duci.py runs the full version)."""
-    from imprint.documents.duci_game import fraction_game
+    from imprint.game.duci_game import fraction_game
 
     rows = fraction_game(
         str(tiny_model_dir), n_documents=24, fractions=(0.0, 0.5, 1.0), k=4, epochs=12,
