@@ -1,7 +1,7 @@
 """Document- and dataset-level membership inference: split documents into sequences, score the
 sequences with the ordinary attacks (the same planned passes), then aggregate per document
 (mean, Shi et al.'s thresholded fraction, Meeus et al.'s meta-classifier) or test a whole set
-(Maini et al.'s dataset inference)."""
+(Maini et al.'s dataset inference), or estimate what fraction of a set was trained on (DUCI)."""
 
 from imprint.documents.dataset_inference import (
     ALPHA,
@@ -20,6 +20,7 @@ from imprint.documents.doc_metrics import (
     paired_bootstrap,
     weighted_auc,
 )
+from imprint.documents.duci import DuciResult, duci, duci_from_signals
 from imprint.documents.folds import document_sides, sequence_folds
 from imprint.documents.meeus import (
     MeeusSettings,
@@ -53,11 +54,14 @@ __all__ = [
     "CurvePoint",
     "DatasetInference",
     "DocumentSplit",
+    "DuciResult",
     "MeeusSettings",
     "PairedAuc",
     "SplitConfig",
     "Verdict",
     "aggregate_features",
+    "duci",
+    "duci_from_signals",
     "dataset_inference",
     "document_sides",
     "document_summary",
