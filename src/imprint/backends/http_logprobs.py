@@ -72,7 +72,7 @@ class LogprobOptions:
     topk_moments: bool = False  # fill mean/var of log p from the top-k (min_k_pp_topk)
     key_env: str | None = "OPENAI_API_KEY"
     concurrency: int = 4
-    timeout: float = 120.0
+    timeout: float = 600.0
     max_retries: int = 6
 
     EXAMPLES: ClassVar[dict[str, str]] = {
@@ -343,7 +343,7 @@ class HTTPLogprobBackend(Backend):
 
     # -- HTTP ----------------------------------------------------------------------------------
     def _post(self, path: str, body: dict[str, Any], where: str) -> dict[str, Any]:
-        """POST with retries on transient failures (429, 5xx, timeouts); the JSON answer."""
+        """POST, retrying 429, 5xx and connection errors (not timeouts); the JSON answer."""
         url = f"{self.base_url}/{path}"
         for attempt in range(self._retry.max_retries + 1):
             reason, hint = self._attempt(url, body, where)
@@ -369,7 +369,13 @@ class HTTPLogprobBackend(Backend):
         try:
             response = self._client.post(url, json=body)
         except httpx.TimeoutException:
-            return "timeout", None
+            # not retried: a server that works one request at a time would still be computing
+            # the abandoned one, and each retry would queue behind it
+            raise ServerError(
+                f"{where}: no answer within {self.options.timeout:g} s (not retried: the server "
+                "may still be computing it); raise --model-arg timeout=SECONDS (a shifted "
+                "server's full-vocabulary answers take minutes on a CPU)"
+            ) from None
         except httpx.TransportError as err:
             return f"connection error ({type(err).__name__})", None
         if response.status_code in RETRY_STATUS:
