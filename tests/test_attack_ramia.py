@@ -155,3 +155,53 @@ def test_end_to_end_with_a_training_manifest(tiny_model_dir, tiny_ref_dir, tmp_p
     assert ((scores >= 0) & (scores <= 1)).all()
     passes = result.manifest["requests"]
     assert passes["target"]["logprobs"]["executed"] >= 2 * len(texts)  # centre + variants
+
+
+def test_tuned_a_and_trim_on_known_signals():
+    # 8 candidates, ranges of 3, 4 reference models in pairs; a member's range carries the
+    # training shift in its centre only. a and the trim are tuned on model r0 (attacked by the
+    # others): the result equals rmia offline at that a, trimmed as tune_trim chooses
+    from imprint.attacks.base import RunContext
+    from imprint.attacks.rmia import tune_offline_a
+    from imprint.data.sample import Sample
+
+    rng = np.random.default_rng(3)
+    n, size, k = 8, 3, 4
+    member = np.zeros((k, n), dtype=int)
+    member[0, :4], member[2, ::2] = 1, 1
+    member[1], member[3] = 1 - member[0], 1 - member[2]
+    base = rng.normal(-3, 0.3, size=(n, size))
+
+    def signal(is_in):
+        shift = np.zeros((n, size))
+        shift[:, 0] = 0.5 * is_in
+        return base + shift + rng.normal(0, 0.02, (n, size))
+
+    truth = np.array([1, 0] * 4)
+    tgt, refs = signal(truth), np.stack([signal(member[j]) for j in range(k)])
+    names = tuple(f"r{j}" for j in range(k))
+    texts = [f"text {i}" for i in range(n)]
+    samples = [Sample(str(i), t, int(truth[i])) for i, t in enumerate(texts)]
+    refset = ReferenceSet(
+        tuple(
+            ReferenceModel(m, "s", frozenset(str(i) for i in range(n) if member[j, i]))
+            for j, m in enumerate(names)
+        )
+    )
+    attack = (
+        RaMIA(models=names, sample_size=size).prepare(samples, RunContext(references=refset)).attack
+    )
+    v = attack.variant
+    data = {Need(variant=v): [tuple(_stats(x) for x in row) for row in tgt]}
+    for j, m in enumerate(names):
+        data[Need(model=m, variant=v)] = [tuple(_stats(x) for x in row) for row in refs[j]]
+    got = attack.score(SignalSet(texts, data))["ramia"]
+    flat_m, flat_r = np.repeat(member, size, axis=1), refs.reshape(k, -1)
+    rest = [1, 2, 3]
+    zr, zm = flat_r[rest], flat_m[rest]
+    a, _ = tune_offline_a(flat_r[0], zr, zm, flat_r[0], zr, zm, flat_m[0])
+    pseudo = rmia_scores(flat_r[0], zr, zm, flat_r[0], zr, zm, offline=True, a=a)
+    side, kk, _ = tune_trim(pseudo.reshape(n, size), member[0])
+    s = rmia_scores(tgt.ravel(), flat_r, flat_m, tgt.ravel(), flat_r, flat_m, offline=True, a=a)
+    assert got == pytest.approx(trimmed_score(s.reshape(n, size), side, kk))
+    assert np.isfinite(got).all()
