@@ -17,6 +17,7 @@ from typing import Any
 
 __all__ = [
     "attacks_markdown",
+    "backends_markdown",
     "commands_markdown",
     "datasets_markdown",
     "on_page_markdown",
@@ -199,6 +200,34 @@ def datasets_markdown() -> str:
     return "\n".join([*table, "", "## Every benchmark", "", *details])
 
 
+def backends_markdown() -> str:
+    """The backend providers (what ``imprint backends`` lists): capabilities, options, an
+    example spec; then the model schemes and the offline aliases."""
+    from imprint.backends.models import ALIAS_NOTES, ALIASES, model_schemes
+    from imprint.backends.registry import BACKENDS
+
+    providers = BACKENDS.load_all()
+    rows = ["| scheme | can do | options (`--model-arg KEY=VALUE`) | what | e.g. |"]
+    rows.append("|---|---|---|---|---|")
+    for entry in BACKENDS.entries():
+        if entry.broken is not None:
+            rows.append(f"| `{entry.name}:` | broken | | {_cell(entry.broken)} | |")
+            continue
+        provider = providers[entry.name]
+        caps = ", ".join(sorted(str(c) for c in provider.capabilities))
+        options = ", ".join(f"`{f.name}`" for f in dataclasses.fields(provider.options))
+        rows.append(
+            f"| `{entry.name}:` | {_cell(caps)} | {options} | {_cell(provider.summary)} | "
+            f"{_code(str(provider.example))} |"
+        )
+    rows += ["", "| spec | what |", "|---|---|"]
+    rows += [f"| `{s}:` | served by hf (resolves to a model folder) |" for s in model_schemes()]
+    for alias in sorted(ALIASES):
+        note = ALIAS_NOTES.get(alias, "a GGUF file from an offline package")
+        rows.append(f"| `{alias}` | alias, served by hf: {_cell(note)} |")
+    return "\n".join(rows)
+
+
 def warning_kinds_markdown() -> str:
     """The kinds a run's warnings carry (``metrics.json`` ``warning_kinds``), with the comment
     each has where it is declared."""
@@ -213,11 +242,20 @@ def warning_kinds_markdown() -> str:
     return "\n".join(rows)
 
 
+def duci_deviations_markdown() -> str:
+    """DUCI's stated differences from Privacy Meter, one bullet each."""
+    from imprint.documents.duci import DEVIATIONS
+
+    return "\n".join(f"- {_inline(d)}" for d in DEVIATIONS)
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "commands": commands_markdown,
     "attacks": attacks_markdown,
     "datasets": datasets_markdown,
     "warning-kinds": warning_kinds_markdown,
+    "backends": backends_markdown,
+    "duci-deviations": duci_deviations_markdown,
 }
 _MARKER = re.compile(r"^<!-- imprint:([\w-]+) -->$", re.M)
 

@@ -1,0 +1,224 @@
+"""Every command of the README's quickstart, docs/quickstart.md and the recipes (docs/recipes/)
+runs, at tiny scale: the fenced ``bash`` blocks are read from the pages, placeholders are replaced
+by a tiny random model and a few WikiMIA texts, sizes are cut (``--n-per-label 4``, 20 bootstrap
+resamples), and each ``imprint`` command runs through the real CLI. A command that cannot run here
+is listed in ``NOT_RUN`` with the reason; any other line of a block fails the test, so a page
+cannot gain a command that nobody runs. The ``yaml`` blocks named ``# FILE.yaml`` are written
+out (models made tiny) for the commands that read them, and the Python blocks of the quickstart
+and the Python API guide are executed."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import WIKIMIA
+from typer.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [
+    ROOT / "docs" / "install.md",  # set-up only: every command of it is in NOT_RUN
+    ROOT / "docs" / "quickstart.md",
+    ROOT / "README.md",  # its quickstart repeats docs/quickstart.md's commands
+    *sorted((ROOT / "docs" / "recipes").glob("*.md")),
+]
+PYTHON_PAGES = [ROOT / "docs" / "quickstart.md", ROOT / "docs" / "guide" / "python-api.md"]
+
+#: command prefix -> why this test does not run it
+NOT_RUN = {
+    "git clone": "the reader's own clone",
+    "python3 -m venv": "set-up of a fresh machine (.ci/run does it with scripts/setup)",
+    "pip install": "installs packages (.ci/run does it with scripts/setup)",
+    "./scripts/setup": "the README's two commands: .ci/run runs exactly these",
+    "mkdocs build": "tests/test_docs_site.py builds the site",
+    "vllm serve": "vLLM needs a CUDA GPU and is not installable on this project's machines",
+    "imprint run --model vllm:": "vLLM in-process needs a CUDA GPU (not installable here)",
+    "imprint run --model openai-logprobs:": (
+        "needs a server answering echo + prompt logprobs (vLLM, llama-cpp-python): none runs "
+        "here; tests/test_http_graybox_replay.py drives the same backend with recorded "
+        "llama-cpp-python answers"
+    ),
+    "imprint run --api-base http://127.0.0.1:8000/v1 --model my-model": (
+        "tests/test_http_real_server.py runs this command against a real transformers serve "
+        "(test_the_served_black_box_command_is_the_one_the_real_server_test_runs checks it is "
+        "the same)"
+    ),
+    "export OPENAI_API_KEY": "a secret of the reader's own",
+    "imprint run --api-base https://api.example.com": "a hosted API (placeholder address)",
+}
+
+#: placeholder on a page -> its tiny stand-in (keys of ``_Tiny.paths``)
+PLACEHOLDERS = {
+    "./my-finetune": "model",
+    "HuggingFaceTB/SmolLM2-135M": "ref",
+    "EleutherAI/pythia-160m": "model",
+    "smollm2-135m": "model",
+    "my-texts.jsonl": "texts",
+    "my-documents.jsonl": "documents",
+}
+
+#: extra options per command: tiny sizes and no work a recipe's point does not need
+EXTRA = {
+    "run": ["--bootstrap", "20", "--device", "cpu", "--no-blind"],
+    "blind": ["--bootstrap", "20", "--folds", "2", "--baseline", "sok_bag_of_words"],
+    "audit": ["--device", "cpu"],
+    "canaries make": ["--device", "cpu", "--seed", "0"],
+}
+SIZES = [
+    (r"--n-per-label \d+", "--n-per-label 4"),
+    (r"--seq-words \d+ --max-seqs \d+", "--seq-words 12 --max-seqs 3"),
+    (r"canaries make --n \d+", "canaries make --n 16"),
+    (r"imprint blind --data wikimia:32", "imprint blind --data my-texts.jsonl"),
+]
+
+
+def bash_commands(page: Path) -> list[str]:
+    """The commands of a page's ``bash`` blocks: continuation lines joined, comments and blank
+    lines dropped."""
+    blocks = re.findall(r"```bash\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+    commands = []
+    for block in blocks:
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words:
+                commands.append(" ".join(shlex.quote(w) for w in words))
+    return commands
+
+
+def yaml_files(page: Path) -> dict[str, str]:
+    blocks = re.findall(r"```yaml\n# (\S+\.yaml)\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+    return dict(blocks)
+
+
+class _Tiny:
+    """The stand-ins: a tiny model and reference, WikiMIA texts, documents, local MIMIR files."""
+
+    def __init__(self, root: Path, model: Path, ref: Path) -> None:
+        rows = [json.loads(line) for line in (WIKIMIA / "WikiMIA_length32.jsonl").open()]
+        members = [r["input"] for r in rows if r["label"] == 1]
+        nonmembers = [r["input"] for r in rows if r["label"] == 0]
+        texts = root / "texts.jsonl"
+        picked = [(t, 1) for t in members[:8]] + [(t, 0) for t in nonmembers[:8]]
+        texts.write_text("".join(json.dumps({"text": t, "label": y}) + "\n" for t, y in picked))
+        long_rows = [json.loads(line) for line in (WIKIMIA / "WikiMIA_length128.jsonl").open()]
+        docs = [r for r in long_rows if r["label"] == 1][:6]
+        docs += [r for r in long_rows if r["label"] == 0][:6]
+        documents = root / "documents.jsonl"
+        documents.write_text(
+            "".join(json.dumps({"text": r["input"], "label": r["label"]}) + "\n" for r in docs)
+        )
+        self.data_dir = root / "data"
+        self.members, self.nonmembers = members[8:14], nonmembers[8:14]
+        self.paths = {"model": model, "ref": ref, "texts": texts, "documents": documents}
+
+    def place_benchmark(self, name: str) -> None:
+        """Local files of a two-file benchmark (e.g. MIMIR), from WikiMIA texts."""
+        from imprint.data.catalog import get_benchmark
+
+        for file in get_benchmark(name).files:
+            path = self.data_dir / file.local
+            path.parent.mkdir(parents=True, exist_ok=True)
+            texts = self.members if file.role == "member" else self.nonmembers
+            path.write_text("".join(json.dumps(t) + "\n" for t in texts))
+
+    def command(self, command: str) -> list[str]:
+        for pattern, tiny in SIZES:
+            command = re.sub(pattern, tiny, command)
+        words = shlex.split(command)[1:]  # without "imprint"
+        for i, word in enumerate(words):
+            for placeholder, key in PLACEHOLDERS.items():  # also inside base=SPEC
+                if placeholder in word:
+                    words[i] = word.replace(placeholder, str(self.paths[key]))
+        name = " ".join(words[:2]) if " ".join(words[:2]) in EXTRA else words[0]
+        return [*words, *EXTRA.get(name, [])]
+
+    def grid(self, text: str) -> str:
+        """A recipe's grid file with its first two models (made tiny) and benchmarks, sizes cut."""
+        spec: dict[str, Any] = yaml.safe_load(text)
+        spec["models"], spec["benchmarks"] = spec["models"][:2], spec["benchmarks"][:2]
+        for model in spec["models"]:
+            model["model"] = str(self.paths["model"])
+        spec["refs"] = {name: str(self.paths["ref"]) for name in spec.get("refs", {})}
+        spec["data"] = {**spec.get("data", {}), "n_per_label": 4}
+        settings = spec.setdefault("settings", {})
+        settings.update(device="cpu", dtype="float32", n_bootstrap=20, blind=False)
+        for bench in spec["benchmarks"]:
+            self.place_benchmark(bench["data"])
+        return yaml.safe_dump(spec, sort_keys=False)
+
+
+def _why_not_run(command: str) -> str | None:
+    return next((why for prefix, why in NOT_RUN.items() if command.startswith(prefix)), None)
+
+
+def test_every_line_of_a_recipe_block_is_run_or_named_as_not_run() -> None:
+    for page in PAGES:
+        for command in bash_commands(page):
+            assert command.startswith("imprint ") or _why_not_run(command), (page.name, command)
+    used = {p for page in PAGES for c in bash_commands(page) for p in NOT_RUN if c.startswith(p)}
+    assert used == set(NOT_RUN), f"NOT_RUN entries no page has: {set(NOT_RUN) - used}"
+
+
+def test_the_recipes_run_at_tiny_scale(
+    tiny_model_dir: Path, tiny_ref_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from imprint.cli import app
+
+    tiny = _Tiny(tmp_path, tiny_model_dir, tiny_ref_dir)
+    monkeypatch.setenv("IMPRINT_DATA_DIR", str(tiny.data_dir))
+    ran: dict[str, int] = {}
+    done: set[str] = set()
+    for page in PAGES:
+        here = tmp_path / page.stem  # each page from a fresh folder, as a reader would
+        here.mkdir()
+        monkeypatch.chdir(here)
+        for name, text in yaml_files(page).items():
+            (here / name).write_text(tiny.grid(text))
+        for command in bash_commands(page):
+            if _why_not_run(command):
+                continue
+            args = tiny.command(command)
+            if command in done:  # the README repeats the quickstart's commands: run once
+                ran[page.name] = ran.get(page.name, 0) + 1
+                continue
+            done.add(command)
+            started = time.perf_counter()
+            result = CliRunner().invoke(app, args)
+            print(f"{time.perf_counter() - started:6.1f} s  {command[:100]}")  # pytest -s
+            assert result.exit_code == 0, f"{page.name}: {command}\n{result.output[-3000:]}"
+            if "--out" in args and args[0] != "experiment":
+                out = Path(args[args.index("--out") + 1])
+                assert out.exists(), f"{page.name}: {command} wrote no {out}"
+            ran[page.name] = ran.get(page.name, 0) + 1
+    assert set(ran) == {p.name for p in PAGES} - {"install.md"}, f"pages run: {ran}"
+
+
+def python_blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+
+
+def test_the_python_examples_run(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    blocks = [b for page in PYTHON_PAGES for b in python_blocks(page)]
+    assert len(blocks) >= 4
+    for block in blocks:
+        code = block.replace('"smollm2-135m"', repr(str(tiny_model_dir)))
+        code = re.sub(r"n_per_label=\d+", "n_per_label=6, n_bootstrap=20, progress=False", code)
+        exec(compile(code, "<docs example>", "exec"), {"__name__": "docs_example"})
+
+
+def test_the_served_black_box_command_is_the_one_the_real_server_test_runs() -> None:
+    from test_http_real_server import _docs_command
+
+    page = ROOT / "docs" / "recipes" / "served.md"
+    ours = [c for c in bash_commands(page) if c.startswith("imprint run --api-base http://127.")]
+    assert len(ours) == 1
+    assert shlex.split(ours[0]) == _docs_command()
