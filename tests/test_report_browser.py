@@ -72,14 +72,14 @@ def test_report_renders_in_headless_chromium(report_dir: Path, tmp_path: Path) -
         timeout=120,
         check=True,
     ).stdout
-    assert "images-ok:2/2" in dom, dom[-500:]
+    assert "images-ok:3/3" in dom, dom[-500:]
     shot = tmp_path / "shot.png"
     subprocess.run(
         [
             CHROMIUM,
             *FLAGS,
             f"--user-data-dir={profile}",
-            "--window-size=1200,2400",
+            "--window-size=1200,6000",
             f"--screenshot={shot}",
             (report_dir / "report.html").as_uri(),
         ],

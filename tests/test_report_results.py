@@ -25,6 +25,7 @@ from imprint.evaluation.results import (
     SkippedGroup,
 )
 from imprint.report import write_run
+from imprint.report.exposed import exposed_texts
 from imprint.report.render import render_html, render_markdown
 from imprint.run import RunConfig, execute_run
 
@@ -97,9 +98,10 @@ def test_run_folder_round_trip_and_blind_fitted_once(tiny_model_dir, tmp_path, m
     assert json.dumps(read.to_dict(), indent=2) + "\n" == text  # same keys, same order
     # the report renders from the typed results alone: the same files, nothing refitted
     manifest = json.loads((out / "manifest.json").read_text())
-    plots = ["roc.png", "histograms.png"]
-    assert render_markdown(read, manifest, plots) == (out / "report.md").read_text()
-    assert render_html(read, manifest, out, plots) == (out / "report.html").read_text()
+    plots = ["forest.png", "roc.png", "histograms.png"]
+    exposed = exposed_texts(result.samples, result.scores, read)  # a view of the scores file
+    assert render_markdown(read, manifest, plots, exposed) == (out / "report.md").read_text()
+    assert render_html(read, manifest, out, plots, exposed) == (out / "report.html").read_text()
     write_run(tmp_path / "again", result.samples, result.scores, read, manifest)
     assert counts["sok_protocol"] == 1 and counts["tfidf_logreg"] == 5
     # typed content: odd group names survive, the members-only group is skipped and warned of

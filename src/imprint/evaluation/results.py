@@ -16,13 +16,15 @@ Layout (every figure an ``{"estimate", "low", "high"}`` object, NaN written as n
   ``{"error", "n"}`` for a group lacking a class (:class:`SkippedGroup`);
 - ``blind_warn_delta``: the ``|AUC - 0.5|`` above which the blind warning fires;
 - ``comparisons``: every pair of score columns compared on the same samples (what is
-  resampled, the number of pairs and the Bonferroni correction; :mod:`.comparisons`).
+  resampled, the number of pairs and the Bonferroni correction; :mod:`.comparisons`);
+- ``roc``: ``columns`` (score column -> step ROC with its bootstrap band) and ``blind`` (the
+  strongest blind baseline's), the curves the report draws (:mod:`.curves`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -38,6 +40,7 @@ from imprint.evaluation.blind_results import (
 )
 from imprint.evaluation.columns import summary_from_dict
 from imprint.evaluation.comparisons import comparisons_from_dict
+from imprint.evaluation.curves import RocCurve
 from imprint.evaluation.document_results import DocumentMetrics
 from imprint.metrics import MetricSummary
 from imprint.metrics.pairwise import PairedComparisons
@@ -136,6 +139,10 @@ class RunMetrics:
     documents: DocumentMetrics | None = None  # --unit document (imprint.evaluation.documents)
     # every pair of score columns on the same samples (imprint.evaluation.comparisons)
     comparisons: PairedComparisons | None = None
+    # each column's step ROC with its bootstrap band, and the strongest blind baseline's
+    # (imprint.evaluation.curves); what the report draws
+    roc: dict[str, RocCurve] = field(default_factory=dict)
+    blind_roc: RocCurve | None = None
 
     def warnings_of(self, kind: WarningKind) -> list[str]:
         """The messages of the warnings of ``kind``."""
@@ -161,6 +168,10 @@ class RunMetrics:
             out["documents"] = self.documents.to_dict()
         if self.comparisons is not None:
             out["comparisons"] = self.comparisons.to_dict()
+        if self.roc or self.blind_roc is not None:
+            out["roc"] = {"columns": {c: v.to_dict() for c, v in self.roc.items()}}
+            if self.blind_roc is not None:
+                out["roc"]["blind"] = self.blind_roc.to_dict()
         return out
 
     @classmethod
@@ -183,7 +194,22 @@ class RunMetrics:
             ),
             documents=_documents(data, where),
             comparisons=js.optional(data, "comparisons", comparisons_from_dict, where),
+            **_curves(data, where),
         )
+
+
+def _curves(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """``roc`` and ``blind_roc`` from metrics.json's ``roc`` (absent in older folders)."""
+    if data.get("roc") is None:
+        return {}
+    roc = js.obj(data["roc"], f"{where}.roc")
+    columns = js.obj(roc.get("columns", {}), f"{where}.roc.columns")
+    return {
+        "roc": {
+            c: RocCurve.from_dict(v, f"{where}.roc.columns[{c!r}]") for c, v in columns.items()
+        },
+        "blind_roc": js.optional(roc, "blind", RocCurve.from_dict, f"{where}.roc"),
+    }
 
 
 def _documents(data: dict[str, Any], where: str) -> DocumentMetrics | None:

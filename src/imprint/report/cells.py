@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from imprint.metrics import Interval, MetricSummary
 
-__all__ = ["NOT_MEASURABLE", "fmt", "tpr_cell"]
+__all__ = ["NOT_MEASURABLE", "by_auc", "fmt", "tpr_cell"]
 
 NOT_MEASURABLE = "not measurable"
 
@@ -23,3 +24,13 @@ def tpr_cell(column: MetricSummary, bound: float) -> str:
     if bound in column.not_measurable:
         return NOT_MEASURABLE
     return fmt(column.tpr(bound))
+
+
+def by_auc(aucs: Mapping[str, Interval]) -> list[str]:
+    """Names by AUC estimate, highest first; undefined (NaN) last; ties keep their order."""
+
+    def key(name: str) -> tuple[bool, float]:
+        value = aucs[name].estimate
+        return (math.isnan(value), 0.0 if math.isnan(value) else -value)
+
+    return sorted(aucs, key=key)

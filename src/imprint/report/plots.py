@@ -1,4 +1,5 @@
-"""PNG plots for run reports: ROC curves on log axes, score histograms, metric-vs-x curves.
+"""PNG plots for run reports: score histograms, metric-vs-x curves (the ROC curves and the AUC
+forest plot are in :mod:`imprint.report.roc_plots`, re-exported here).
 
 Plots are kept apart from the maths: every function takes already-computed arrays, writes one
 PNG and returns its path. matplotlib is imported lazily (with the non-interactive Agg backend)
@@ -15,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from imprint.errors import DataError
+from imprint.report.roc_plots import plot_auc_forest, plot_roc
 
-__all__ = ["plot_metric_vs", "plot_roc", "plot_score_histograms"]
+__all__ = ["plot_auc_forest", "plot_metric_vs", "plot_roc", "plot_score_histograms"]
 
-DEFAULT_FLOOR = 1e-3
 DPI = 120
 
 
@@ -38,60 +39,6 @@ def _save(fig: Any, path: str | Path) -> Path:
     fig.savefig(out, dpi=DPI, format="png")
     plt.close(fig)
     return out
-
-
-def _roc_floor(curves: Mapping[str, tuple[np.ndarray, np.ndarray, float]]) -> float:
-    """Lower axis limit: 1e-3, or the smallest positive rate (about 1/n) if that is smaller."""
-    floor = DEFAULT_FLOOR
-    for fpr, tpr, _ in curves.values():
-        rates = np.concatenate([np.asarray(fpr, float), np.asarray(tpr, float)])
-        positive = rates[np.isfinite(rates) & (rates > 0)]
-        if positive.size:
-            floor = min(floor, float(positive.min()))
-    return floor
-
-
-def plot_roc(
-    curves: Mapping[str, tuple[np.ndarray, np.ndarray, float]],
-    path: str | Path,
-    *,
-    title: str = "ROC (log-log)",
-) -> Path:
-    """Plot ROC curves on log-log axes and write them to ``path`` (PNG); return the path.
-
-    ``curves`` maps an attack name to ``(fpr, tpr, auc)`` with ``fpr`` and ``tpr`` of equal
-    shape (k,), as returned by a ROC routine (score direction: higher = member). Both axes run
-    from 1e-3 (or the smallest positive rate, about 1/n, if smaller) to 1; rates of 0 are
-    clipped to that floor so they stay visible. The dashed diagonal is chance (TPR = FPR).
-    Legend entries read ``"name (AUC 0.xxx)"``.
-    """
-    if not curves:
-        raise DataError("plot_roc needs at least one curve; got an empty mapping")
-    for name, (fpr, tpr, _) in curves.items():
-        if np.shape(fpr) != np.shape(tpr) or np.ndim(fpr) != 1 or np.size(fpr) == 0:
-            raise DataError(
-                f"curve {name!r}: fpr and tpr must be non-empty 1-D arrays of equal length, "
-                f"got shapes {np.shape(fpr)} and {np.shape(tpr)}"
-            )
-    plt = _pyplot()
-    floor = _roc_floor(curves)
-    fig, ax = plt.subplots(figsize=(5.5, 5))
-    ax.plot([floor, 1.0], [floor, 1.0], linestyle="--", color="grey", lw=1, label="chance")
-    for name, (fpr, tpr, auc) in curves.items():
-        x = np.clip(np.nan_to_num(np.asarray(fpr, float), nan=floor), floor, 1.0)
-        y = np.clip(np.nan_to_num(np.asarray(tpr, float), nan=floor), floor, 1.0)
-        ax.plot(x, y, lw=1.5, label=f"{name} (AUC {float(auc):.3f})")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(floor, 1.0)
-    ax.set_ylim(floor, 1.0)
-    ax.set_xlabel("False positive rate")
-    ax.set_ylabel("True positive rate")
-    ax.set_title(title)
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(loc="lower right", fontsize="small")
-    fig.tight_layout()
-    return _save(fig, path)
 
 
 def _histogram_panel(ax: Any, name: str, values: np.ndarray, labels: np.ndarray) -> None:

@@ -17,15 +17,39 @@ from typing import Any
 from imprint.evaluation.results import BlindClassifierMetrics, BlindSuiteMetrics, RunMetrics
 from imprint.metrics import DEFAULT_FPR_BOUNDS, MetricSummary
 from imprint.metrics.bootstrap import fpr_key
-from imprint.report.cells import NOT_MEASURABLE, fmt, tpr_cell
+from imprint.report.cells import NOT_MEASURABLE, by_auc, fmt, tpr_cell
 from imprint.report.comparisons import comparison_blocks
 from imprint.report.documents import document_blocks
+from imprint.report.exposed import ExposedTexts, exposed_blocks
+from imprint.report.provenance import provenance_rows
 
 BLIND_NAME = "blind (bag-of-words, no model)"
 
-# A block of the report: (kind, payload) with kind h1/h2 (text), p (text), warn (text),
-# table ((header, rows)) or img (file name); all text unescaped.
+# A block of the report: (kind, payload) with kind h1/h2/h3 (text), p (text), warn (text),
+# table ((header, rows) or (header, rows, html id)) or img (file name); all text unescaped.
 Block = tuple[str, Any]
+
+#: each plot the writer draws: (html id, alt text, caption); the alt text names what it shows
+FIGURES = {
+    "forest.png": (
+        "plot-forest",
+        "AUC forest plot: each column's AUC with its interval, the blind baseline's band",
+        "AUC per column, highest on top, with its interval; the shaded band is the strongest "
+        "blind baseline's interval (no model): an attack inside it does no better than the text.",
+    ),
+    "roc.png": (
+        "plot-roc",
+        "ROC curves, log-log, step, with bootstrap bands and the blind baseline dashed",
+        "Step ROC curves on log-log axes from FPR = 1/n (n non-members); the shaded region below "
+        "it is not measurable; bands are the bootstrap intervals of the table (what they "
+        "resample is in the legend); the dashed curve is the strongest blind baseline.",
+    ),
+    "histograms.png": (
+        "plot-histograms",
+        "Score histograms: members and non-members per column",
+        "Member and non-member scores per column (higher = member).",
+    ),
+}
 
 _MD_SYNTAX = re.compile(r"([\\`*_{}\[\]|#~!])")
 
@@ -48,7 +72,8 @@ def metric_rows(metrics: RunMetrics) -> list[list[str]]:
     if isinstance(suite, BlindSuiteMetrics):
         name = f"blind, strongest: {suite.strongest} (no model, selection-adjusted CI)"
         rows.append([name, fmt(suite.selected.auc), *_tpr_cells(suite.selected)])
-    for name, row in metrics.attacks.items():
+    for name in by_auc({n: r.auc for n, r in metrics.attacks.items()}):
+        row = metrics.attacks[name]
         rows.append([name, fmt(row.auc), *_tpr_cells(row)])
     return rows
 
@@ -81,7 +106,7 @@ def breakdown_rows(metrics: RunMetrics) -> tuple[list[str], list[list[str]]]:
     groups = metrics.breakdown.groups
     header = ["attack", *groups]
     rows = []
-    for name in metrics.attacks:
+    for name in by_auc({n: r.auc for n, r in metrics.attacks.items()}):  # as the Attacks table
         cells = [
             fmt(g[name].auc) if isinstance(g, dict) and name in g else "n/a"
             for g in groups.values()
@@ -128,7 +153,12 @@ def resampling(metrics: RunMetrics) -> str:
     return "resampled unit not recorded"
 
 
-def report_blocks(metrics: RunMetrics, manifest: dict[str, Any], plots: list[str]) -> list[Block]:
+def report_blocks(
+    metrics: RunMetrics,
+    manifest: dict[str, Any],
+    plots: list[str],
+    exposed: list[ExposedTexts] | None = None,
+) -> list[Block]:
     """The report's content in order, as plain-text blocks (see :data:`Block`)."""
     cfg, data = manifest["config"], manifest["data"]
     blocks: list[Block] = [
@@ -138,16 +168,25 @@ def report_blocks(metrics: RunMetrics, manifest: dict[str, Any], plots: list[str
             f"Model {cfg['model']} on data {cfg['data']}: {data['evaluated']} samples evaluated "
             f"({metrics_counts(metrics)}), {sum(data['dropped'].values())} dropped.",
         ),
-        *(("warn", w.message) for w in metrics.warnings),
+        *(("warn", w) for w in _warnings(metrics, manifest)),
+    ]
+    if manifest.get("provenance"):
+        blocks += [("h2", "Provenance"),
+                   ("table", (["what", "value"], provenance_rows(manifest["provenance"]),
+                              "provenance"))]  # fmt: skip
+    blocks += [
         ("h2", "Attacks"),
         (
             "p",
-            "Higher score = more likely member. Intervals: 95 % stratified "
-            f"bootstrap, {cfg['n_bootstrap']} resamples, seed {cfg['seed']}, "
-            f"{resampling(metrics)}. " + blind_description(metrics),
+            "Higher score = more likely member; rows by AUC, highest first (blind rows first). "
+            f"Intervals: 95 % stratified bootstrap, {cfg['n_bootstrap']} resamples, seed "
+            f"{cfg['seed']}, {resampling(metrics)}. " + blind_description(metrics),
         ),
-        ("table", (HEADER, metric_rows(metrics))),
+        ("table", (HEADER, metric_rows(metrics), "attacks")),
         *(("p", note) for note in measurability_notes(metrics)),
+        *_figure("forest.png", plots),
+        *_figure("roc.png", plots),
+        *exposed_blocks(exposed or []),
     ]
     if metrics.breakdown is not None:
         blocks += [
@@ -164,21 +203,46 @@ def report_blocks(metrics: RunMetrics, manifest: dict[str, Any], plots: list[str
     if usage:
         rows = [[n, *_usage_cells(u)] for n, u in usage]
         blocks += [("h2", "Queries"), ("table", (["model", *USAGE_FIELDS], rows))]
-    return blocks + [("h2", "Plots"), *(("img", p) for p in plots)]
+    rest = [p for p in plots if p not in ("forest.png", "roc.png")]
+    return blocks + ([("h2", "Plots")] if rest else []) + [("img", p) for p in rest]
 
 
-def render_markdown(metrics: RunMetrics, manifest: dict[str, Any], plots: list[str]) -> str:
+def _figure(name: str, plots: list[str]) -> list[Block]:
+    if name not in plots:
+        return []
+    title = {"forest.png": "AUC with intervals", "roc.png": "ROC curves"}[name]
+    return [("h2", title), ("img", name)]
+
+
+def _warnings(metrics: RunMetrics, manifest: dict[str, Any]) -> list[str]:
+    """The evaluation's warnings, then the manifest's (the run stage's, e.g. a reference model
+    identical to the target), each once."""
+    found = [w.message for w in metrics.warnings]
+    for item in manifest.get("warnings") or []:
+        message = item.get("message") if isinstance(item, dict) else item
+        if message and str(message) not in found:
+            found.append(str(message))
+    return found
+
+
+def render_markdown(
+    metrics: RunMetrics,
+    manifest: dict[str, Any],
+    plots: list[str],
+    exposed: list[ExposedTexts] | None = None,
+) -> str:
     """report.md: every text escaped, so names from users' files stay literal text."""
     parts = []
-    for kind, payload in report_blocks(metrics, manifest, plots):
-        if kind in ("h1", "h2"):
+    for kind, payload in report_blocks(metrics, manifest, plots, exposed):
+        if kind in ("h1", "h2", "h3"):
             parts.append("#" * int(kind[1]) + " " + md_escape(payload))
         elif kind == "warn":
             parts.append(f"> **Warning:** {md_escape(payload)}")
         elif kind == "table":
-            parts.append(_md_table(*payload))
+            parts.append(_md_table(*payload[:2]))
         elif kind == "img":
-            parts.append(f"![{md_escape(payload)}]({payload})")
+            alt = FIGURES.get(payload, ("", payload, ""))[1]
+            parts.append(f"![{md_escape(alt)}]({payload})")
         else:
             parts.append(md_escape(payload))
     return "\n\n".join(parts) + "\n"
@@ -212,30 +276,34 @@ def metrics_counts(metrics: RunMetrics) -> str:
     return f"{first.n_members} members, {first.n_nonmembers} non-members"
 
 
-def render_html(metrics: RunMetrics, manifest: dict[str, Any], out: Path, plots: list[str]) -> str:
+def render_html(
+    metrics: RunMetrics,
+    manifest: dict[str, Any],
+    out: Path,
+    plots: list[str],
+    exposed: list[ExposedTexts] | None = None,
+) -> str:
     """A self-contained page (plots in ``out`` embedded as base64): opens offline, no external
-    assets; every text is HTML-escaped."""
+    assets; every text is HTML-escaped. Figures and the main tables carry ids (``plot-roc``,
+    ``plot-forest``, ``attacks``, ``provenance``, ``exposed-COLUMN``) and alt texts."""
     body = []
-    for kind, payload in report_blocks(metrics, manifest, plots):
-        if kind in ("h1", "h2"):
+    for kind, payload in report_blocks(metrics, manifest, plots, exposed):
+        if kind in ("h1", "h2", "h3"):
             body.append(f"<{kind}>{html.escape(payload)}</{kind}>")
         elif kind == "warn":
             body.append(f'<p class="warn"><b>Warning:</b> {html.escape(payload)}</p>')
         elif kind == "table":
             body.append(_html_table(*payload))
         elif kind == "img":
-            data = base64.b64encode((out / payload).read_bytes()).decode()
-            name = html.escape(payload)
-            body.append(
-                f'<figure><img alt="{name}" src="data:image/png;base64,{data}">'
-                f"<figcaption>{name}</figcaption></figure>"
-            )
+            body.append(_html_figure(out, payload))
         else:
             body.append(f"<p>{html.escape(payload)}</p>")
     style = (
         "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px}"
         "img{max-width:100%}p.warn{background:#fff3cd;padding:8px}"
+        "figcaption{color:#555;font-size:.9em}td{overflow-wrap:anywhere}"
+        "table#provenance td:first-child{white-space:nowrap}"
     )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>imprint report</title>"
@@ -243,12 +311,23 @@ def render_html(metrics: RunMetrics, manifest: dict[str, Any], out: Path, plots:
     )
 
 
-def _html_table(header: list[str], rows: list[list[str]]) -> str:
+def _html_figure(out: Path, name: str) -> str:
+    data = base64.b64encode((out / name).read_bytes()).decode()
+    ident, alt, caption = FIGURES.get(name, ("plot-" + name.rsplit(".", 1)[0], name, name))
+    e = html.escape
+    return (
+        f'<figure id="{e(ident, quote=True)}"><img alt="{e(alt, quote=True)}" '
+        f'src="data:image/png;base64,{data}"><figcaption>{e(caption)}</figcaption></figure>'
+    )
+
+
+def _html_table(header: list[str], rows: list[list[str]], ident: str | None = None) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in header)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    attr = f' id="{html.escape(ident, quote=True)}"' if ident else ""
+    return f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def rich_table(metrics: RunMetrics) -> Any:

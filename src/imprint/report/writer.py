@@ -17,11 +17,14 @@ import numpy as np
 
 from imprint.data import Sample
 from imprint.errors import ConfigError
-from imprint.evaluation.results import RunMetrics
-from imprint.metrics import roc_curve
+from imprint.evaluation.curves import RocCurve, roc_with_band
+from imprint.evaluation.results import BlindSuiteMetrics, RunMetrics
 from imprint.outdir import check_out_dir, discard, mark_output, publish, staging_dir
-from imprint.report.plots import plot_roc, plot_score_histograms
-from imprint.report.render import render_html, render_markdown, rich_table
+from imprint.report.cells import by_auc
+from imprint.report.exposed import exposed_texts
+from imprint.report.plots import plot_auc_forest, plot_roc, plot_score_histograms
+from imprint.report.provenance import provenance
+from imprint.report.render import render_html, render_markdown, resampling, rich_table
 
 _PACKAGES = ("llm-imprint", "torch", "transformers", "numpy", "scipy", "scikit-learn", "pyarrow")
 
@@ -94,23 +97,55 @@ def write_scores(path: Path, samples: Sequence[Sample], scores: dict[str, np.nda
 def write_plots(
     out: Path, samples: Sequence[Sample], scores: dict[str, np.ndarray], metrics: RunMetrics
 ) -> list[str]:
-    """roc.png and histograms.png; the ROC legend's AUC is the evaluated one (nothing is
-    measured here, only drawn)."""
+    """forest.png, roc.png and histograms.png, drawn from what the evaluation measured (the
+    curves and bands of ``metrics.roc``; a folder evaluated before curves were recorded gets
+    them from the same evaluation code, with the columns' own seed and resample count)."""
     labels = np.array([s.label for s in samples])
-    curves = {}
-    for name, values in scores.items():
-        finite = ~np.isnan(values)
-        if len(set(labels[finite])) == 2 and name in metrics.attacks:
-            fpr, tpr, _ = roc_curve(labels[finite], values[finite])
-            curves[name] = (fpr, tpr, metrics.attacks[name].auc.estimate)
+    curves = _curves(labels, scores, metrics)
+    aucs = {name: row.auc for name, row in metrics.attacks.items()}
     plots = []
+    suite = metrics.blind_suite
+    blind_auc = None
+    if isinstance(suite, BlindSuiteMetrics):
+        blind_auc = (f"{suite.strongest} (selection-adjusted)", suite.selected.auc)
+    if aucs:
+        resamples = resampling(metrics).split(" (")[0]
+        note = f"95 % bootstrap intervals, {resamples}"
+        plot_auc_forest(aucs, out / "forest.png", blind=blind_auc, interval_note=note)
+        plots.append("forest.png")
     if curves:
-        plot_roc(curves, out / "roc.png")
+        blind = None
+        if isinstance(suite, BlindSuiteMetrics) and metrics.blind_roc is not None:
+            blind = (suite.strongest, metrics.blind_roc, suite.selected.auc)
+        plot_roc(curves, out / "roc.png", aucs=aucs, blind=blind)
         plots.append("roc.png")
     if scores:
-        plot_score_histograms(scores, labels, out / "histograms.png")
+        ordered = {c: scores[c] for c in by_auc(aucs) if c in scores}
+        ordered.update({c: v for c, v in scores.items() if c not in ordered})
+        plot_score_histograms(ordered, labels, out / "histograms.png")
         plots.append("histograms.png")
     return plots
+
+
+def _curves(
+    labels: np.ndarray, scores: dict[str, np.ndarray], metrics: RunMetrics
+) -> dict[str, RocCurve]:
+    curves = {c: v for c, v in metrics.roc.items() if c in metrics.attacks}
+    for name, values in scores.items():
+        row = metrics.attacks.get(name)
+        if name in curves or row is None:
+            continue
+        groups = None  # a folder without curves is re-drawn resampling texts
+        found = roc_with_band(
+            labels,
+            np.asarray(values, dtype=float),
+            seed=row.seed,
+            n_bootstrap=row.n_resamples,
+            groups=groups,
+        )
+        if found is not None:
+            curves[name] = found
+    return curves
 
 
 def write_run(
@@ -166,13 +201,15 @@ def _write_files(
 ) -> None:
     """The run's files in ``folder``."""
     manifest = to_jsonable({**manifest, "versions": package_versions()})
+    manifest = {"provenance": provenance(manifest), **manifest}  # a re-render keeps its own
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     metrics_json = json.dumps(to_jsonable(metrics.to_dict()), indent=2)
     (folder / "metrics.json").write_text(metrics_json + "\n")
     write_scores(folder / "scores.parquet", samples, scores)
     plots = write_plots(folder, samples, scores, metrics)
-    markdown = render_markdown(metrics, manifest, plots)
+    exposed = exposed_texts(samples, scores, metrics)
+    markdown = render_markdown(metrics, manifest, plots, exposed)
     (folder / "report.md").write_text(markdown, encoding="utf-8")
     (folder / "report.html").write_text(
-        render_html(metrics, manifest, folder, plots), encoding="utf-8"
+        render_html(metrics, manifest, folder, plots, exposed), encoding="utf-8"
     )

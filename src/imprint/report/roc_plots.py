@@ -1,0 +1,287 @@
+"""The run report's ROC curves and AUC forest plot, drawn from what the evaluation computed.
+
+Every curve is a :class:`~imprint.evaluation.curves.RocCurve`: the TPR at FPR <= k/n and its
+bootstrap band (the same draws as the table's intervals). Drawn as steps on log-log axes from
+FPR = 1/n (n non-members), the smallest non-zero FPR: below it no rate is measurable and that
+region is shaded. A zero TPR has no place on a log axis and is left out (never pinned to a
+floor), so no straight segment is ever drawn between two measured points. Up to
+``max_overlay`` columns share one panel, each in its own colour; past that each column gets its
+own panel (small multiples), sorted by AUC. The strongest blind baseline is the dashed curve.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from imprint.errors import DataError
+from imprint.evaluation.curves import RocCurve
+from imprint.metrics import Interval
+from imprint.report.cells import by_auc
+
+__all__ = ["forest_figure", "plot_auc_forest", "plot_roc", "roc_figure"]
+
+MAX_OVERLAY = 10
+BLIND_COLOUR = "black"
+_SHADE = {"color": "0.85", "zorder": 0}
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: str | Path) -> Path:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120, format="png", bbox_inches="tight")
+    _pyplot().close(fig)
+    return out
+
+
+def _label(name: str, auc: Interval | None) -> str:
+    if auc is None or math.isnan(auc.estimate):
+        return name
+    return f"{name} (AUC {auc.estimate:.3f} [{auc.low:.3f}, {auc.high:.3f}])"
+
+
+def _draw_curve(ax: Any, curve: RocCurve, colour: Any, label: str, *, band: bool) -> None:
+    fpr, tpr = np.asarray(curve.fpr), np.asarray(curve.tpr)
+    ax.plot(fpr, tpr, drawstyle="steps-post", color=colour, lw=1.6, label=label)
+    if band:
+        # a band reaching TPR 0 runs to the axis' bottom edge: masking it on the log axis
+        # would join the neighbouring points by slanted edges
+        floor = ax.get_ylim()[0]
+        low = np.maximum(np.nan_to_num(np.asarray(curve.low), nan=floor), floor)
+        high = np.maximum(np.nan_to_num(np.asarray(curve.high), nan=floor), floor)
+        ax.fill_between(
+            fpr,
+            low,
+            high,
+            step="post",
+            color=colour,
+            alpha=0.18,
+            lw=0,
+            label=f"{label.split(' (')[0]}: {curve.band_label()}",
+        )
+
+
+def _draw_frame(ax: Any, n_nonmembers: int, n_members: int, *, labels: bool = True) -> None:
+    """Log axes from a decade below 1/n, the unmeasurable FPR region shaded, chance dashed."""
+    smallest = 1.0 / n_nonmembers
+    x0 = 10 ** math.floor(math.log10(0.5 * smallest))
+    y0 = 10 ** math.floor(math.log10(0.5 / max(n_members, 1)))
+    ax.set_xscale("log")
+    ax.set_yscale("log", nonpositive="mask")
+    ax.axvspan(
+        x0,
+        smallest,
+        **_SHADE,
+        label=f"FPR < 1/{n_nonmembers}: not measurable with {n_nonmembers} non-members",
+    )
+    ax.plot([x0, 1], [x0, 1], ls=":", color="grey", lw=1, label="chance (TPR = FPR)")
+    ax.set_xlim(x0, 1.0)
+    ax.set_ylim(y0, 1.05)
+    ax.minorticks_off()  # log minor ticks: many panels' layout would take seconds
+    ax.grid(True, which="major", alpha=0.3)
+    if labels:
+        ax.set_xlabel("False positive rate")
+        ax.set_ylabel("True positive rate")
+
+
+def _check(curves: Mapping[str, RocCurve]) -> tuple[int, int]:
+    if not curves:
+        raise DataError("plot_roc needs at least one curve; got an empty mapping")
+    counts = {(c.n_nonmembers, c.n_members) for c in curves.values()}
+    n_neg = min(n for n, _ in counts)
+    if n_neg < 1:
+        raise DataError("plot_roc: every curve needs at least one non-member")
+    return n_neg, min(m for _, m in counts)
+
+
+def _colours(k: int) -> list[Any]:
+    """k colours, none repeated: tab10, tab20, or an even walk round a perceptual map."""
+    plt = _pyplot()
+    if k <= 10:
+        return [plt.get_cmap("tab10")(i) for i in range(k)]
+    if k <= 20:
+        return [plt.get_cmap("tab20")(i) for i in range(k)]
+    return [plt.get_cmap("turbo")(x) for x in np.linspace(0.05, 0.95, k)]
+
+
+def roc_figure(
+    curves: Mapping[str, RocCurve],
+    *,
+    aucs: Mapping[str, Interval],
+    blind: tuple[str, RocCurve, Interval | None] | None = None,
+    title: str = "ROC (log-log, step)",
+    max_overlay: int = MAX_OVERLAY,
+) -> Any:
+    """The ROC figure (a matplotlib Figure): ``curves`` maps a column to its curve, ``aucs`` a
+    column to its AUC interval (legend and order), ``blind`` the strongest blind baseline as
+    (name, curve, AUC). One panel up to ``max_overlay`` columns, else one panel per column."""
+    n_neg, n_pos = _check(curves)
+    order = by_auc({c: aucs.get(c, Interval(math.nan, math.nan, math.nan)) for c in curves})
+    if len(order) <= max_overlay:
+        return _overlay(curves, order, aucs, blind, title, n_neg, n_pos)
+    return _multiples(curves, order, aucs, blind, title, n_neg, n_pos)
+
+
+def _blind_line(ax: Any, blind: tuple[str, RocCurve, Interval | None] | None) -> None:
+    if blind is None:
+        return
+    name, curve, auc = blind
+    fpr, tpr = np.asarray(curve.fpr), np.asarray(curve.tpr)
+    ax.plot(
+        fpr,
+        tpr,
+        drawstyle="steps-post",
+        ls="--",
+        color=BLIND_COLOUR,
+        lw=1.4,
+        label=_label(f"blind baseline, no model: {name}", auc),
+    )
+
+
+def _overlay(curves, order, aucs, blind, title, n_neg, n_pos) -> Any:  # type: ignore[no-untyped-def]
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.0, 5.0))
+    _draw_frame(ax, n_neg, n_pos)
+    for name, colour in zip(order, _colours(len(order)), strict=True):
+        _draw_curve(ax, curves[name], colour, _label(name, aucs.get(name)), band=True)
+    _blind_line(ax, blind)
+    ax.set_title(title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small", frameon=False)
+    return fig
+
+
+def _multiples(curves, order, aucs, blind, title, n_neg, n_pos) -> Any:  # type: ignore[no-untyped-def]
+    plt = _pyplot()
+    ncols = min(6, len(order))
+    nrows = math.ceil(len(order) / ncols)
+    fig, axes = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(2.3 * ncols, 2.2 * nrows + 1.2),
+        sharex=True,
+        sharey=True,
+        squeeze=False,
+    )
+    flat = list(axes.ravel())
+    colour = plt.get_cmap("tab10")(0)
+    for ax, name in zip(flat, order, strict=False):
+        _draw_frame(ax, n_neg, n_pos, labels=False)
+        _draw_curve(ax, curves[name], colour, name, band=True)
+        _blind_line(ax, blind)
+        auc = aucs.get(name)
+        ax.set_title(_label(name, auc).replace(" (AUC ", "\nAUC ").rstrip(")"), fontsize="small")
+        ax.tick_params(labelsize="x-small")
+    for ax in flat[len(order) :]:
+        ax.set_visible(False)
+    fig.supxlabel("False positive rate")
+    fig.supylabel("True positive rate")
+    fig.suptitle(f"{title}: one panel per column, by AUC", y=1.0)
+    handles, labels = flat[0].get_legend_handles_labels()
+    labels = [_generic(label, order[0]) for label in labels]
+    fig.legend(handles, labels, loc="lower center", ncols=2, fontsize="small", frameon=False)
+    fig.subplots_adjust(
+        left=0.07,
+        right=0.98,
+        bottom=0.1 + 0.3 / nrows,
+        top=1 - 0.35 / nrows,
+        hspace=0.55,
+        wspace=0.12,
+    )  # tight_layout: seconds per panel
+    return fig
+
+
+def _generic(label: str, first: str) -> str:
+    """A shared legend entry: the first panel's column name made generic."""
+    if label == first:
+        return "attack (its own panel)"
+    return label.replace(f"{first}: ", "attack: ")
+
+
+def plot_roc(
+    curves: Mapping[str, RocCurve],
+    path: str | Path,
+    *,
+    aucs: Mapping[str, Interval],
+    blind: tuple[str, RocCurve, Interval | None] | None = None,
+    title: str = "ROC (log-log, step)",
+    max_overlay: int = MAX_OVERLAY,
+) -> Path:
+    """:func:`roc_figure` written to ``path`` (PNG); returns the path."""
+    fig = roc_figure(curves, aucs=aucs, blind=blind, title=title, max_overlay=max_overlay)
+    return _save(fig, path)
+
+
+def forest_figure(
+    aucs: Mapping[str, Interval],
+    *,
+    blind: tuple[str, Interval] | None = None,
+    interval_note: str = "95 % bootstrap intervals",
+) -> Any:
+    """AUC with its interval per column (highest on top), chance at 0.5, and the blind
+    baseline's interval as a shaded band: an attack inside it does no better than the text."""
+    if not aucs:
+        raise DataError("plot_auc_forest needs at least one AUC; got an empty mapping")
+    plt = _pyplot()
+    order = by_auc(aucs)[::-1]  # matplotlib counts rows from the bottom
+    fig, ax = plt.subplots(figsize=(6.5, 0.28 * len(order) + 1.6))
+    if blind is not None and not math.isnan(blind[1].estimate):
+        name, b = blind
+        ax.axvspan(
+            b.low,
+            b.high,
+            color="0.8",
+            zorder=0,
+            label=f"blind baseline, no model: {name} {b.estimate:.3f} [{b.low:.3f}, {b.high:.3f}]",
+        )
+        ax.axvline(b.estimate, color=BLIND_COLOUR, ls="--", lw=1)
+    ax.axvline(0.5, color="grey", ls=":", lw=1, label="chance (0.5)")
+    y = np.arange(len(order))
+    est = np.array([aucs[n].estimate for n in order])
+    low = np.nan_to_num(est - np.array([aucs[n].low for n in order]), nan=0.0)
+    high = np.nan_to_num(np.array([aucs[n].high for n in order]) - est, nan=0.0)
+    ax.errorbar(
+        est,
+        y,
+        xerr=np.vstack([np.maximum(low, 0), np.maximum(high, 0)]),
+        fmt="o",
+        color="tab:blue",
+        capsize=2,
+        ms=4,
+        label=f"AUC, {interval_note}",
+    )
+    ax.set_yticks(y, order, fontsize="small")
+    ax.set_xlim(0.0, 1.0)
+    ax.set_xlabel("AUC")
+    ax.set_title("AUC per column, with intervals")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(
+        loc="upper left",
+        bbox_to_anchor=(0.0, -0.12 - 1.0 / (len(order) + 6)),
+        fontsize="small",
+        frameon=False,
+    )
+    return fig
+
+
+def plot_auc_forest(
+    aucs: Mapping[str, Interval],
+    path: str | Path,
+    *,
+    blind: tuple[str, Interval] | None = None,
+    interval_note: str = "95 % bootstrap intervals",
+) -> Path:
+    """:func:`forest_figure` written to ``path`` (PNG); returns the path."""
+    return _save(forest_figure(aucs, blind=blind, interval_note=interval_note), path)
