@@ -93,10 +93,14 @@ def compare(before: Path, after: Path) -> dict[str, object]:
     a, b = pd.read_parquet(before / "scores.parquet"), pd.read_parquet(after / "scores.parquet")
     cols = sorted(set(a.columns) | set(b.columns))
     only = sorted(set(a.columns) ^ set(b.columns))
-    worst, nan_mismatch = 0.0, []
+    worst, nan_mismatch, text_differs = 0.0, [], []
     per_col = {}
     for col in cols:
-        if col in only or not np.issubdtype(a[col].dtype, np.number):
+        if col in only:
+            continue
+        if not pd.api.types.is_numeric_dtype(a[col]):
+            if not a[col].astype(str).equals(b[col].astype(str)):
+                text_differs.append(col)
             continue
         x, y = a[col].to_numpy(float), b[col].to_numpy(float)
         if len(x) != len(y) or (np.isnan(x) != np.isnan(y)).any():
@@ -113,6 +117,7 @@ def compare(before: Path, after: Path) -> dict[str, object]:
         "columns_differing": {c: d for c, d in per_col.items() if d > 0},
         "columns_only_in_one": only,
         "nan_mismatch": nan_mismatch,
+        "other_columns_differing": text_differs,
         "metrics_json_identical": same_metrics,
     }
 
