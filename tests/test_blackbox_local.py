@@ -262,6 +262,7 @@ def test_run_with_blackbox_attacks_on_a_wikimia_subset(
                 "simmia": {"n_samples": 4, "n_shots": 2, "max_word_tokens": 2},
                 "petal": {"surrogate": str(tiny_ref_dir)},
             },
+            shot_holdout=2,  # 8 non-members: the default 10 held-out shots need 20 (issue 24)
             device="cpu",
             cache=tmp_path / "signals.sqlite",
             progress=False,

@@ -34,6 +34,7 @@ def test_rerun_of_every_attack_makes_no_model_call(
             "recall": {"n_shots": 1},
         },
         truncate_words=8,  # the tiny model's context is 128 tokens: shot prefix + text fit
+        shot_holdout=1,  # 8 non-members: the default 10 held-out shots need 20 (issue 24)
         device="cpu",
         cache=tmp_path / "signals.sqlite",
         progress=False,
@@ -75,6 +76,7 @@ def test_sigkill_half_way_through_simmia_resumes_without_redrawing(tiny_model_di
     args = [sys.executable, "-m", "imprint", "run", "--model", str(tiny_model_dir)]
     args += ["--data", str(data), "--attacks", "simmia", "--bootstrap", "20", "--no-blind"]
     args += ["--device", "cpu", "--cache", str(cache), "--out", str(tmp_path / "killed")]
+    args += ["--shot-holdout", "2"]  # 12 non-members: the default 10 need 20 (issue 24)
     for p in params:
         args += ["--param", p]
     env = {**os.environ, "IMPRINT_CACHE_DIR": str(tmp_path / "c")}
@@ -94,6 +96,7 @@ def test_sigkill_half_way_through_simmia_resumes_without_redrawing(tiny_model_di
             out=tmp_path / "resumed",
             attacks=("simmia",),
             params={"simmia": {"n_samples": 8, "n_shots": 2, "max_word_tokens": 3}},
+            shot_holdout=2,
             device="cpu",
             cache=cache,
             progress=False,

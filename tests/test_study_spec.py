@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from imprint.backends.models import default_cache_path
 from imprint.errors import ConfigError
 from imprint.study.spec import load_spec, parse_spec
 
@@ -46,7 +47,8 @@ def test_a_valid_file_becomes_typed_cells(tmp_path: Path):
     path.write_text(yaml.safe_dump(content, allow_unicode=True), encoding="utf-8")
     spec = load_spec(path)
     assert spec.name == "grid" and spec.out == Path("studies/grid")
-    assert spec.cache == Path("studies/grid/cache.sqlite")
+    # the grid's store is a run's ($IMPRINT_CACHE_DIR), not one of its own (issue 24)
+    assert spec.cache == default_cache_path()
     assert [m.name for m in spec.models] == ["smollm2-135m", "Gemma 3"]
     assert spec.models[1].args == {"dtype": "float32"}
     assert [(b.name, b.n_per_label, b.truncate) for b in spec.benchmarks] == [
@@ -59,7 +61,7 @@ def test_a_valid_file_becomes_typed_cells(tmp_path: Path):
     assert spec.refs == (("base", "smollm2-135m"),)
     assert (spec.settings.seed, spec.settings.n_bootstrap) == (3, 100)
     assert (spec.table.columns, spec.table.fpr) == ("benchmark", 0.05)
-    assert load_spec(path, out=tmp_path / "o").cache == tmp_path / "o" / "cache.sqlite"
+    assert load_spec(path, out=tmp_path / "o").cache == default_cache_path()
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,8 @@ Member shots come only from a pool the user declares as known members
 (``RunContext.pools["members"]``); the attack refuses to run when any text of that pool is also
 being evaluated, and refuses a non-member (label 0) in it. Non-member shots are ReCaLL's (pool
 ``nonmembers``, else natural evaluation non-members, removed from the evaluation); with the same
-seed and shot count both attacks share them.
+seed and shot count both attacks share them (in a run, the run's held-out shots: see
+:func:`imprint.attacks.shots.hold_out`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import ClassVar
 import numpy as np
 
 from imprint.attacks.base import Attack, Preparation, RunContext, mean_logp, register
-from imprint.attacks.recall import check_shots
+from imprint.attacks.recall import check_shots, no_held_out_shots
 from imprint.attacks.shots import member_shots, nonmember_shots
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError
@@ -62,7 +63,9 @@ class ConRecall(Attack):
 
     @classmethod
     def unavailable_reason(cls, run: RunContext) -> str | None:
-        return None if run.pools.get("members") else "no known-member pool (--pool members=DATA)"
+        if not run.pools.get("members"):
+            return "no known-member pool (--pool members=DATA)"
+        return no_held_out_shots(run)
 
     def prepare(self, samples: Sequence[Sample], run: RunContext) -> Preparation:
         members = member_shots(samples, run, self.n_shots, attack="con_recall")

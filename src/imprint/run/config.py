@@ -46,6 +46,9 @@ class RunConfig:
     api_base: str | None = None
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     pools: Mapping[str, str] = field(default_factory=dict)  # pool name -> data spec
+    # non-member shots held out of EVERY attack's evaluation, whichever attacks run, for the
+    # ReCaLL-family attacks (imprint.attacks.shots.hold_out); 0: none
+    shot_holdout: int = 10
     text_field: str | None = None
     label_field: str | None = None
     truncate_words: int | None = None
@@ -70,6 +73,8 @@ class RunConfig:
         # checks of the values alone; what needs the registries or files is resolve()'s
         if self.on_bad not in ("raise", "drop"):
             raise ConfigError(f"--on-bad must be raise or drop, not {self.on_bad!r}")
+        if self.shot_holdout < 0:
+            raise ConfigError(f"--shot-holdout must be >= 0, got {self.shot_holdout}")
         if self.n_bootstrap < 1:
             raise ConfigError(f"n_bootstrap must be >= 1, got {self.n_bootstrap}")
         if self.api_base is not None:  # no credentials or query: the URL goes in the manifest

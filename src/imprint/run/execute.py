@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,7 @@ def execute_run(
     Ray workers, under one progress display.
     """
     from imprint.evaluation import RunWarning, evaluate_scores
+    from imprint.evaluation.results import WARNING_KINDS
     from imprint.report import write_run
 
     started = time.time()
@@ -62,6 +64,10 @@ def execute_run(
     scored = score(plan, inputs, console, backends, progress, executor)
     metrics = evaluate_scores(scored.samples, scored.scores, config=config)
     found = tuple(RunWarning("data_defects", m) for m in inputs.defects.warnings(config.data))
+    for kind, message in scored.warnings:  # said now, and in the report once it knows the kind
+        warnings.warn(message, UserWarning, stacklevel=2)
+        if kind in WARNING_KINDS:
+            found += (RunWarning(kind, message),)  # type: ignore[arg-type]
     if inputs.references and inputs.references["unmatched_ids"]:
         found += (RunWarning("unmatched_reference_ids", unmatched_message(inputs.references)),)
     metrics = dataclasses.replace(metrics, warnings=metrics.warnings + found)

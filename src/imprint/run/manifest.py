@@ -39,6 +39,8 @@ def run_manifest(
         manifest["plan"] = {**scored.plan.to_dict(), "scoring_s": round(scored.scoring_s, 2)}
     if inputs.references is not None:
         manifest["references"] = inputs.references
+    if inputs.shots is not None:  # one evaluation set: the shots every attack leaves out
+        manifest["shots"] = inputs.shots.to_dict()
     return manifest
 
 

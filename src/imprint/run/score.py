@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from imprint.attacks import Attack, build_attacks
+from imprint.attacks.shots import HELDOUT_KEY
 from imprint.backends.base import TOKENS, Backend
 from imprint.backends.registry import BackendChoice
 from imprint.data import Sample
@@ -37,6 +38,8 @@ class Scored:
     documents: DocumentSignals | None = None  # what document aggregators took (--unit document)
     plan: WorkPlan | None = None  # the plan line's figures (texts, passes, estimate)
     scoring_s: float = 0.0  # seconds the scores took
+    # (kind, message) warnings found while scoring, e.g. a reference that is the target itself
+    warnings: tuple[tuple[str, str], ...] = ()
 
 
 def score(
@@ -98,7 +101,9 @@ def score(
             )
         work.executor = {"kind": executor.kind, **executor.stats.to_dict()}
         models = describe_models(plan, backends)
-        return Scored(samples, attacks, scores, models, work, documents, work_plan, elapsed)
+        found = same_as_target(backends)
+        return Scored(samples, attacks, scores, models, work, documents, work_plan, elapsed,
+                      warnings=found)  # fmt: skip
     finally:
         if shared_executor is None:
             executor.close()
@@ -120,7 +125,8 @@ def _set_up_attacks(
         tokenize=target.encode if target.supports(TOKENS) else None,  # an API has none
         target_fingerprint=target.fingerprint,
         vocab_size=target.vocab_size,  # DC-PDD's V; None for an API target
-        pools=inputs.pools,
+        # the held-out shots: the ReCaLL family takes its shots from them (imprint.attacks.shots)
+        pools={**inputs.pools, **({HELDOUT_KEY: inputs.shots.shots} if inputs.shots else {})},
         requests=requests,
     )
     attacks = build_attacks(plan.config.attacks, run, params=plan.params)
@@ -130,6 +136,22 @@ def _set_up_attacks(
     if len({s.label for s in samples}) < 2:
         raise DataError(f"{plan.config.data}: after preparation only one class is left to evaluate")
     return samples, attacks, prefixes
+
+
+def same_as_target(backends: dict[str, Backend]) -> tuple[tuple[str, str], ...]:
+    """A ``reference_is_target`` warning for each reference model whose content fingerprint
+    equals the target's: a reference attack against the same model scores every text 0
+    (AUC 0.500 [0.500, 0.500]), which says nothing about membership."""
+    target = backends.get("target")
+    if target is None:
+        return ()
+    return tuple(
+        ("reference_is_target", f"reference model {role!r} is the target itself (same content "
+         f"fingerprint {target.fingerprint[:12]}); its reference attacks compare the target "
+         "with itself and read 0.5 by construction. Pass a different --ref model")
+        for role, backend in backends.items()
+        if role != "target" and backend.fingerprint == target.fingerprint
+    )  # fmt: skip
 
 
 def describe_models(plan: RunPlan, backends: dict[str, Backend]) -> dict[str, Any]:

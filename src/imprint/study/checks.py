@@ -13,16 +13,21 @@ from imprint.errors import ConfigError
 from imprint.run import resolve
 from imprint.study.spec import ModelEntry, Settings, StudySpec
 
-__all__ = ["check_models", "model_place"]
+__all__ = ["check_models", "model_place", "raise_all"]
 
 
 def check_models(
     spec: StudySpec, models: Sequence[ModelEntry], config_for: Callable[[ModelEntry], Any]
-) -> None:
-    """Refuse, before any data or model loads, a model whose options a run refuses or whose
-    files do not exist; ``config_for(model)`` builds one of its runs' configs."""
+) -> list[ConfigError]:
+    """Every model (and reference) whose options a run refuses or whose files do not exist,
+    found before any data or model loads, as one error each (naming the file and the place);
+    ``config_for(model)`` builds one of its runs' configs. Empty: all can run."""
+    found: list[ConfigError] = []
     for name, ref in spec.refs:
-        _resolve(ref, spec, f"refs.{name}")
+        try:
+            _resolve(ref, spec, f"refs.{name}")
+        except ConfigError as err:
+            found.append(err)
     for model in models:
         try:
             config = config_for(model)
@@ -31,8 +36,24 @@ def check_models(
                 _device(config, spec, model)
         except ConfigError as err:
             if str(err).startswith(f"{spec.source}: "):
-                raise
-            raise ConfigError(f"{spec.source}: {model_place(spec, model, err)}: {err}") from None
+                found.append(err)
+            else:
+                found.append(ConfigError(f"{spec.source}: {model_place(spec, model, err)}: {err}"))
+    return found
+
+
+def raise_all(source: str, problems: Sequence[Exception]) -> None:
+    """Raise ``problems`` (models, then data sets) as one error that lists every one: a grid
+    missing seven data sets says all seven at once, not the first of them per invocation."""
+    if not problems:
+        return
+    if len(problems) == 1:
+        raise problems[0]
+    prefix = f"{source}: "
+    parts = [str(p).removeprefix(prefix) for p in problems]
+    listed = " ".join(f"({i}) {part}" for i, part in enumerate(parts, 1))
+    kind = type(problems[0]) if all(type(p) is type(problems[0]) for p in problems) else ConfigError
+    raise kind(f"{source}: {len(problems)} problems, every one listed: {listed}")
 
 
 def _resolve(model: str, spec: StudySpec, place: str | None) -> bool:

@@ -167,11 +167,12 @@ def prepare_grid(
 ]:
     """The checks made before any work (every model's options and files, then every
     benchmark's data), then every cell's key: (data, blind cells, model cells)."""
-    from imprint.study.checks import check_models
+    from imprint.study.checks import check_models, raise_all
 
-    check_models(spec, models, lambda m: _run_config(spec, executor, m, _benchmarks(spec, m)[0],
-                                                     (), Path("unused")))  # fmt: skip
-    data = _load_data(spec, models, executor)
+    problems: list[Exception] = [*check_models(spec, models, lambda m: _run_config(
+        spec, executor, m, _benchmarks(spec, m)[0], (), Path("unused")))]  # fmt: skip
+    data = _load_data(spec, models, executor, problems)
+    raise_all(str(spec.source), problems)  # every missing model and data set, in one error
     blind = _blind_cells(spec, models, data)
     return data, blind, [c for m in models for c in _model_cells(spec, m, data)]
 
@@ -198,10 +199,14 @@ def _benchmarks(spec: StudySpec, model: ModelEntry) -> tuple[BenchmarkEntry, ...
 
 
 def _load_data(
-    spec: StudySpec, models: Sequence[ModelEntry], executor: ExecutorConfig | None
+    spec: StudySpec,
+    models: Sequence[ModelEntry],
+    executor: ExecutorConfig | None,
+    problems: list[Exception],
 ) -> dict[tuple[Any, ...], list[Sample]]:
-    """Every benchmark's samples, loaded and transformed as its runs will: a missing or broken
-    data set fails here, before any model loads, naming the benchmark and the file."""
+    """Every benchmark's samples, loaded and transformed as its runs will; a missing or broken
+    data set is added to ``problems`` (naming the benchmark and the file), and the others are
+    still tried, so every one that is missing is found before any model loads."""
     out: dict[tuple[Any, ...], list[Sample]] = {}
     for model in models:
         for bench in _benchmarks(spec, model):
@@ -211,7 +216,8 @@ def _load_data(
             try:
                 _, samples, _ = load_samples(config)
             except (ConfigError, DataError) as err:
-                raise type(err)(f"{spec.source}: benchmark {bench.name!r}: {err}") from None
+                problems.append(type(err)(f"{spec.source}: benchmark {bench.name!r}: {err}"))
+                samples = []
             out[_data_id(bench)] = samples
     return out
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from imprint.attacks import RunContext, build_attacks
 from imprint.attacks.params import check_params
+from imprint.backends.models import default_cache_path
 from imprint.errors import ConfigError
 
 __all__ = [
@@ -230,10 +231,26 @@ def _unique(names: Sequence[str], at: _At, what: str) -> None:
         raise at.error(f"{what} {seen[0]!r} is given twice; names label table columns and rows")
 
 
+#: a key as the run's API and command line name it -> the grid's own key (both accepted, so
+#: one name works in RunConfig, on the command line and here)
+_ALIASES = {"model_args": "args", "truncate_words": "truncate"}
+
+
+def _unalias(raw: Mapping[str, Any], at: _At) -> dict[str, Any]:
+    """``raw`` with API-style keys (:data:`_ALIASES`) renamed to the grid's; both given: error."""
+    out = dict(raw)
+    for alias, key in _ALIASES.items():
+        if alias in out:
+            if key in out:
+                raise at.error(f"{alias!r} and {key!r} are one option; keep one")
+            out[key] = out.pop(alias)
+    return out
+
+
 def _model(value: Any, at: _At) -> ModelEntry:
     if isinstance(value, str):
         return ModelEntry(name=_text(value, at), model=value)
-    raw = _mapping(value, at, ("name", "model", "args"))
+    raw = _unalias(_mapping(value, at, ("name", "model", "args", "model_args")), at)
     if "model" not in raw:
         raise at.error("a model entry needs 'model' (an alias, folder, gguf:PATH or hub id)")
     spec = _text(raw["model"], at / "model")
@@ -247,7 +264,7 @@ _BENCH_KEYS = ("name", "data", "truncate", "min_words", "n_per_label", "text_fie
 def _benchmark(value: Any, at: _At, defaults: Mapping[str, Any]) -> BenchmarkEntry:
     raw = {"data": value} if isinstance(value, str) else None
     if raw is None:
-        raw = _mapping(value, at, (*_BENCH_KEYS, "dedupe", "pools"))
+        raw = _unalias(_mapping(value, at, (*_BENCH_KEYS, "dedupe", "pools", "truncate_words")), at)
     if "data" not in raw:
         raise at.error("a benchmark entry needs 'data' (e.g. wikimia:32 or a file path)")
     data = _text(raw["data"], at / "data")
@@ -372,8 +389,8 @@ def _refs(value: Any, at: _At) -> tuple[tuple[str, str], ...]:
 
 def parse_spec(raw: Any, source: Path, *, out: Path | None = None) -> StudySpec:
     """A :class:`StudySpec` from the parsed YAML ``raw`` of ``source``; ``out`` overrides the
-    file's ``out`` (default ``studies/<file stem>``); ``cache`` defaults to
-    ``<out>/cache.sqlite``."""
+    file's ``out`` (default ``studies/<file stem>``); ``cache`` defaults to a run's store,
+    :func:`imprint.backends.models.default_cache_path` (under ``$IMPRINT_CACHE_DIR``)."""
     at = _At(source)
     raw = _mapping(raw, at, TOP_KEYS)
     if "attacks" not in raw:
@@ -385,7 +402,11 @@ def parse_spec(raw: Any, source: Path, *, out: Path | None = None) -> StudySpec:
         _model(m, at / "models" / i)
         for i, m in enumerate(_list(raw.get("models", []), at / "models", allow_empty=bool(games)))
     )
-    defaults = _mapping(raw.get("data", {}), at / "data", (*_BENCH_KEYS[2:], "dedupe", "pools"))
+    defaults = _unalias(
+        _mapping(raw.get("data", {}), at / "data", (*_BENCH_KEYS[2:], "dedupe", "pools",
+                 "truncate_words")),
+        at / "data",
+    )  # fmt: skip
     if "benchmarks" not in raw and models:
         raise at.error("no 'benchmarks': list data specs, e.g. benchmarks: [wikimia:32]")
     benchmarks = tuple(
@@ -400,7 +421,8 @@ def parse_spec(raw: Any, source: Path, *, out: Path | None = None) -> StudySpec:
     out = out or Path(_text(raw.get("out", f"studies/{source.stem}"), at / "out"))
     if out.exists() and not out.is_dir():
         raise at.error(f"study folder {out} is a file; set 'out' (or --out) to a folder")
-    cache = Path(_text(raw["cache"], at / "cache")) if "cache" in raw else out / "cache.sqlite"
+    # one store with every run and diagnostic ($IMPRINT_CACHE_DIR), as a run's --cache default
+    cache = Path(_text(raw["cache"], at / "cache")) if "cache" in raw else default_cache_path()
     return StudySpec(
         name=_text(raw.get("name", source.stem), at / "name"),
         source=source,
