@@ -66,7 +66,7 @@ PLACEHOLDERS = {
 #: extra options per command: tiny sizes and no work a recipe's point does not need
 EXTRA = {
     "run": ["--bootstrap", "20", "--device", "cpu", "--no-blind"],
-    "blind": ["--bootstrap", "20", "--folds", "2", "--baseline", "sok_bag_of_words"],
+    "blind": ["--bootstrap", "20", "--folds", "2", "--baseline", "date_detector"],
     "audit": ["--device", "cpu"],
     "canaries make": ["--device", "cpu", "--seed", "0"],
 }
