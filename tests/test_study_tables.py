@@ -83,7 +83,7 @@ def result(tmp_path: Path) -> GridResult:
         Path("t.yaml"),
     )  # fmt: skip
     cells = [
-        cell("", "W32", BLIND, {"blind (SoK bag-of-words)": metrics(0.93, 0.90, 0.96, 0.2)},
+        cell("", "W32", BLIND, {"blind (SoK bag-of-words)": metrics(0.53, 0.46, 0.60, 0.2)},
              row="blind baseline"),
         cell("small", "W32", "loss", {"loss": metrics(0.61, 0.55, 0.67, 0.03)},
              run=runs["small-loss"]),
@@ -102,14 +102,14 @@ def test_layout_best_per_column_and_the_blind_row(result: GridResult):
     assert table.rows == ("loss", "min_k (k=0.2)", "blind (SoK bag-of-words)")
     assert table.blind_rows == ("blind (SoK bag-of-words)",)
     best = {k for k, e in table.entries.items() if e.best}
-    # the blind row (0.93) is never "best"; under ODD min_k has the larger point estimate (0.71
+    # the blind row (0.53) is never "best"; under ODD min_k has the larger point estimate (0.71
     # against 0.70) but the paired test on the same samples shows no difference: nothing marked
     assert best == {("min_k (k=0.2)", "small")}
     small = table.comparisons["small"]
     assert small.between("min_k (k=0.2)", "loss").verdict == "a" and small.n_pairs == 1
     assert table.comparisons[ODD].between("min_k (k=0.2)", "loss").verdict == "none"
     blind = table.entries[("blind (SoK bag-of-words)", ODD)]
-    assert blind.auc.estimate == 0.93  # model-less: the same figure under every model
+    assert blind.auc.estimate == 0.53  # model-less: the same figure under every model
     assert table.entries[("min_k (k=0.2)", "small")].tpr is None
     assert len(table.notes) == 2 and "on the 240 samples they all scored" in table.notes[0]
 
@@ -124,7 +124,7 @@ def test_markdown_shows_intervals_bold_best_and_escapes_names(result: GridResult
     assert "**0.640 [0.580, 0.700]** | n/m" in rows["min\\_k (k=0.2)"]
     assert "0.610 [0.550, 0.670] | 3.0%" in rows["loss"]
     assert "| 0.700 [0.640, 0.760] | 5.1%" in rows["loss"]  # no paired difference: not bold
-    assert "| *blind (SoK bag-of-words)* | 0.930 [0.900, 0.960] | 20.0%" in text
+    assert "| *blind (SoK bag-of-words)* | 0.530 [0.460, 0.600] | 20.0%" in text
 
 
 def test_latex_escapes_and_bolds(result: GridResult):
@@ -144,7 +144,7 @@ def test_html_is_self_contained_escaped_and_coloured(result: GridResult):
     assert "&lt;T&gt;" in page and "a &amp; b" in page
     assert "<script" not in page and "http" not in page and "src=" not in page
     assert page.count('class="auc best"') == 1
-    assert f"background:{heat_colour(0.93)}" in page
+    assert f"background:{heat_colour(0.53)}" in page
     assert 'title="needs 100 non-members"' in page
 
 

@@ -4,7 +4,8 @@ self-contained HTML page with a heat-map, and rich tables for the terminal.
 Every name (model, benchmark, attack, parameter) comes from the user's file and is escaped for
 each format: ``|`` and ``*`` in Markdown, ``&``, ``%``, ``_`` ... in LaTeX, ``<`` and ``&`` in
 HTML. An attack is bold (in every format; ``best`` = 1 in the CSV) only when the paired test on
-the same samples shows it better than every other attack of its column; the TPR reads "n/m" (not
+the same samples shows it better than every other attack of its column and no blind baseline
+matches its AUC; the TPR reads "n/m" (not
 measurable) when the column has too few non-members for the FPR bound.
 """
 
@@ -133,6 +134,7 @@ def to_markdown(tables: Sequence[Table], *, title: str) -> str:
                 cells += _md_entry(table.entries.get((row, column)))
             parts.append("| " + " | ".join(cells) + " |")
         parts.append("")
+        parts += [f"> **Warning:** {escape_markdown(w)}" for w in table.blind_warnings]
         parts += [f"> {escape_markdown(note)}" for note in table.notes]
         parts.append(_legend(table.fpr))
         parts.append("")
@@ -144,7 +146,8 @@ def _legend(fpr: float) -> str:
         "Bold: the attack better than every other attack of its column by DeLong's paired test "
         "on the samples they all scored (its Bonferroni-adjusted interval for each difference, "
         "over the column's pairs, excludes 0); no attack is bold when none is, whatever the point "
-        "estimates. Blind rows (italic): model-less classifiers. n/m: the "
+        "estimates, and never when a blind row matches or beats its AUC. Blind rows (italic): "
+        "model-less classifiers. n/m: the "
         f"{fpr_label(fpr)} is not measurable with fewer than {math.ceil(1 / fpr)} non-members."
     )
 
@@ -225,8 +228,11 @@ def _html_table(table: Table) -> str:
         cells = "".join(_html_entry(table.entries.get((row, c))) for c in table.columns)
         rows.append(f"<tr{kind}><th>{e(row)}</th>{cells}</tr>")
     notes = "".join(f'<p class="note">{e(n)}</p>' for n in table.notes)
+    warns = "".join(
+        f'<p class="warn blind-warning"><b>Warning:</b> {e(w)}</p>' for w in table.blind_warnings
+    )
     return (
-        f'<h2>{e(table.title)}</h2><table><thead><tr><th rowspan="2">attack</th>{head}</tr>'
+        f'<h2>{e(table.title)}</h2>{warns}<table><thead><tr><th rowspan="2">attack</th>{head}</tr>'
         f"<tr>{sub}</tr></thead><tbody>{''.join(rows)}</tbody></table>{notes}"
         f'<p class="legend">{e(_legend(table.fpr))}</p>'
     )
@@ -240,19 +246,38 @@ th{background:#f6f6f6}tbody th{text-align:left;font-weight:normal}
 td.best{font-weight:bold;outline:2px solid #333}
 tr.blind th{font-style:italic}tr.blind td{border-top:2px solid #888}
 small{color:#555}.note{color:#a60}.legend{color:#555;font-size:.9em}
+.warn{background:#fff3cd;padding:.5em}
+#colour-bar{display:flex;align-items:center;gap:.6em;margin:1em 0}
+#colour-bar .bar{width:320px;height:14px;border:1px solid #999}
+#colour-bar .ticks{display:flex;justify-content:space-between;width:322px;font-size:.8em}
 """
 
 
+def colour_bar() -> str:
+    """The heat map's scale: the cell colour of AUC 0 to 1, with ticks (HTML, no script)."""
+    stops = ", ".join(f"{heat_colour(v)} {100 * v:g}%" for v in (0.0, 0.25, 0.5, 0.75, 1.0))
+    ticks = "".join(f"<span>{v:g}</span>" for v in (0.0, 0.25, 0.5, 0.75, 1.0))
+    return (
+        '<div id="colour-bar" role="img" aria-label="colour scale of the AUC cells">'
+        "<span>AUC</span><div>"
+        f'<div class="bar" style="background:linear-gradient(to right, {stops})"></div>'
+        f'<div class="ticks">{ticks}</div></div>'
+        "<span>blue: members ranked below non-members; white: chance (0.5); red: members "
+        "ranked above</span></div>"
+    )
+
+
 def to_html(tables: Sequence[Table], *, title: str, description: str = "") -> str:
-    """One self-contained page (inline CSS, no scripts or external files): every table with
-    its AUC cells coloured by a heat-map (white = chance, red = members ranked higher)."""
+    """One self-contained page (inline CSS, no scripts or external files): a colour bar, then
+    every table with its AUC cells coloured by a heat-map (white = chance, red = members ranked
+    higher) and its blind warnings above it."""
     e = html.escape
     body = "".join(_html_table(t) for t in tables)
     about = f"<p>{e(description)}</p>" if description else ""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{e(title)}</title><style>{_CSS}</style></head>"
-        f"<body><h1>{e(title)}</h1>{about}{body}</body></html>\n"
+        f"<body><h1>{e(title)}</h1>{about}{colour_bar()}{body}</body></html>\n"
     )
 
 

@@ -63,6 +63,8 @@ class Table:
     notes: tuple[str, ...] = field(default_factory=tuple)
     # column -> the paired comparisons of its attack rows, or why there are none
     comparisons: dict[str, PairedComparisons | str] = field(default_factory=dict)
+    # a warning per column whose blind baseline is off chance: its attacks measure the data
+    blind_warnings: tuple[str, ...] = ()
 
 
 def _row_label(record: CellRecord, column: str) -> str:
@@ -145,9 +147,45 @@ def _table(title: str, placed: Sequence[tuple[str, CellRecord]], fpr: float, out
             if record.attack != BLIND:
                 sources[(row, column)] = (record, score_column)
     found = _mark_best(entries, sources, out)
-    notes = _notes(placed) + _comparison_notes(found)
+    beaten, warned = blind_checks(entries, columns, blind)
+    notes = _notes(placed) + _comparison_notes(found) + beaten
     return Table(title, tuple(columns), tuple(rows + blind), entries, tuple(blind), fpr,
-                 notes, found)  # fmt: skip
+                 notes, found, warned)  # fmt: skip
+
+
+def blind_checks(
+    entries: dict[tuple[str, str], Entry], columns: Sequence[str], blind: Sequence[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Per column, the strongest blind row: an attack it matches or beats (AUC point estimate)
+    loses its "best" mark (the model adds nothing the text alone does not give), and a blind
+    AUC more than BLIND_WARN_DELTA from 0.5 gives the column a warning, as a run's report does.
+    Returns (notes, warnings); ``entries`` is updated in place."""
+    from dataclasses import replace
+
+    from imprint.diagnostics import BLIND_WARN_DELTA
+
+    notes, warnings = [], []
+    for column in columns:
+        found = [(entries[(b, column)].auc, b) for b in blind if (b, column) in entries]
+        found = [(a, b) for a, b in found if not math.isnan(a.estimate)]
+        if not found:
+            continue
+        auc, name = max(found, key=lambda f: f[0].estimate)
+        shown = f"{auc.estimate:.3f} [{auc.low:.3f}, {auc.high:.3f}]"
+        for (row, col), entry in list(entries.items()):
+            if col == column and entry.best and entry.auc.estimate <= auc.estimate:
+                entries[(row, col)] = replace(entry, best=False)
+                notes.append(
+                    f"column {column!r}: {row!r} is not marked best: the blind baseline "
+                    f"{name!r} reaches AUC {shown} without the model"
+                )
+        if abs(auc.estimate - 0.5) > BLIND_WARN_DELTA:
+            warnings.append(
+                f"column {column!r}: the blind baseline {name!r} reaches AUC {shown} from the "
+                f"text alone (|AUC - 0.5| > {BLIND_WARN_DELTA}): members and non-members differ "
+                "in distribution, so this column's attack AUCs do not measure membership"
+            )
+    return tuple(notes), tuple(warnings)
 
 
 def build_tables(result: Any) -> list[Table]:

@@ -1,0 +1,61 @@
+"""The study heat map: a colour bar, a blind warning per column, and no "best" bold where a
+blind baseline (no model) matches or beats the attack (issue 24: zlib 0.585 [0.402, 0.750] was
+bolded beside a blind row at 0.966)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from test_study_tables import cell, metrics, scores_run
+
+from imprint.study.cells import BLIND
+from imprint.study.grid import GridResult
+from imprint.study.spec import parse_spec
+from imprint.study.table_render import heat_colour, to_html, to_markdown
+from imprint.study.tables import build_tables
+
+
+def _result(tmp_path: Path, blind_auc: float) -> GridResult:
+    """loss and zlib on the same 240 texts, zlib far better by the paired test; a blind row."""
+    rng = np.random.default_rng(0)
+    labels = np.repeat([1, 0], 120)
+    base = rng.normal(size=240)
+    run = scores_run(tmp_path / "r", {"loss": base, "zlib": base + 1.5 * labels})
+    spec = parse_spec(
+        {"models": ["m"], "benchmarks": ["W32"], "attacks": ["loss", "zlib"]}, Path("t.yaml")
+    )
+    blind = metrics(blind_auc, blind_auc - 0.1, min(blind_auc + 0.03, 1.0), 0.2)
+    cells = [
+        cell("", "W32", BLIND, {"greedy_ngrams": blind}, row="blind baseline"),
+        cell("m", "W32", "loss", {"loss": metrics(0.52, 0.45, 0.6, 0.01)}, run=run),
+        cell("m", "W32", "zlib", {"zlib": metrics(0.585, 0.402, 0.750, 0.02)}, run=run),
+    ]
+    return GridResult(spec, cells)
+
+
+def test_no_best_bold_when_a_blind_baseline_beats_the_attack(tmp_path):
+    (table,) = build_tables(_result(tmp_path, 0.966))
+    assert not any(e.best for e in table.entries.values())
+    assert any("'zlib' is not marked best" in n and "greedy_ngrams" in n for n in table.notes)
+    page = to_html([table], title="t")
+    assert 'class="auc best"' not in page
+    assert "**0.585" not in to_markdown([table], title="t")
+
+
+def test_best_stays_bold_when_the_blind_baseline_is_at_chance(tmp_path):
+    (table,) = build_tables(_result(tmp_path, 0.52))
+    assert {k for k, e in table.entries.items() if e.best} == {("zlib", "m")}
+    assert table.blind_warnings == ()
+    assert 'class="warn blind-warning"' not in to_html([table], title="t")
+
+
+def test_heat_map_has_a_colour_bar_and_the_blind_warning(tmp_path):
+    (table,) = build_tables(_result(tmp_path, 0.966))
+    assert len(table.blind_warnings) == 1 and "0.966" in table.blind_warnings[0]
+    page = to_html([table], title="t")
+    assert '<div id="colour-bar"' in page
+    for auc in (0.0, 0.5, 1.0):  # the bar's gradient runs through the cells' own colours
+        assert heat_colour(auc) in page.split('id="colour-bar"')[1].split("</div></div>")[0]
+    assert 'class="warn blind-warning"' in page and "do not measure membership" in page
+    assert "**Warning:**" in to_markdown([table], title="t")
