@@ -68,7 +68,7 @@ class TransformersServe:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self, timeout_s: float = 180.0) -> None:
+    def start(self, timeout_s: float = 600.0) -> None:  # a loaded machine: minutes
         log = self.workdir / f"serve-{len(self.logs)}.log"
         self.logs.append(log)
         command = [str(Path(sys.executable).with_name("transformers")), "serve", NAME]
