@@ -270,7 +270,9 @@ def staging_dir(out: Path) -> Path:
 
 
 def publish(staged: Path, out: Path, *, overwrite: bool = False) -> None:
-    """Rename the finished ``staged`` folder to ``out``, moving an earlier run there aside first.
+    """Rename the finished ``staged`` folder to ``out``; with ``overwrite``, an earlier run there
+    is moved aside first, and without it a run that took ``out`` meanwhile is kept and this one
+    refused (:func:`check_out_dir`).
 
     Concurrent publishers race only on renames: each try either lands its whole folder or
     finds ``out`` taken and moves that aside again, so ``out`` is always one run's folder.
