@@ -2,14 +2,14 @@
 
 Starts ``python -m llama_cpp.server`` on 127.0.0.1 serving a GGUF file, puts a recording proxy
 in front of it, and drives imprint's ``openai-logprobs`` backend through the proxy: the alignment
-probe, then fixed texts (WikiMIA texts of both labels, a non-Latin text, a long text), then the
+probe, then fixed texts (WikiMIA texts of both labels, a non-Latin text), then the
 CLI command that ``tests/test_http_graybox_replay.py`` runs. Every request body and the server's
 answer, byte for byte as JSON, go to ``tests/data/recorded/<name>.json`` with the server's version,
 the GGUF file's digest and the date. The replay test serves these answers from a stdlib HTTP
 server; they are real answers of a real server, not hand-made ones.
 
 Building the server from PyPI (``pip install 'llama-cpp-python[server]'``) compiles llama.cpp:
-about 25 minutes on 2 busy cores, too slow for CI, hence record + replay.
+23 minutes on 2 busy cores, too slow for CI, hence record + replay.
 
     nice -n 15 python scripts/record_llamacpp.py --python /tmp/llamavenv/bin/python \\
         --gguf smollm2-135m --name llamacpp_smollm2
@@ -36,14 +36,14 @@ RECORDED = ROOT / "tests" / "data" / "recorded"
 NON_LATIN = "東京は日本の首都であり、世界で最も人口の多い都市圏の一つです。Москва — столица России."
 
 
-def fixed_texts(n_per_label: int = 4) -> list[str]:
-    """The texts the replay test scores: WikiMIA-32 of both labels, non-Latin, long."""
+def fixed_texts(n_per_label: int = 1) -> list[str]:
+    """The texts the replay test scores: WikiMIA-32 of both labels and a non-Latin text (few:
+    on this project's shared CPU a full-vocabulary answer took minutes)."""
     path = Path(os.environ.get("IMPRINT_DATA_DIR", "/work/shared/data")) / "wikimia"
     rows = [json.loads(line) for line in (path / "WikiMIA_length32.jsonl").open()]
     picked = [r["input"] for r in rows if r["label"] == 1][:n_per_label]
     picked += [r["input"] for r in rows if r["label"] == 0][:n_per_label]
-    long_rows = [json.loads(line) for line in (path / "WikiMIA_length256.jsonl").open()]
-    return [*picked, NON_LATIN, long_rows[0]["input"]]
+    return [*picked, NON_LATIN]
 
 
 CLI_ATTACKS = "loss,zlib,min_k,min_k_pp_topk"
@@ -68,6 +68,7 @@ def cli_args(api_base: str, data: Path, out: str) -> list[str]:
         "--data", str(data), "--attacks", CLI_ATTACKS, "--no-blind", "--bootstrap", "20",
         "--model-arg", "tokenizer=smollm2-135m", "--model-arg", "topk_moments=true",
         "--model-arg", "concurrency=1", "--model-arg", f"max_top_logprobs={EXACT}",
+        "--model-arg", "timeout=1800",
         "--cache", f"{out}/cache.sqlite", "--out", f"{out}/run",
     ]  # fmt: skip
 
@@ -214,8 +215,12 @@ def main() -> None:
         from imprint.backends.base import ScoreRequest
 
         texts = fixed_texts()
-        for cap, part in ((EXACT, texts[:-2]), (200, texts[-2:])):
-            options = LogprobOptions(tokenizer=args.tokenizer, concurrency=1, max_top_logprobs=cap)
+        # the WikiMIA texts exactly (every candidate when one is missing); the non-Latin one
+        # with 5 candidates and no second request
+        for cap, part in ((EXACT, texts[:-1]), (5, texts[-1:])):
+            options = LogprobOptions(
+                tokenizer=args.tokenizer, concurrency=1, max_top_logprobs=cap, timeout=1800
+            )
             backend = HTTPLogprobBackend(base, "served-model", options)
             for text in part:
                 t0 = time.time()
