@@ -157,6 +157,9 @@ def main() -> None:
     parser.add_argument("--bench-args", default="", help="arguments passed to every benchmark")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    shared = args.work / "shared"  # the benchmarks read ../shared beside their tree
+    if not shared.exists():
+        shared.symlink_to(REPO.parent / "shared")
     if args.bench:
         trees = {
             "before": checkout(args.before, args.work),
