@@ -78,7 +78,13 @@ def test_run_folder_is_complete(tiny_model_dir, tiny_ref_dir, tmp_path):
     assert "## Paired comparisons" in (out / "report.md").read_text()
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["data"]["evaluated"] == 60
-    assert manifest["data"]["dropped"] == {"not sampled (n_per_label=30)": 776 - 60}
+    # issue 24: 10 natural non-members are held out as shots (before the 30 per label are drawn)
+    held = (
+        "held out as the few-shot prefix of ReCaLL-family attacks (10 natural evaluation "
+        "non-members), out of every attack's evaluation"
+    )
+    assert manifest["data"]["dropped"] == {held: 10, "not sampled (n_per_label=30)": 776 - 70}
+    assert manifest["shots"]["held_out"] == 10
     assert (
         manifest["requests"]["target"]["logprobs"]["executed"] == 120
     )  # x and lower(x), once each
