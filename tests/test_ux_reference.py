@@ -19,6 +19,9 @@ def test_a_reference_that_is_the_target_is_warned_about(tiny_model_dir, tiny_ref
                                     "--out", str(tmp_path / "same")])  # fmt: skip
     assert same.exit_code == 0, same.output
     assert "warning: reference model 'twin' is the target itself" in same.output
+    metrics = json.loads((tmp_path / "same" / "metrics.json").read_text())
+    assert "reference_is_target" in metrics["warning_kinds"]  # in the report too
+    assert "is the target itself" in (tmp_path / "same" / "report.html").read_text()
     other = CliRunner().invoke(app, [*base, "--ref", f"small={tiny_ref_dir}",
                                      "--out", str(tmp_path / "other")])  # fmt: skip
     assert other.exit_code == 0, other.output

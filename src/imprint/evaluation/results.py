@@ -69,6 +69,7 @@ WarningKind = Literal[
     "few_nonmembers",  # too few non-members for any TPR@FPR bound to be measurable
     "data_defects",  # the data as published has duplicates, short texts or split overlap
     "unmatched_reference_ids",  # --references ids that match no sample, accepted by a flag
+    "reference_is_target",  # a reference model's content fingerprint equals the target's
     "unclassified",  # read from a metrics.json written before warnings had kinds
 ]
 WARNING_KINDS: tuple[str, ...] = get_args(WarningKind)

@@ -64,10 +64,11 @@ def execute_run(
     scored = score(plan, inputs, console, backends, progress, executor)
     metrics = evaluate_scores(scored.samples, scored.scores, config=config)
     found = tuple(RunWarning("data_defects", m) for m in inputs.defects.warnings(config.data))
-    for kind, message in scored.warnings:  # said now, and in the report once it knows the kind
+    for kind, message in scored.warnings:  # said now, and in metrics.json and the report
         warnings.warn(message, UserWarning, stacklevel=2)
-        if kind in WARNING_KINDS:
-            found += (RunWarning(kind, message),)  # type: ignore[arg-type]
+        if kind not in WARNING_KINDS:
+            raise AssertionError(f"run warning of unknown kind {kind!r}")  # a kind to declare
+        found += (RunWarning(kind, message),)  # type: ignore[arg-type]
     if inputs.references and inputs.references["unmatched_ids"]:
         found += (RunWarning("unmatched_reference_ids", unmatched_message(inputs.references)),)
     metrics = dataclasses.replace(metrics, warnings=metrics.warnings + found)
