@@ -312,7 +312,9 @@ def _key(monkeypatch):
 @pytest.mark.parametrize("mode", ["completions", "chat"])
 def test_both_attacks_over_http_give_the_hand_computed_scores(mode, caplog):
     texts = [*MEMBERS, *NON_MEMBERS]
-    with FakeOpenAIServer(scripted, api_key=KEY, faults=["429", None, "500"]) as server:
+    with FakeOpenAIServer(
+        scripted, api_key=KEY, faults=["429", None, "500"], models=("scripted",)
+    ) as server:
         with api(server, mode) as backend:
             ngram = NGramCoverage(n_samples=3).score_with_backend(backend, texts)
             caplog.set_level(logging.WARNING, logger="imprint.attacks.de_cop")
@@ -343,7 +345,7 @@ def test_imprint_run_over_http_counts_the_new_request_kinds_and_reruns_from_the_
     rows.append({"text": "Hi", "label": 0})  # one unit: no prefix/suffix split
     data = tmp_path / "texts.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
-    with FakeOpenAIServer(scripted, api_key=KEY) as server:
+    with FakeOpenAIServer(scripted, api_key=KEY, models=("scripted",)) as server:
 
         def config(out: str) -> RunConfig:
             return config_from_flags(
@@ -391,7 +393,7 @@ def test_de_cop_in_all_for_an_api_target_and_text_only_paraphrase_fields(tmp_pat
     ]
     data = tmp_path / "texts.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
-    with FakeOpenAIServer(scripted, api_key=KEY) as server:
+    with FakeOpenAIServer(scripted, api_key=KEY, models=("scripted",)) as server:
         result = execute_run(
             config_from_flags(
                 model="scripted",

@@ -156,7 +156,7 @@ def test_api_targets_keep_the_parsing_rule_and_record_it(tmp_path):
     ]
     data = tmp_path / "texts.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
-    with FakeOpenAIServer(scripted, api_key=KEY) as server:
+    with FakeOpenAIServer(scripted, api_key=KEY, models=("scripted",)) as server:
         with api(server, "completions") as backend:
             with pytest.raises(CapabilityError, match="decision=parse"):
                 DECOP(decision="letter_logits").check_backend(backend)
