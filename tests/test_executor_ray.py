@@ -249,6 +249,9 @@ def test_a_grid_on_ray_loads_each_model_once_and_equals_a_local_grid(
             "attacks": ["loss", "min_k_pp"],
             "settings": {"n_bootstrap": 20, "device": "cpu", "blind": False, "token_budget": 96},
             "out": str(tmp_path / f"study-{kind}"),
+            # a store per grid: with the shared default the Ray grid would find the local one's
+            # passes and start no workers
+            "cache": str(tmp_path / f"cache-{kind}.sqlite"),
         }
         (tmp_path / f"{kind}.yaml").write_text(yaml.safe_dump(content), encoding="utf-8")
         spec = load_spec(tmp_path / f"{kind}.yaml")
