@@ -187,7 +187,9 @@ def test_perturb_and_run_refuse_an_output_of_another_kind_even_with_overwrite(
     mark_output(study, "study")
     with pytest.raises(ConfigError, match="is an imprint experiment"):
         check_out_dir(study, overwrite=True)
-    assert check_out_dir(run) == run  # an earlier run is still replaced
+    assert check_out_dir(run, overwrite=True) == run  # an earlier run is replaced on request
+    with pytest.raises(ConfigError, match="already holds an earlier imprint run"):
+        check_out_dir(run)  # and only then (issue 24: no run silently replaces another)
 
 
 def test_a_file_output_never_replaces_a_file_of_an_imprint_output(tmp_path: Path) -> None:
@@ -298,7 +300,8 @@ def test_plan_refuses_what_the_run_refuses(
     grid.write_text(text, encoding="utf-8")
     code, output = _cli("experiment", grid, "--out", tmp_path / "study", "--plan")
     assert code == 2, output
-    assert re.search(r"g\.yaml: " + match, output), output
+    # the plan lists every problem: "N problems, every one listed: (1) ..." or the one alone
+    assert re.search(r"g\.yaml: (\d+ problems, every one listed: \(1\) )?" + match, output), output
     assert not (tmp_path / "study").exists()  # a plan writes nothing
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from imprint.backends.layers import find_layers
 from imprint.backends.scoped import seeded_torch
 from imprint.errors import ConfigError, DataError
 from imprint.game.config import GameConfig
@@ -31,17 +32,6 @@ __all__ = [
 ]
 
 EpochHook = Callable[[int, float, Any], None]
-
-
-def find_layers(model: Any) -> Any:
-    """The model's list of transformer blocks (the ModuleList with ``num_hidden_layers`` items)."""
-    import torch
-
-    n = getattr(model.config, "num_hidden_layers", None)
-    for _, module in model.named_modules():
-        if isinstance(module, torch.nn.ModuleList) and (n is None or len(module) == n):
-            return module
-    return None
 
 
 def _linear_names(model: Any) -> list[str]:

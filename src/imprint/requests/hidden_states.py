@@ -49,7 +49,7 @@ class HiddenStatesRequest(Request):
     def execute(cls, backend: Any, batch: Sequence[Any]) -> list[Any]:
         import torch
 
-        from imprint.game.train import find_layers
+        from imprint.backends.layers import find_layers
 
         local = require_local(backend, "hidden-state activations")
         model = local.model
