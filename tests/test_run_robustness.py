@@ -280,7 +280,9 @@ def test_report_escapes_hostile_names_and_groups(tmp_path):
     assert not re.search(r"<(script|img|b)\b", md), md
     assert "&lt;script&gt;" in md and "a\\|b" in md
     tables = [b for b in md.split("\n\n") if b.startswith("|")]
-    assert len(tables) == 3  # attacks, breakdown, dropped
+    heads = [block.splitlines()[0] for block in tables]
+    # provenance, attacks, breakdown, most exposed texts, dropped (every one escaped alike)
+    assert len(tables) == 5 and heads[0].startswith("| what |") and "reason" in heads[-1], heads
     for block in tables:
         widths = {_cells(line) for line in block.splitlines()}
         assert len(widths) == 1, block  # a '|' or newline in a value shifts no column

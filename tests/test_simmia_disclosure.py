@@ -298,6 +298,7 @@ def test_run_with_disclosure_reruns_from_cache(
         progress=False,
         n_bootstrap=20,
         blind=False,
+        shot_holdout=1,  # 6 texts: too few for the default 10 held-out shots
     )
     first = execute_run(config_from_flags(out=tmp_path / "first", **config))
     second = execute_run(config_from_flags(out=tmp_path / "second", **config))

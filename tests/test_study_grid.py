@@ -132,6 +132,9 @@ def test_a_grid_killed_half_way_resumes_with_its_finished_cells(grid_files):
         attacks=["loss", "min_k"],
         sweep={"min_k.k": [0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]},
         out=str(grid_files["tmp"] / "killed"),
+        # one store for the killed grid (its own IMPRINT_CACHE_DIR) and the resumed one (this
+        # process's): the default store follows $IMPRINT_CACHE_DIR
+        cache=str(grid_files["tmp"] / "kill-cache.sqlite"),
     )
     cells = grid_files["tmp"] / "killed" / "cells"
     env = {**os.environ, "IMPRINT_CACHE_DIR": str(grid_files["tmp"] / "c")}
