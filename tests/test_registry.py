@@ -277,5 +277,7 @@ def test_imprint_backends_describes_each_offline_alias():
     lines = CliRunner().invoke(app, ["backends"]).output.splitlines()
     for alias in ALIASES:
         (line,) = [line for line in lines if line.startswith(alias + " ")]
-        assert "alias: " in line and "served by hf" in line and "GGUF" in line and "installed" in line
+        assert (
+            "alias: " in line and "served by hf" in line and "GGUF" in line and "installed" in line
+        )
     assert any("SmolLM2-135M-Instruct (instruct)" in line for line in lines)
