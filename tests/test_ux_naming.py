@@ -44,6 +44,9 @@ def test_model_args_split_like_lm_eval():
         "device=cpu",
     ]
     assert split_model_args(["stop=a,b,dtype=float32"]) == ["stop=a,b", "dtype=float32"]
+    # a trailing or doubled comma is an empty part, dropped as lm-eval drops it (hostile test)
+    assert split_model_args(["dtype=float32,"]) == ["dtype=float32"]
+    assert split_model_args(["dtype=float32,,max_length=64"]) == ["dtype=float32", "max_length=64"]
 
 
 @pytest.mark.parametrize("flag", ["--model-args", "--model_args", "--model-arg"])

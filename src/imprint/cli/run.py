@@ -216,6 +216,8 @@ def split_model_args(items: list[str]) -> list[str]:
     for item in items:
         pairs: list[str] = []
         for part in item.split(","):
+            if not part.strip():
+                continue  # an empty part ("a=1,", "a=1,,b=2") is dropped, as lm-eval drops it
             if pairs and "=" not in part:
                 pairs[-1] += "," + part  # a comma inside the value before it
             else:
