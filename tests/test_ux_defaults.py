@@ -46,6 +46,13 @@ def test_two_runs_without_out_keep_both(tiny_model_dir, tmp_path, monkeypatch):
     assert f"run folder: {Path('runs') / runs[1].name}" in second.output
 
 
+def test_a_failed_run_without_out_leaves_no_empty_folder(tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    failed = _run(tmp_path, tiny_model_dir, "--attacks", "no_such_attack")
+    assert failed.exit_code == 2, failed.output
+    assert not [p for p in (tmp_path / "runs").iterdir()]  # the reserved name is released
+
+
 def test_an_earlier_run_is_replaced_only_with_overwrite(tiny_model_dir, tmp_path):
     out = tmp_path / "run"
     assert _run(tmp_path, tiny_model_dir, "--out", str(out)).exit_code == 0
@@ -62,7 +69,7 @@ def test_an_earlier_run_is_replaced_only_with_overwrite(tiny_model_dir, tmp_path
 def test_default_run_dir_names_time_model_and_data_and_never_reuses_one(tmp_path):
     first = default_run_dir("hf:EleutherAI/pythia-70m", "wikimia:32", root=tmp_path, now=0)
     assert first.name.endswith("-pythia-70m-wikimia-32")
-    first.mkdir()
+    assert first.is_dir()  # reserved at once: a run started in the same second takes -2
     second = default_run_dir("hf:EleutherAI/pythia-70m", "wikimia:32", root=tmp_path, now=0)
     assert second.name == first.name + "-2"
     assert default_run_dir("/x/my model/", "/d/set.jsonl", root=tmp_path).name.endswith(

@@ -16,6 +16,7 @@ output will be made, before any work.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -237,14 +238,26 @@ def _slug(spec: str) -> str:
 
 def default_run_dir(model: str, data: str, *, root: Path = RUNS, now: float | None = None) -> Path:
     """A new folder for a run given no ``--out``: ``runs/YYYYmmdd-HHMMSS-<model>-<data>`` (a
-    ``-2``, ``-3``, ... suffix when a run of the same second holds that name)."""
+    ``-2``, ``-3``, ... suffix when a run of the same second holds that name). The empty folder
+    is made here, atomically, so two runs started in the same second never pick one name; the
+    finished run is renamed onto it (an empty folder) when it publishes."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     base = root / f"{stamp}-{_slug(model)}-{_slug(data)}"
+    root.mkdir(parents=True, exist_ok=True)
     path, n = base, 1
-    while path.exists() or path.is_symlink():
-        n += 1
-        path = base.with_name(f"{base.name}-{n}")
-    return path
+    while True:
+        try:
+            path.mkdir()  # fails if any run (or anything else) holds the name
+            return path
+        except FileExistsError:
+            n += 1
+            path = base.with_name(f"{base.name}-{n}")
+
+
+def release_run_dir(path: Path) -> None:
+    """Remove a folder :func:`default_run_dir` reserved if the run left it empty (it failed)."""
+    with contextlib.suppress(OSError):
+        path.rmdir()  # only an empty folder: a published run is never removed
 
 
 def link_latest(out: Path) -> Path | None:

@@ -345,11 +345,16 @@ def run(
 ) -> None:
     """Run membership inference attacks and write a report folder."""
     options = dict(locals())  # first: the options alone
-    from imprint.outdir import default_run_dir, link_latest
+    from imprint.outdir import default_run_dir, link_latest, release_run_dir
 
-    if out is None:  # a new folder per run: no run replaces another unasked
+    if out is None:  # a new folder per run, reserved now: no run replaces another unasked
         options["out"] = default_run_dir(model, data)
-    result = run_attacks(console=console, **_run_config(options))
+    try:
+        result = run_attacks(console=console, **_run_config(options))
+    except BaseException:
+        if out is None:
+            release_run_dir(options["out"])  # an empty reservation, left by a failed run
+        raise
     if out is None:
         link = link_latest(result.out)
         to = f"; {link} points to it" if link else ""
