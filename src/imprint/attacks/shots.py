@@ -148,9 +148,10 @@ def _from_held_out(held: Sequence[Sample], n: int, attack: str) -> Shots:
     if n > len(held):
         raise ConfigError(
             f"{attack}: {n} non-member shots asked for, but the run holds out {len(held)} "
-            f"(--shot-holdout N holds out N when the data has at least 2 N natural "
-            f"non-members; the manifest's 'shots' says why); pass --shot-holdout {n} or more, "
-            f"or declare a pool of known non-members (--pool {NONMEMBER_POOL}=FILE)"
+            f"(--shot-holdout N holds out N only when the data has at least 2 N natural "
+            f"non-members, so too large an N holds out none; the manifest's 'shots' says why); "
+            f"pass --shot-holdout {n} or more but at most half the natural non-members, or "
+            f"declare a pool of known non-members (--pool {NONMEMBER_POOL}=FILE)"
         )
     return Shots(tuple(held[:n]), frozenset(), "the run's held-out shots (out of every attack)")
 
