@@ -21,6 +21,7 @@ except ImportError:  # pragma: no cover - an older typer over click itself
 
 from imprint.cli import audit as audit_commands
 from imprint.cli import diagnostics, game, study
+from imprint.cli import duci as duci_commands
 from imprint.cli import run as run_commands
 
 __all__ = ["app", "main"]
@@ -102,6 +103,7 @@ app.command("experiment")(study.experiment)
 
 app.add_typer(audit_commands.canaries_app, name="canaries")
 app.command("audit")(audit_commands.audit)
+app.command("duci")(duci_commands.duci)
 
 
 def main() -> None:  # pragma: no cover - console entry
