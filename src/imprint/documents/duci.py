@@ -47,8 +47,10 @@ __all__ = [
     "DuciResult",
     "debias",
     "duci",
+    "duci_from_models",
     "duci_from_signals",
     "matched_scores",
+    "mean_loglik",
     "per_document",
     "youden_threshold",
 ]
@@ -297,3 +299,34 @@ def duci_from_signals(
         on_target, on_refs, member, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed
     )
     return DuciResult(**{**result.__dict__, "extra": {"a": float(a)}})
+
+
+def mean_loglik(requests: Any, role: str, texts: Sequence[str]) -> np.ndarray:
+    """Each text's mean token log-likelihood under the model in ``role`` (the log-prob pass:
+    batched and stored like every request)."""
+    return np.array([float(np.mean(s.logp)) for s in requests.token_stats(role, texts)])
+
+
+def duci_from_models(
+    requests: Any,
+    roles: Sequence[str],
+    member: np.ndarray,
+    texts: Sequence[str],
+    documents: Sequence[str],
+    population: Sequence[str],
+    **options: Any,
+) -> DuciResult:
+    """DUCI of the model in role ``target`` over ``texts`` (a sequence each, grouped into
+    documents by ``documents``, the document id of each), with the reference models in
+    ``roles`` and their per-document memberships ``member`` (K, n_documents); ``population``:
+    texts none of the models trained on. ``options`` go to :func:`duci_from_signals`."""
+    if len(population) < 2:
+        raise DataError(
+            "duci needs population texts that no model trained on (RMIA's comparison texts): "
+            "give >= 2 (the training manifest's 'population', or --population FILE)"
+        )
+    _, target = per_document(mean_loglik(requests, "target", texts), documents)
+    _, refs = per_document(np.stack([mean_loglik(requests, r, texts) for r in roles]), documents)
+    z_target = mean_loglik(requests, "target", population)
+    z_refs = np.stack([mean_loglik(requests, r, population) for r in roles])
+    return duci_from_signals(target, refs, member, z_target, z_refs, **options)
