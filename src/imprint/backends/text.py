@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from imprint.backends.base import SAMPLING, Backend, LocalModel, Task, TextBackend
+from imprint.backends.sampling import Group, prompt_seed, sample_groups
 from imprint.errors import ConfigError, MissingDependencyError
 
 TASKS = ("continue", "next_word", "answer")
@@ -45,15 +46,18 @@ def check_sample_args(n: int, max_tokens: int, temperature: float, top_k: int | 
 
 
 class HFTextBackend(Backend):
-    """Seeded sampling from a local transformers causal LM (``generate``, left-padded batches).
+    """Seeded sampling from a local transformers causal LM (one batched decode loop).
 
     Wraps a loaded local model, an :class:`imprint.backends.hf.HFLogprobBackend` (sharing its
     model, tokenizer and BOS policy: every prompt starts after one BOS token; its
     :meth:`~imprint.backends.hf.HFLogprobBackend.text_backend` builds one). Defaults follow
-    SaMIA: top-k 50, temperature 1. ``max_rows`` bounds prompts x samples per ``generate`` call.
+    SaMIA: top-k 50, temperature 1. ``max_rows`` bounds prompts x samples per decode loop; a
+    prompt's draws are the same whatever ``max_rows`` (up to float noise from padding), and with
+    one prompt per loop they equal ``generate``'s under ``torch.manual_seed(prompt_seed(...))``.
     """
 
     capabilities = frozenset({SAMPLING})
+    seeds_per_prompt = True  # one generator per prompt (imprint.backends.sampling)
 
     def __init__(
         self,
@@ -102,62 +106,62 @@ class HFTextBackend(Backend):
         top_k: int | None = None,
         task: Task = "continue",
     ) -> list[list[str]]:
-        """``n`` continuations per prompt, shape (len(prompts), n); seeded per batch."""
+        """``n`` continuations per prompt, shape (len(prompts), n). Each prompt's draws come from
+        its own generator seeded ``prompt_seed(seed, prompt)``, so they do not depend on the
+        prompts sharing its batch (see :mod:`imprint.backends.sampling`)."""
         temperature = self.temperature if temperature is None else temperature
         top_k = self.top_k if top_k is None else top_k
         check_sample_args(n, max_tokens, temperature, top_k)
-        per_batch = max(1, self.max_rows // n)
-        out: list[list[str]] = []
-        for b, start in enumerate(range(0, len(prompts), per_batch)):
-            batch = list(prompts[start : start + per_batch])
-            batch_seed = None if seed is None else seed + b
-            rows = [self._prompt_ids(p, task) for p in batch]
-            out.extend(self._generate(rows, n, max_tokens, stop, batch_seed, temperature, top_k))
+        stops = tuple(s for s in (stop or ()) if s)
+        groups = [
+            Group(
+                ids=self._prompt_ids(p, task),
+                n=n,
+                max_tokens=max_tokens,
+                seed=None if seed is None else prompt_seed(seed, p),
+                temperature=temperature,
+                top_k=top_k,
+                stop=stops,
+            )
+            for p in prompts
+        ]
+        for i, g in enumerate(groups):
+            self._check_length(prompts[i], g)
+        self._run(groups)
         self._usage["prompts"] += len(prompts)
         self._usage["samples"] += len(prompts) * n
-        return out
+        return [[cut_at_stop(self._decode(ids), stops) for ids in g.out] for g in groups]
 
     def _prompt_ids(self, prompt: str, task: Task) -> list[int]:
         return prompt_ids(self.hf, prompt, task)
 
-    def _generate(
-        self,
-        rows: list[list[int]],
-        n: int,
-        max_tokens: int,
-        stop: Sequence[str] | None,
-        seed: int | None,
-        temperature: float,
-        top_k: int,
-    ) -> list[list[str]]:
+    def _check_length(self, prompt: str, group: Group) -> None:
+        limit = getattr(self.hf, "max_length", None)
+        if limit and len(group.ids) + group.max_tokens > limit:
+            raise ConfigError(
+                f"prompt {prompt[:40]!r}... has {len(group.ids)} tokens; with {group.max_tokens} "
+                f"new tokens it exceeds the model's context of {limit}: shorten the texts "
+                "(--truncate-words) or ask for fewer new tokens"
+            )
+
+    def _run(self, groups: list[Group]) -> None:
+        """Decode every group, longest prompts first, at most ``max_rows`` rows per loop (rows
+        of similar length share a loop, so little padding)."""
         import torch
 
-        width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), self.hf.pad_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for i, row in enumerate(rows):  # left padding: generation continues every row's end
-            ids[i, width - len(row) :] = torch.tensor(row)
-            mask[i, width - len(row) :] = 1
-        sampling: dict[str, Any] = (
-            {"do_sample": True, "temperature": temperature, "top_k": top_k, "top_p": 1.0}
-            if temperature > 0
-            else {"do_sample": False}
-        )
-        with torch.random.fork_rng(devices=[]), torch.no_grad(), self.hf.attention():
-            if seed is not None:
-                torch.manual_seed(seed)
-            generated = self.hf.model.generate(
-                input_ids=ids.to(self.hf.device),
-                attention_mask=mask.to(self.hf.device),
-                max_new_tokens=max_tokens,
-                num_return_sequences=n,
-                pad_token_id=self.hf.pad_id,
-                **sampling,
-            )
-        self._usage["generate_calls"] += 1
-        new = generated[:, width:].cpu().tolist()
-        texts = [cut_at_stop(self._decode(row), stop) for row in new]
-        return [texts[i * n : (i + 1) * n] for i in range(len(rows))]
+        order = sorted(range(len(groups)), key=lambda i: -len(groups[i].ids))
+        batches: list[list[Group]] = [[]]
+        for i in order:
+            rows = sum(g.n for g in batches[-1])
+            if batches[-1] and rows + groups[i].n > self.max_rows:
+                batches.append([])
+            batches[-1].append(groups[i])
+        decode = self.hf.tokenizer.decode
+        with torch.no_grad(), self.hf.attention():
+            for batch in batches:
+                if batch:
+                    sample_groups(self.hf, batch, decode=decode)
+                    self._usage["generate_calls"] += 1
 
     def _decode(self, ids: list[int]) -> str:
         eos = self.hf.tokenizer.eos_token_id

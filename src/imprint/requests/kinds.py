@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from imprint.backends.sampling import prompt_seed as prompt_seed  # re-exported for callers
 from imprint.errors import ConfigError
 
 
@@ -69,12 +70,6 @@ class Request:
     def execute(cls, backend: Any, batch: Sequence[Any]) -> list[Any]:
         """One result per request of ``batch``, computed with ``backend`` (the role's model)."""
         raise NotImplementedError(f"request kind {cls.kind!r} defines no execute()")
-
-
-def prompt_seed(seed: int, prompt: str) -> int:
-    """A 31-bit seed from a request seed and its prompt (batch-independent draws)."""
-    digest = hashlib.sha256(f"{seed}\x00{prompt}".encode("utf-8", "surrogatepass")).digest()
-    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
 def local_transformers(backend: Any) -> Any | None:
@@ -144,7 +139,10 @@ class SampleRequest(Request):
 
 
 def sample_batch(sampler: Any, batch: Sequence[SampleRequest]) -> list[list[str]]:
-    """Answer a batch of sample requests; seeded draws get one call per prompt."""
+    """Answer a batch of sample requests. A backend that seeds each prompt itself
+    (``seeds_per_prompt``: the local HF sampler, vLLM, HTTP) gets every prompt of equal settings
+    in one call; any other gets one call per prompt, seeded ``prompt_seed(seed, prompt)``, so a
+    prompt's draws never depend on its batch either way."""
     out: dict[SampleRequest, list[str]] = {}
     per_prompt_seed = bool(sampler.seeds_per_prompt)
     groups: dict[tuple[Any, ...], list[SampleRequest]] = {}

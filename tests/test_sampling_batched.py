@@ -1,0 +1,152 @@
+"""Batched, per-prompt seeded sampling (issue 26) on the tiny random Llama: a prompt's draws are
+the same alone, in a batch, in any order; one prompt per loop reproduces ``generate``'s draws
+under today's per-prompt seed; stop strings, empty, non-Latin and too-long prompts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from imprint.backends.hf import HFLogprobBackend
+from imprint.backends.sampling import Group, prompt_seed, sample_groups, warp
+from imprint.backends.text import HFTextBackend, cut_at_stop
+from imprint.errors import ConfigError
+from imprint.requests import RequestRunner, RequestStore
+from imprint.requests.client import ModelRequests
+
+PROMPTS = [
+    "The quick brown fox",
+    "In",
+    "In 2023 the council met in Seoul to discuss the budget.",
+    "Hurricane Ana was the second",
+    "東京は日本の首都です",
+    "",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir) -> HFLogprobBackend:
+    return HFLogprobBackend(str(tiny_model_dir), device="cpu")
+
+
+def alone(tiny: HFLogprobBackend, prompts: list[str], **kw: object) -> list[list[str]]:
+    text = HFTextBackend(tiny, max_rows=1)  # one prompt per decode loop
+    return [text.sample([p], **kw)[0] for p in prompts]  # type: ignore[arg-type]
+
+
+def test_batched_draws_equal_one_prompt_per_call(tiny, one_torch_thread):
+    kw = {"n": 4, "max_tokens": 12, "seed": 3}
+    together = HFTextBackend(tiny).sample(PROMPTS, **kw)  # type: ignore[arg-type]
+    assert together == alone(tiny, PROMPTS, **kw)
+    # order and company do not matter either
+    reordered = HFTextBackend(tiny, max_rows=8).sample(PROMPTS[::-1], **kw)  # type: ignore[arg-type]
+    assert reordered[::-1] == together
+    assert all(len(s) == 4 for s in together) and len({t for s in together for t in s}) > 6
+
+
+def test_one_prompt_per_loop_reproduces_generate_under_todays_seed(tiny, one_torch_thread):
+    """Today's path: generate() per prompt after torch.manual_seed(prompt_seed(seed, prompt))."""
+    text = HFTextBackend(tiny)
+    for prompt in PROMPTS[:3]:
+        ids = torch.tensor([text._prompt_ids(prompt, "continue")])
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(prompt_seed(5, prompt))
+            generated = tiny.model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=10,
+                num_return_sequences=3,
+                pad_token_id=tiny.pad_id,
+                do_sample=True,
+                temperature=1.0,
+                top_k=50,
+                top_p=1.0,
+            )
+        expected = [text._decode(row) for row in generated[:, ids.shape[1] :].tolist()]
+        assert text.sample([prompt], 3, 10, seed=5) == [expected]
+
+
+def test_seeds_are_respected(tiny, one_torch_thread):
+    text = HFTextBackend(tiny)
+    a = text.sample(PROMPTS[:3], 3, 8, seed=1)
+    assert a == text.sample(PROMPTS[:3], 3, 8, seed=1)
+    assert a != text.sample(PROMPTS[:3], 3, 8, seed=2)
+    # a prompt's draws are seeded by (seed, prompt): the same prompt twice draws the same
+    twice = text.sample([PROMPTS[0], PROMPTS[0]], 3, 8, seed=1)
+    assert twice[0] == twice[1] == a[0]
+    # unseeded draws still run (the global generator)
+    assert len(text.sample(PROMPTS[:2], 2, 4, seed=None)) == 2
+
+
+def test_stop_strings_cut_and_end_the_row_early(tiny, one_torch_thread):
+    text = HFTextBackend(tiny)
+    free = text.sample(PROMPTS[:4], 4, 16, seed=7)
+    stop = [" the", "."]
+    stopped = text.sample(PROMPTS[:4], 4, 16, stop=stop, seed=7)
+    assert stopped == [[cut_at_stop(s, stop) for s in row] for row in free]
+    assert any(cut_at_stop(s, stop) != s for row in free for s in row)  # some stop did bite
+    assert stopped == alone(tiny, PROMPTS[:4], n=4, max_tokens=16, stop=stop, seed=7)
+
+
+def test_groups_with_their_own_settings_share_a_loop(tiny, one_torch_thread):
+    """Per-row settings: each group's budget, temperature, top-k, top-p and stop in one loop
+    give the draws it gets alone; a finished group leaves the batch without disturbing others."""
+    settings = [
+        {"max_tokens": 3, "temperature": 1.0, "top_k": 50},
+        {"max_tokens": 14, "temperature": 0.7, "top_k": 0, "top_p": 0.9},
+        {"max_tokens": 9, "temperature": 0.0},
+        {"max_tokens": 12, "temperature": 1.3, "top_k": 5, "stop": ("e",)},
+    ]
+
+    def groups() -> list[Group]:
+        ids = [[tiny.bos_id, *tiny.encode(p)] for p in PROMPTS[:4]]
+        return [Group(ids[i], 3, seed=11 + i, **s) for i, s in enumerate(settings)]  # type: ignore[arg-type]
+
+    decode = tiny.tokenizer.decode
+    together = groups()
+    with torch.no_grad():
+        sample_groups(tiny, together, decode=decode)
+        single = [g for g in groups()]
+        for g in single:
+            sample_groups(tiny, [g], decode=decode)
+    assert [g.out for g in together] == [g.out for g in single]
+    assert [max(len(o) for o in g.out) for g in together][0] == 3
+
+
+def test_warpers_match_transformers(one_torch_thread):
+    from transformers.generation.logits_process import (
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    scores = torch.randn(6, 300, generator=torch.Generator().manual_seed(0)) * 3
+    ids = torch.zeros(6, 1, dtype=torch.long)
+    for temperature, top_k, top_p in [(1.0, 50, 1.0), (0.7, 0, 0.9), (1.5, 20, 0.5)]:
+        expected = scores
+        if temperature != 1.0:
+            expected = TemperatureLogitsWarper(temperature)(ids, expected)
+        if top_k:
+            expected = TopKLogitsWarper(top_k)(ids, expected)
+        if top_p < 1:
+            expected = TopPLogitsWarper(top_p)(ids, expected)
+        assert torch.equal(warp(scores, temperature, top_k, top_p), expected)
+
+
+def test_bad_prompts_get_a_clear_answer(tiny):
+    text = HFTextBackend(tiny)
+    long_prompt = " ".join(["fox"] * 200)  # the tiny model's context is 128 tokens
+    with pytest.raises(ConfigError, match="exceeds the model's context of 128.*--truncate-words"):
+        text.sample([long_prompt], 1, 4, seed=0)
+    empty = text.sample([""], 2, 5, seed=0)  # generation from the start token alone
+    assert len(empty[0]) == 2 and empty == text.sample([""], 2, 5, seed=0)
+    with pytest.raises(ConfigError, match="top_p"):
+        Group([0], 1, 1, 0, top_p=0.0)
+
+
+def test_the_engine_sends_one_loop_per_batch_with_the_same_draws(tiny, one_torch_thread):
+    backend = HFTextBackend(tiny)
+    client = ModelRequests({"target": backend}, RequestRunner(RequestStore(None)))
+    got = client.sample("target", PROMPTS[:4], 3, 6, seed=9, top_k=50)
+    assert backend.usage()["generate_calls"] == 1  # was one generate call per prompt
+    assert got == alone(tiny, PROMPTS[:4], n=3, max_tokens=6, seed=9, top_k=50)
