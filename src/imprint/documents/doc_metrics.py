@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,7 @@ from imprint.metrics.bootstrap import DEFAULT_FPR_BOUNDS
 
 __all__ = [
     "PairedAuc",
+    "bootstrap_counts",
     "document_summary",
     "mean_per_document",
     "paired_bootstrap",
@@ -29,6 +31,22 @@ __all__ = [
 ]
 
 _CHUNK_ELEMENTS = 1 << 20
+
+
+def bootstrap_counts(
+    pools: Sequence[np.ndarray], n_resamples: int, n_docs: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Bootstrap counts per document, shape (n_resamples, n_docs), int64: each pool's documents
+    (index arrays) drawn with replacement, as many as it holds (pools by class: the stratified
+    bootstrap; one pool of all: the plain one). Shared by the document figures, Shi et al.'s
+    fold summary and DUCI."""
+    counts = np.zeros((n_resamples, n_docs), dtype=np.int64)
+    rows = np.arange(n_resamples)[:, None]
+    for pool in pools:
+        if pool.size:
+            draws = pool[rng.integers(0, pool.size, size=(n_resamples, pool.size))]
+            np.add.at(counts, (np.broadcast_to(rows, draws.shape), draws), 1)
+    return counts
 
 
 def mean_per_document(scores: np.ndarray, doc_index: np.ndarray, n_docs: int) -> np.ndarray:
@@ -128,11 +146,7 @@ def paired_bootstrap(
     chunk = max(1, _CHUNK_ELEMENTS // max(len(s_docs), n_docs, 1))
     for start in range(0, n_resamples, chunk):
         c = min(chunk, n_resamples - start)
-        counts = np.zeros((c, n_docs))
-        rows = np.arange(c)[:, None]
-        for pool in (members, others):
-            draws = pool[rng.integers(0, len(pool), size=(c, len(pool)))]
-            np.add.at(counts, (np.broadcast_to(rows, draws.shape), draws), 1)
+        counts = bootstrap_counts((members, others), c, n_docs, rng).astype(np.float64)
         seq_aucs.append(
             weighted_auc(s_member, s_levels, counts[:, s_docs], int(s_levels.max()) + 1)
         )

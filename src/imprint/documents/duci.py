@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from imprint.documents.doc_metrics import bootstrap_counts
 from imprint.errors import DataError
 from imprint.training_manifest import IN, OUT
 
@@ -181,7 +182,7 @@ def duci(
         raise DataError("duci: a document has no finite score (drop it, or give it a signal)")
     p_i, thr, tpr, fpr = debias(target, ref_scores, ref_member)
     rng = np.random.default_rng(seed)
-    counts = rng.multinomial(n, np.full(n, 1.0 / n), size=n_bootstrap).astype(np.float64)
+    counts = bootstrap_counts((np.arange(n),), n_bootstrap, n, rng).astype(np.float64)
     known = (ref_member == IN) | (ref_member == OUT)
     k = ref_scores.shape[0]
     pooled_w = np.tile(counts, (1, k))[:, known.ravel()]  # a document's K entries share its draw

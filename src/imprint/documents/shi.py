@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from imprint.documents.doc_metrics import bootstrap_counts
 from imprint.documents.folds import document_sides, sequence_folds
 from imprint.metrics import DEFAULT_FPR_BOUNDS, Interval, MetricSummary, min_nonmembers
 from imprint.metrics.bootstrap import bca_interval, weighted_statistics
@@ -168,14 +169,8 @@ def _fold_average(
 def _document_draws(doc_labels: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
     """Bootstrap counts per document, shape (n_resamples, n_docs): documents drawn with
     replacement within each class (members, then non-members)."""
-    rng = np.random.default_rng(seed)
-    counts = np.zeros((n_resamples, len(doc_labels)), dtype=np.int64)
-    rows = np.arange(n_resamples)[:, None]
-    for pool in (np.flatnonzero(doc_labels == 1), np.flatnonzero(doc_labels != 1)):
-        if pool.size:
-            draws = pool[rng.integers(0, pool.size, size=(n_resamples, pool.size))]
-            np.add.at(counts, (np.broadcast_to(rows, draws.shape), draws), 1)
-    return counts
+    pools = (np.flatnonzero(doc_labels == 1), np.flatnonzero(doc_labels != 1))
+    return bootstrap_counts(pools, n_resamples, len(doc_labels), np.random.default_rng(seed))
 
 
 def shi_fold_summary(
