@@ -4,19 +4,19 @@ and an end-to-end run whose proxy is trained on the run's held-out non-members."
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
-from conftest import wikimia_subset
+from attack_fixtures import (
+    authors_lrprobe_transcription,
+    client_for,
+    run_fitted_on_held_out,
+    wikimia_texts,
+)
 from scipy.stats import spearmanr
 
 from imprint.attacks.probe import PROMPT, Probe, fit_probe, standardise
 from imprint.errors import ConfigError
 from imprint.requests.hidden_states import HiddenStatesRequest, hidden_states
-
-WIKIMIA = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikimia"
 
 
 def test_standardise_uses_each_sets_own_mean_and_sd():
@@ -56,35 +56,11 @@ def test_hidden_states_are_every_layers_last_token_and_stored(tiny_model_dir):
     np.testing.assert_allclose(acts[0][0], out[1][0, -1].numpy(), rtol=1e-5, atol=1e-5)
 
 
-def authors_lrprobe_transcription(acts, labels, init, lr=0.001, weight_decay=0.1, epochs=1000):
-    """TRANSCRIPTION FOR COMPARISON ONLY (not part of imprint): ``LRProbe`` and
-    ``LRProbe.from_data`` of the authors' ``src/run_probe.py`` (zhliu0106/probing-lm-data),
-    re-typed; ``init`` replaces the draw of torch's global RNG so both start alike."""
-    import torch
-
-    net = torch.nn.Sequential(torch.nn.Linear(acts.shape[-1], 1, bias=False), torch.nn.Sigmoid())
-    with torch.no_grad():
-        net[0].weight.copy_(torch.tensor(init, dtype=torch.float32)[None, :])
-    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
-    x = torch.tensor(acts, dtype=torch.float32)
-    y = torch.tensor(labels, dtype=torch.float32)
-    for _ in range(epochs):
-        opt.zero_grad()
-        loss = torch.nn.BCELoss()(net(x).squeeze(-1), y)
-        loss.backward()
-        opt.step()
-    return net
-
-
 def test_probe_agrees_with_the_authors_lrprobe_on_40_texts(tiny_model_dir, one_torch_thread):
     import torch
 
-    from imprint.backends.hf import HFLogprobBackend
-    from imprint.requests.client import in_memory_requests
-
-    rows = [json.loads(x) for x in (WIKIMIA / "WikiMIA_length32.jsonl").open()]
-    texts = [r["input"] for r in rows[:50]]
-    client = in_memory_requests(HFLogprobBackend(str(tiny_model_dir), device="cpu"))
+    texts = wikimia_texts(50)
+    client = client_for(str(tiny_model_dir))
     acts = hidden_states(client, "target", texts, PROMPT)[:, -1].astype(np.float64)
     labels = np.array([1.0, 0.0] * 5)
     w = fit_probe(standardise(acts[:10]), labels, lr=1e-3, weight_decay=0.1, epochs=1000)
@@ -106,22 +82,8 @@ def test_probe_agrees_with_the_authors_lrprobe_on_40_texts(tiny_model_dir, one_t
 
 
 def test_probe_runs_on_held_out_non_members(tiny_model_dir, tmp_path, one_torch_thread):
-    from imprint.run import RunConfig, execute_run
-
-    data = wikimia_subset(tmp_path, 5, 8)
-    result = execute_run(
-        RunConfig(
-            model=str(tiny_model_dir),
-            data=str(data),
-            attacks=("loss", "probe"),
-            params={"probe": {"n_train": 4, "probe_epochs": 50}},
-            shot_holdout=4,
-            n_bootstrap=10,
-            progress=False,
-            blind=False,
-            out=tmp_path / "run",
-        )
-    )
+    params = {"n_train": 4, "probe_epochs": 50}
+    result = run_fitted_on_held_out(tiny_model_dir, tmp_path, "probe", params, 4)
     assert len(result.samples) == 9  # 13 - 4 proxy texts
     assert np.all(np.isfinite(result.scores["probe"]))
     work = result.manifest["requests"]

@@ -24,8 +24,10 @@ r1, r2 those of the text repeated twice and three times (joined by one space):
   r = 0.8).
 
 Combination (LeakPro's ``Combiner``): for each feature, the empirical p-value of x among the
-reference non-members' values, lower tail p = #{ref <= x} / (n + 1), upper tail
-p = (n - #{ref <= x} + 1) / (n + 1), clipped to [1e-5, 1 - 1e-5]; Fisher's statistic
+reference non-members' values, here the conformal lower tail p = (1 + #{ref <= x}) / (n + 1),
+upper tail p = (1 + #{ref >= x}) / (n + 1) (LeakPro: #{ref <= x} / (n + 1), 0 below every
+reference, and (n - #{ref <= x} + 1) / (n + 1); ``p_rule=leakpro``), clipped to
+[1e-5, 1 - 1e-5]; Fisher's statistic
 sum_k -2 log p_k (default) or Edgington / Pearson / George. Small p-values = unlike the
 non-members on the member side, so the Fisher statistic is higher for members. The reference
 non-members come from the run's ``nonmembers`` pool, else they are drawn (seeded) from the
@@ -41,10 +43,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from imprint.attacks import shots as shot_draws
 from imprint.attacks.base import Attack, Preparation, RunContext, ScoringInputs, register
 from imprint.attacks.contract import prepared_field
-from imprint.attacks.shots import NONMEMBER_POOL, nonmember_shots
+from imprint.attacks.shots import nonmember_shots, too_few_held_out
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError
 from imprint.signals.needs import Need, SignalSet, TextVariant
@@ -55,6 +56,7 @@ __all__ = [
     "approximate_entropy",
     "camia_features",
     "combine",
+    "combined_p_values",
     "count_below_prev_mean",
     "lz_complexity",
     "p_values",
@@ -69,6 +71,7 @@ APEN_LENGTHS = (256,)
 #: tails on which a feature's value is member-like: "lower" unless named here
 HIGHER = frozenset(f"slope_{n}" for n in SLOPE_LENGTHS)
 METHODS = ("fisher", "edgington", "pearson", "george")
+P_RULES = ("conformal", "leakpro")
 CLIP = 1e-5
 
 
@@ -230,11 +233,18 @@ def feature_matrix(rows: Sequence[dict[str, float]]) -> tuple[list[str], np.ndar
 
 
 def p_values(
-    values: np.ndarray, reference: np.ndarray, higher: Sequence[bool], *, clip: float = CLIP
+    values: np.ndarray,
+    reference: np.ndarray,
+    higher: Sequence[bool],
+    *,
+    clip: float = CLIP,
+    rule: str = "conformal",
 ) -> np.ndarray:
     """Empirical p-values, shape (n, k), of ``values`` (n, k) among ``reference`` (m, k) on each
     feature's member tail (``higher[k]``: upper tail, else lower), clipped to [clip, 1 - clip];
-    non-finite reference values are left out, a non-finite value gets NaN."""
+    non-finite reference values are left out, a non-finite value gets NaN. ``rule``: conformal
+    (valid: P(p <= alpha) <= alpha under the null, ties counted against the value) or LeakPro's
+    (see :func:`_tail_p`; its lower tail rejects about 1 / (m + 1) too often)."""
     out = np.full(values.shape, np.nan)
     for k in range(values.shape[1]):
         ref = np.sort(reference[np.isfinite(reference[:, k]), k])
@@ -243,10 +253,49 @@ def p_values(
         if n == 0:
             out[:, k] = 0.5
             continue
-        rank = np.searchsorted(ref, col, side="right")
-        p = (n - rank + 1) / (n + 1) if higher[k] else rank / (n + 1)
+        le = np.searchsorted(ref, col, side="right")
+        ge = n - np.searchsorted(ref, col, side="left")
+        p = _tail_p(le, ge, n, higher[k], rule)
         out[:, k] = np.where(np.isfinite(col), np.clip(p, clip, 1 - clip), np.nan)
     return out
+
+
+def _tail_p(le: np.ndarray, ge: np.ndarray, n: int, higher: bool, rule: str) -> np.ndarray:
+    """A p-value from the counts of references <= (``le``) and >= (``ge``) the value among
+    ``n``: conformal (1 + count on the member tail) / (n + 1), or LeakPro's rule (lower tail
+    le / (n + 1), which is 0 below every reference; upper tail (n - le + 1) / (n + 1))."""
+    if rule == "conformal":
+        return (1 + (ge if higher else le)) / (n + 1)
+    return (n - le + 1) / (n + 1) if higher else le / (n + 1)
+
+
+def combined_p_values(
+    values: np.ndarray,
+    reference: np.ndarray,
+    higher: Sequence[bool],
+    method: str = "fisher",
+    *,
+    rule: str = "conformal",
+) -> np.ndarray:
+    """The calibrated combined p-value of each row of ``values`` (n, k), shape (n,): the full
+    conformal p-value of its combined statistic among the references' (m, k), each reference
+    scored against the other m - 1 and the tested row, so the m + 1 statistics are exchangeable
+    under the null and P(p <= alpha) <= alpha whatever the correlation of the features
+    (Fisher's chi-square law would need independent ones). p = (1 + #{j: S_j >= S_x}) / (m + 1).
+    """
+    m = reference.shape[0]
+    stat = combine(p_values(values, reference, higher, rule=rule), method)
+    ref = reference[None, :, :]  # (1, m, k)
+    # counts of the other references <= / >= each reference, without itself: (m, k)
+    le_ref = np.sum(reference[:, None, :] <= reference[None, :, :], axis=0) - 1
+    ge_ref = np.sum(reference[:, None, :] >= reference[None, :, :], axis=0) - 1
+    le = le_ref[None] + (values[:, None, :] <= ref)  # (n, m, k): the tested row joins them
+    ge = ge_ref[None] + (values[:, None, :] >= ref)
+    tails = np.asarray(higher, bool)[None, None, :]
+    p_ref = np.where(tails, _tail_p(le, ge, m, True, rule), _tail_p(le, ge, m, False, rule))
+    p_ref = np.where(np.isfinite(ref), np.clip(p_ref, CLIP, 1 - CLIP), np.nan)
+    ref_stat = combine(p_ref.reshape(-1, p_ref.shape[-1]), method).reshape(p_ref.shape[:2])
+    return (1 + np.sum(ref_stat >= stat[:, None] - 1e-12, axis=1)) / (m + 1)
 
 
 def combine(p: np.ndarray, method: str = "fisher") -> np.ndarray:
@@ -271,6 +320,7 @@ class CAMIA(Attack):
     vocab_stats: ClassVar[bool] = False  # per-token log p only: vLLM serves it
     n_reference: int = 10
     combine: str = "fisher"
+    p_rule: str = "conformal"
     _reference: tuple[str, ...] | None = prepared_field()
 
     summary = (
@@ -286,6 +336,10 @@ class CAMIA(Attack):
         "and then tests every feature on the lower tail, which ranks its own slope backwards.",
         "Repeat deltas of the 200/300-token cuts reuse the whole text's repeated passes (LeakPro "
         "re-scores the decoded cut repeated); identical for texts within the cut.",
+        "Per-feature p-values are conformal, (1 + #{ref <= x}) / (n + 1) on the lower tail and "
+        "(1 + #{ref >= x}) / (n + 1) on the upper; LeakPro's lower tail #{ref <= x} / (n + 1) is "
+        "0 (clipped to 1e-5, a Fisher term of 23) below every reference, so it rejects at alpha "
+        "0.05 twice as often as 0.05 with 19 references (p_rule=leakpro restores it).",
         "Reference values stay float64; LeakPro sorts them as float32, so a value tied in "
         "float64 with a reference value (shares, counts) may rank on the other side of it.",
         "Reference: the run's 10 held-out non-members by default (LeakPro: the whole population "
@@ -299,10 +353,12 @@ class CAMIA(Attack):
             raise ConfigError(f"camia.n_reference must be >= 2, got {self.n_reference}")
         if self.combine not in METHODS:
             raise ConfigError(f"camia.combine must be one of {METHODS}, got {self.combine!r}")
+        if self.p_rule not in P_RULES:
+            raise ConfigError(f"camia.p_rule must be one of {P_RULES}, got {self.p_rule!r}")
 
     @classmethod
     def unavailable_reason(cls, run: RunContext) -> str | None:
-        return heldout_reason("camia", run, cls.n_reference)
+        return too_few_held_out("camia", run, cls.n_reference)
 
     def prepare(self, samples: Sequence[Sample], run: RunContext) -> Preparation:
         shots = nonmember_shots(samples, run, self.n_reference, attack="camia")
@@ -326,20 +382,7 @@ class CAMIA(Attack):
         reps = inputs.signals.variants(Need(variant=REPEAT))
         rows = [_features_of(b, r) for b, r in zip(base, reps, strict=True)]
         ref_rows = reference_features(inputs.requests, self._reference)
-        return {self.name: camia_scores(rows, ref_rows, method=self.combine)}
-
-
-def heldout_reason(attack: str, run: RunContext, n: int) -> str | None:
-    """Why ``all`` skips an attack fitted on held-out non-members: the run holds out fewer than
-    ``n`` (``--shot-holdout N``, or a ``nonmembers`` pool), else None."""
-    held = run.pools.get(getattr(shot_draws, "HELDOUT_KEY", "_heldout_shots"))
-    have = len(held) if held is not None else len(run.pools.get(NONMEMBER_POOL, ()))
-    if have >= n:
-        return None
-    return (
-        f"{attack} fits on {n} held-out non-members and the run holds out {have} "
-        f"(--shot-holdout {n}, or --pool {NONMEMBER_POOL}=FILE)"
-    )
+        return {self.name: camia_scores(rows, ref_rows, method=self.combine, rule=self.p_rule)}
 
 
 def _features_of(base: Any, reps: Sequence[Any]) -> dict[str, float]:
@@ -366,9 +409,10 @@ def camia_scores(
     *,
     method: str = "fisher",
     higher: frozenset[str] = HIGHER,
+    rule: str = "conformal",
 ) -> np.ndarray:
     """Combined p-value scores of feature dicts ``rows`` against ``reference``, shape (n,)."""
     names, values = feature_matrix(rows)
     _, ref = feature_matrix(reference)
     tails = [n in higher for n in names]
-    return combine(p_values(values, ref, tails), method)
+    return combine(p_values(values, ref, tails, rule=rule), method)

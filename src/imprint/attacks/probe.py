@@ -30,16 +30,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from imprint.attacks.base import Attack, Preparation, RunContext, ScoringInputs, register
-from imprint.attacks.camia import heldout_reason
 from imprint.attacks.contract import prepared_field
-from imprint.attacks.shots import nonmember_shots
+from imprint.attacks.shots import nonmember_shots, too_few_held_out
 from imprint.backends.base import Access
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError
-from imprint.requests.hidden_states import hidden_states
+from imprint.requests.hidden_states import context_ids, hidden_states
 from imprint.signals.needs import Need, SignalSet
 
-__all__ = ["Probe", "fit_probe", "standardise"]
+__all__ = ["Probe", "fit_probe", "layer_split", "proxy_split", "standardise"]
 
 PROMPT = "Here is a statement:\n\n[TEXT]\n\nIs the above statement correct? Answer: "
 PROXY_ROLE = "probe-proxy"
@@ -72,6 +71,24 @@ def fit_probe(
         loss.backward()
         optimizer.step()
     return w.detach().double().numpy()
+
+
+def proxy_split(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(indices of the proxy's members, 0/1 labels of all ``n`` proxy texts): a seeded half."""
+    order = np.random.default_rng(0).permutation(n)
+    members = order[: n // 2]
+    return members, np.isin(np.arange(n), members).astype(float)
+
+
+def layer_split(labels: np.ndarray) -> np.ndarray:
+    """Mask of the proxy texts the per-layer probes are fitted on: a seeded stratified half of
+    each label (at least one); the others choose the layer."""
+    rng = np.random.default_rng(1)
+    fit = np.zeros(len(labels), bool)
+    for cls in (0.0, 1.0):
+        idx = rng.permutation(np.flatnonzero(labels == cls))
+        fit[idx[: max(1, len(idx) // 2)]] = True
+    return fit
 
 
 def _auc(labels: np.ndarray, scores: np.ndarray) -> float:
@@ -121,7 +138,7 @@ class Probe(Attack):
 
     @classmethod
     def unavailable_reason(cls, run: RunContext) -> str | None:
-        return heldout_reason("probe", run, cls.n_train)
+        return too_few_held_out("probe", run, cls.n_train)
 
     def prepare(self, samples: Sequence[Sample], run: RunContext) -> Preparation:
         shots = nonmember_shots(samples, run, self.n_train, attack="probe")
@@ -144,11 +161,8 @@ class Probe(Attack):
             )
         if requests.local("target") is None:
             raise ConfigError("probe fine-tunes a copy of the target: it needs a local model")
-        order = np.random.default_rng(0).permutation(len(self._train))
-        half = len(order) // 2
-        members = [self._train[i] for i in order[:half]]
-        labels = np.isin(np.arange(len(self._train)), order[:half]).astype(float)
-        self._proxy(requests, members)
+        idx, labels = proxy_split(len(self._train))
+        self._proxy(requests, [self._train[i] for i in idx])
         proxy_acts = hidden_states(requests, PROXY_ROLE, self._train, self.template)
         layer, w = self.choose_layer(proxy_acts, labels)
         target_acts = hidden_states(requests, "target", inputs.texts, self.template)
@@ -157,11 +171,7 @@ class Probe(Attack):
     def choose_layer(self, acts: np.ndarray, labels: np.ndarray) -> tuple[int, np.ndarray]:
         """(layer, probe weights): probes fitted on a stratified half of the proxy texts, the
         layer whose probe has the highest AUC on the other half (the first on ties)."""
-        rng = np.random.default_rng(1)
-        fit = np.zeros(len(labels), bool)
-        for cls in (0.0, 1.0):
-            idx = rng.permutation(np.flatnonzero(labels == cls))
-            fit[idx[: max(1, len(idx) // 2)]] = True
+        fit = layer_split(labels)
         best: tuple[float, int, np.ndarray] | None = None
         for layer in range(acts.shape[1]):
             x = acts[:, layer].astype(np.float64)
@@ -196,11 +206,12 @@ class Probe(Attack):
 
 def fine_tune(local: Any, texts: Sequence[str], template: str, *, epochs: int, lr: float) -> Any:
     """A copy of ``local``'s model trained ``epochs`` full-batch AdamW steps at constant ``lr``
-    on the causal-LM loss of the templated texts (after the start token; padding masked)."""
+    on the causal-LM loss of the templated texts (after the start token; padding masked; a text
+    too long for the context cut as :func:`context_ids` cuts it)."""
     import torch
 
     model = copy.deepcopy(local.model).float()
-    rows = [[*local.start_ids, *local.encode(template.replace("[TEXT]", t))] for t in texts]
+    rows = [context_ids(local, template, t) for t in texts]
     width = max(len(r) for r in rows)
     ids = torch.tensor([r + [0] * (width - len(r)) for r in rows], device=local.device)
     mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=local.device)

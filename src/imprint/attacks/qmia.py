@@ -26,9 +26,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from imprint.attacks.base import Attack, Preparation, RunContext, ScoringInputs, register
-from imprint.attacks.camia import heldout_reason
 from imprint.attacks.contract import prepared_field
-from imprint.attacks.shots import nonmember_shots
+from imprint.attacks.shots import nonmember_shots, too_few_held_out
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError
 from imprint.signals.needs import Need, SignalSet
@@ -128,7 +127,7 @@ class QMIA(Attack):
 
     @classmethod
     def unavailable_reason(cls, run: RunContext) -> str | None:
-        return heldout_reason("qmia", run, cls.n_train)
+        return too_few_held_out("qmia", run, cls.n_train)
 
     def prepare(self, samples: Sequence[Sample], run: RunContext) -> Preparation:
         shots = nonmember_shots(samples, run, self.n_train, attack="qmia")

@@ -39,6 +39,7 @@ __all__ = [
     "hold_out",
     "member_shots",
     "nonmember_shots",
+    "too_few_held_out",
 ]
 
 #: the run's held-out non-member shots, under this key of ``RunContext.pools`` (no pool a user
@@ -213,3 +214,17 @@ def member_shots(samples: Sequence[Sample], run: RunContext, n: int, *, attack: 
             "shots were asked for; lower n_shots or add texts"
         )
     return Shots(draw(pool, n, run.seed), frozenset(), f"pool {MEMBER_POOL!r}")
+
+
+def too_few_held_out(attack: str, run: RunContext, n: int) -> str | None:
+    """Why ``all`` skips an attack that fits on ``n`` held-out non-members (CAMIA's reference,
+    QMIA's and the probe's training texts): the run holds out fewer (``--shot-holdout N``, else
+    the ``nonmembers`` pool), else None."""
+    held = run.pools.get(HELDOUT_KEY)
+    have = len(held) if held is not None else len(run.pools.get(NONMEMBER_POOL, ()))
+    if have >= n:
+        return None
+    return (
+        f"{attack} fits on {n} held-out non-members and the run holds out {have} "
+        f"(--shot-holdout {n}, or --pool {NONMEMBER_POOL}=FILE)"
+    )

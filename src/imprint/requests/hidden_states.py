@@ -3,7 +3,9 @@
 :class:`HiddenStatesRequest` puts ``text`` into ``template`` (its ``[TEXT]`` slot), reads it after
 the model's start token and returns the output of every decoder layer at the last position, shape
 (layers, hidden size), float32 (the probe attack's features; Liu et al. 2024 read the same outputs
-with forward hooks). :func:`hidden_states` is the client function asking for them, so every
+with forward hooks). A text too long for the model's context is cut to its first tokens that
+fit between the template's two parts (:func:`context_ids`), so the last position is still the
+template's end. :func:`hidden_states` is the client function asking for them, so every
 activation is stored under the model's content fingerprint and counted like any model call.
 """
 
@@ -16,11 +18,34 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from imprint.errors import DataError
 from imprint.requests.kinds import Request, require_local
 
-__all__ = ["HiddenStatesRequest", "hidden_states"]
+__all__ = ["HiddenStatesRequest", "context_ids", "hidden_states"]
 
 SLOT = "[TEXT]"
+
+
+def context_ids(local: Any, template: str, text: str) -> list[int]:
+    """The ids a local model reads for ``text`` in ``template``: start token + the templated
+    text, encoded whole when it fits ``local.max_length``; else start token + the template's
+    part before the slot + the text's first tokens that fit + the part after (each encoded on
+    its own). A template too long to leave room for one token of text is refused."""
+    ids = [*local.start_ids, *local.encode(template.replace(SLOT, text))]
+    limit = int(local.max_length)
+    if len(ids) <= limit:
+        return ids
+    before, _, after = template.partition(SLOT)
+    head = [*local.start_ids, *(local.encode(before) if before else [])]
+    tail = local.encode(after) if after else []
+    room = limit - len(head) - len(tail)
+    if room < 1:
+        raise DataError(
+            f"the template {template!r} alone takes {len(head) + len(tail)} of the model's "
+            f"{limit} context tokens, leaving none for the text {text[:40]!r}...; pass a "
+            "shorter template"
+        )
+    return [*head, *local.encode(text)[:room], *tail]
 
 
 @dataclass(frozen=True)
@@ -64,7 +89,7 @@ class HiddenStatesRequest(Request):
         try:
             with torch.no_grad():
                 for r in batch:
-                    ids = [*local.start_ids, *local.encode(r.template.replace(SLOT, r.text))]
+                    ids = context_ids(local, r.template, r.text)
                     outputs.clear()
                     model(torch.tensor([ids], device=local.device))
                     last = [o.reshape(-1, o.shape[-1])[-1].float().cpu().numpy() for o in outputs]
