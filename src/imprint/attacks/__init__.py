@@ -2,8 +2,8 @@
 
 Importing this package imports no attack: the registry (:mod:`imprint.attacks.registry`) imports
 an attack's module when the attack is first asked for. Adding an attack is one new file in this
-package that registers itself (``@register``, see the README's worked example), or, outside it,
-a package declaring an ``imprint.attacks`` entry point.
+package that registers itself (``@register``, see the worked example in docs/extending.md), or,
+outside it, a package declaring an ``imprint.attacks`` entry point.
 """
 
 from imprint.attacks.base import (

@@ -101,7 +101,7 @@ def _check_attack(name: str, obj: Any) -> type[Any]:
 
 def _scan_package() -> None:
     """Import the modules of this package that the table does not name: an attack added as
-    one new file registers itself there (the README's worked example)."""
+    one new file registers itself there (the worked example in docs/extending.md)."""
     named = {ref.partition(":")[0] for ref in BUILTIN_ATTACKS.values()}
     for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
         full = f"imprint.attacks.{module.name}"
