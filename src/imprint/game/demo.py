@@ -17,9 +17,9 @@ words per repetition count {1, 3, 8}, as many never-trained ones; 2 epochs of fu
 at lr 2e-5) is sized so that the rank test of x8 against x1 member canaries has room (8 vs 8:
 smallest p 1/12,870), and so that each group's detection interval is informative (a resampled
 4 vs 4 is often perfectly ordered, its interval reaching 1.0). Its first run, GGUF conversion
-and every attack included, took 2 min 36 s on the idle 2-core CPU (game format 4; see the README
-for format 5's figures). Neighbourhood and PAC run with 2 variants per text instead of 50 and
-10 (DEMO_PARAMS).
+and every attack included, took 2 min 36 s on the idle 2-core CPU (game format 4; see
+docs/guide/games.md for format 5's figures). Neighbourhood and PAC run with 2 variants per text
+instead of 50 and 10 (DEMO_PARAMS).
 A stronger learning rate saturates every canary group at AUC 1.0 and hides the trend.
 """
 
