@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -32,6 +34,7 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=40)
     parser.add_argument("--words", type=int, default=12)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--bootstrap", type=int, default=1000)
@@ -45,7 +48,7 @@ def main() -> None:
 
         spec = str(make_tiny_model(Path(tempfile.mkdtemp()) / "tiny"))
     rows = []
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         t0 = time.perf_counter()
         for r in fraction_game(
             spec, n_documents=args.documents, words=args.words, epochs=args.epochs, lr=args.lr,
@@ -54,7 +57,8 @@ def main() -> None:
             r["seed"] = seed
             rows.append(r)
         print(f"seed {seed}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    print(f"model {args.model or 'tiny random Llama'}; {args.documents} documents, K = 4")
+    print(f"model {args.model or 'tiny random Llama'}; {args.documents} documents, K = 4, "
+          f"{args.epochs} epochs, lr {args.lr}, {args.bootstrap} resamples")  # fmt: skip
     print("\n| seed | truth | estimate | 95 % interval | covers | naive | TPR | FPR |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -66,6 +70,19 @@ def main() -> None:
         )
     n_cover = sum(r["interval"][0] <= r["truth"] <= r["interval"][1] for r in rows)
     print(f"\ncovered {n_cover} of {len(rows)}")
+    print(
+        "\n| truth | seeds | covered | mean estimate | mean error | mean abs error | mean width |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for truth in sorted({r["truth"] for r in rows}):
+        these = [r for r in rows if r["truth"] == truth]
+        est = np.array([r["estimate"] for r in these])
+        lo, hi = np.array([r["interval"] for r in these]).T
+        print(
+            f"| {truth:.2f} | {len(these)} | {int(((lo <= truth) & (truth <= hi)).sum())} | "
+            f"{est.mean():.3f} | {(est - truth).mean():+.3f} | {np.abs(est - truth).mean():.3f} | "
+            f"{(hi - lo).mean():.3f} |"
+        )
     args.out.write_text(json.dumps(rows, indent=1))
 
 
