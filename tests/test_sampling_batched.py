@@ -133,13 +133,24 @@ def test_warpers_match_transformers(one_torch_thread):
         assert torch.equal(warp(scores, temperature, top_k, top_p), expected)
 
 
-def test_bad_prompts_get_a_clear_answer(tiny):
-    text = HFTextBackend(tiny)
-    long_prompt = " ".join(["fox"] * 200)  # the tiny model's context is 128 tokens
-    with pytest.raises(ConfigError, match="exceeds the model's context of 128.*--truncate-words"):
-        text.sample([long_prompt], 1, 4, seed=0)
-    empty = text.sample([""], 2, 5, seed=0)  # generation from the start token alone
-    assert len(empty[0]) == 2 and empty == text.sample([""], 2, 5, seed=0)
+def test_bad_prompts_get_a_clear_answer(tiny, tiny_model_dir, tmp_path, one_torch_thread):
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    long_prompt = " ".join(["fox"] * 200)  # past the tiny Llama's 128 positions: rotary, runs on
+    kw = {"n": 2, "max_tokens": 4, "seed": 0}
+    assert HFTextBackend(tiny).sample([long_prompt, "In"], **kw) == alone(  # type: ignore[arg-type]
+        tiny, [long_prompt, "In"], **kw
+    )
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)  # learned positions: refused
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=32, n_embd=16, n_layer=1, n_head=2)
+    GPT2LMHeadModel(config).save_pretrained(tmp_path / "gpt2")
+    tokenizer.save_pretrained(tmp_path / "gpt2")
+    gpt2 = HFTextBackend(HFLogprobBackend(str(tmp_path / "gpt2"), device="cpu"))
+    with pytest.raises(ConfigError, match="exceeds the model's 32 positions.*--truncate-words"):
+        gpt2.sample([long_prompt], 1, 4, seed=0)
+    assert len(gpt2.sample(["In"], 1, 4, seed=0)[0]) == 1
+    empty = HFTextBackend(tiny).sample([""], 2, 5, seed=0)  # from the start token alone
+    assert len(empty[0]) == 2 and empty == HFTextBackend(tiny).sample([""], 2, 5, seed=0)
     with pytest.raises(ConfigError, match="top_p"):
         Group([0], 1, 1, 0, top_p=0.0)
 
@@ -150,3 +161,53 @@ def test_the_engine_sends_one_loop_per_batch_with_the_same_draws(tiny, one_torch
     got = client.sample("target", PROMPTS[:4], 3, 6, seed=9, top_k=50)
     assert backend.usage()["generate_calls"] == 1  # was one generate call per prompt
     assert got == alone(tiny, PROMPTS[:4], n=3, max_tokens=6, seed=9, top_k=50)
+
+
+@pytest.fixture(scope="module")
+def tiny_gemma(tiny_model_dir, tmp_path_factory) -> HFLogprobBackend:
+    """A tiny random Gemma 3 (a sliding window of 4 tokens, soft-capped logits) with the tiny
+    model's tokenizer: its KV cache mixes sliding and full layers."""
+    from transformers import AutoTokenizer, Gemma3ForCausalLM, Gemma3TextConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    torch.manual_seed(0)
+    config = Gemma3TextConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"],
+        max_position_embeddings=128,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.eos_token_id,
+        final_logit_softcapping=30.0,
+    )
+    out = tmp_path_factory.mktemp("tiny-gemma")
+    Gemma3ForCausalLM(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return HFLogprobBackend(str(out), device="cpu")
+
+
+def test_sliding_window_model_batches_and_matches_generate(tiny_gemma, one_torch_thread):
+    prompts = ["The quick brown fox jumps over the lazy", "In", "Hurricane Ana was the second"]
+    together = HFTextBackend(tiny_gemma).sample(prompts, 3, 10, seed=2)
+    assert together == alone(tiny_gemma, prompts, n=3, max_tokens=10, seed=2)
+    text = HFTextBackend(tiny_gemma)
+    ids = torch.tensor([text._prompt_ids(prompts[0], "continue")])
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(prompt_seed(2, prompts[0]))
+        generated = tiny_gemma.model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=10,
+            num_return_sequences=3,
+            pad_token_id=tiny_gemma.pad_id,
+            do_sample=True,
+            top_k=50,
+        )
+    assert together[0] == [text._decode(r) for r in generated[:, ids.shape[1] :].tolist()]

@@ -136,11 +136,17 @@ class HFTextBackend(Backend):
         return prompt_ids(self.hf, prompt, task)
 
     def _check_length(self, prompt: str, group: Group) -> None:
-        limit = getattr(self.hf, "max_length", None)
+        """Refuse a prompt whose continuation would run past learned position embeddings (an
+        index error deep in the model otherwise); rotary models go on past their trained
+        context, as ``generate`` does."""
+        config = self.hf.model.config
+        if getattr(config, "rope_parameters", None) or getattr(config, "rope_theta", None):
+            return
+        limit = getattr(config, "max_position_embeddings", None)
         if limit and len(group.ids) + group.max_tokens > limit:
             raise ConfigError(
                 f"prompt {prompt[:40]!r}... has {len(group.ids)} tokens; with {group.max_tokens} "
-                f"new tokens it exceeds the model's context of {limit}: shorten the texts "
+                f"new tokens it exceeds the model's {limit} positions: shorten the texts "
                 "(--truncate-words) or ask for fewer new tokens"
             )
 
