@@ -168,12 +168,7 @@ def _multiples(curves, order, aucs, blind, title, n_neg, n_pos) -> Any:  # type:
     ncols = min(6, len(order))
     nrows = math.ceil(len(order) / ncols)
     fig, axes = plt.subplots(
-        nrows,
-        ncols,
-        figsize=(2.3 * ncols, 2.2 * nrows + 1.2),
-        sharex=True,
-        sharey=True,
-        squeeze=False,
+        nrows, ncols, figsize=(2.3 * ncols, 2.2 * nrows), sharex=True, sharey=True, squeeze=False
     )
     flat = list(axes.ravel())
     colour = plt.get_cmap("tab10")(0)
@@ -186,17 +181,26 @@ def _multiples(curves, order, aucs, blind, title, n_neg, n_pos) -> Any:  # type:
         ax.tick_params(labelsize="x-small")
     for ax in flat[len(order) :]:
         ax.set_visible(False)
-    fig.supxlabel("False positive rate")
-    fig.supylabel("True positive rate")
-    fig.suptitle(f"{title}: one panel per column, by AUC", y=1.0)
     handles, labels = flat[0].get_legend_handles_labels()
     labels = [_generic(label, order[0]) for label in labels]
-    fig.legend(handles, labels, loc="lower center", ncols=2, fontsize="small", frameon=False)
+    # laid out in inches, bottom up: the legend, the x label above it, the tick labels, the
+    # panels, the title; so the legend never covers the x label whatever the rows (the figure
+    # grows by what the legend needs)
+    legend_in = 0.22 * math.ceil(len(labels) / 2) + 0.1
+    label_in, ticks_in, top_in = 0.3, 0.3, 0.55
+    bottom_in = legend_in + label_in + ticks_in
+    height = 2.2 * nrows + bottom_in + top_in
+    fig.set_size_inches(2.3 * ncols, height)
+    fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 0.04 / height),
+               ncols=2, fontsize="small", frameon=False)  # fmt: skip
+    fig.supxlabel("False positive rate", y=(legend_in + 0.05) / height, va="bottom")
+    fig.supylabel("True positive rate")
+    fig.suptitle(f"{title}: one panel per column, by AUC", y=1 - 0.1 / height, va="top")
     fig.subplots_adjust(
         left=0.07,
         right=0.98,
-        bottom=0.1 + 0.3 / nrows,
-        top=1 - 0.35 / nrows,
+        bottom=bottom_in / height,
+        top=1 - top_in / height,
         hspace=0.55,
         wspace=0.12,
     )  # tight_layout: seconds per panel
