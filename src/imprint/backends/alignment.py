@@ -180,6 +180,11 @@ class TokenRow:
     text: str
     logp: float
     candidates: Mapping[str, float]
+    # vLLM's prompt_logprobs (keyed by token id): the ids, the server's rank and its best
+    token_id: int | None = None
+    rank: int | None = None
+    best_id: int | None = None
+    best_logp: float | None = None
 
 
 def token_rows(
@@ -190,12 +195,17 @@ def token_rows(
     first_candidates: Mapping[str, float] | None,
     where: str,
     start: str = "",
+    ambiguous: Mapping[str, Sequence[int]] | None = None,
+    asked: int | None = None,
 ) -> list[TokenRow]:
     """Rows for the tokens of ``prompt`` after ``context`` (the scored text).
 
     ``first_candidates`` are the candidates of the distribution after ``context`` alone (a
     separate request), used for the first scored token when the answer has no entry for it
-    (entry 0 is null, or under shift 1 the entry before is the null one)."""
+    (entry 0 is null, or under shift 1 the entry before is the null one). A log p read from
+    candidates by token text is refused when that text is ambiguous (:func:`check_collisions`:
+    ``ambiguous`` from the local tokenizer, else the evidence in the answer, ``asked`` being
+    the candidates asked per position)."""
     scored_first = bool(start or context)  # without any start token the first is context only
     prompt, context, skip = spelled(answer, prompt, context, start)
     check_tokens_cover(answer, prompt, where, skip)
@@ -209,7 +219,8 @@ def token_rows(
             f"{where}: the server's token {tok!r} spans the end of the context and the start of "
             "the text; end the prefix with whitespace or a newline"
         )
-    rows = []
+    rows, by_text = [], []
+    missing: MissingLogprob | None = None
     for t in range(first, m):
         tok = answer.tokens[t]
         if t == first and not scored_first:  # no start token: the first is context only
@@ -219,13 +230,64 @@ def token_rows(
             own = first_candidates
         if own is None:
             raise ConfigError(f"{where}: no candidates for token {t} {tok!r}")
-        logp = answer.logprobs[t] if shift == 0 and t != first else own.get(tok)
-        if shift == 0 and t == first and answer.logprobs[t] is not None:
-            logp = answer.logprobs[t]
+        # aligned servers give each token's own log p (by id); else it is read by text
+        from_server = shift == 0 and (t != first or answer.logprobs[t] is not None)
+        logp = answer.logprobs[t] if from_server else own.get(tok)
+        if not from_server:
+            by_text.append((t, own))
         if logp is None or not math.isfinite(logp):
-            raise MissingLogprob(t, tok, len(own), where)
+            missing = missing or MissingLogprob(t, tok, len(own), where)
+            continue
         rows.append(TokenRow(tok, float(logp), own))
+    # an ambiguous text is refused before more candidates are asked for the missing one
+    check_collisions(answer, by_text, shift, ambiguous, asked, where, skip)
+    if missing is not None:
+        raise missing
     return rows
+
+
+def check_collisions(
+    answer: EchoAnswer,
+    read: Sequence[tuple[int, Mapping[str, float]]],
+    shift: int,
+    ambiguous: Mapping[str, Sequence[int]] | None,
+    asked: int | None,
+    where: str,
+    skip: int = 0,
+) -> None:
+    """Refuse when a log p read by token text (entry ``t``, from candidates ``own``) may be
+    another token's: candidates are keyed by text, and a server that renders several ids to one
+    text keeps one value for all of them (llama-cpp-python keeps the LAST, least likely one,
+    then overwrites the entry's own token's key with that token's log p).
+
+    With a local tokenizer (``ambiguous``: text -> the ids rendering to it) the token's text
+    is checked. Without one, the answer's own evidence: an entry holding fewer distinct
+    candidates than ``asked`` (texts merged), or, under shift 1, a token whose text equals the
+    previous token's (its key holds the previous token's log p, right only for the same id)."""
+    bad = []
+    for t, own in read:
+        tok = answer.tokens[t]
+        if ambiguous is not None:
+            if tok in ambiguous:
+                bad.append(f"token {t - skip} {tok!r} (rendered so by {len(ambiguous[tok])} ids)")
+            continue
+        if asked is not None and len(own) < asked:
+            bad.append(f"token {t - skip} {tok!r} ({len(own)} distinct candidates of {asked})")
+        elif shift == 1 and t > skip and answer.tokens[t - 1] == tok:
+            bad.append(f"token {t - skip} {tok!r} (same text as the token before it)")
+    if bad:
+        how = "" if ambiguous is not None else " (give --model-arg tokenizer=SPEC to tell ids)"
+        raise TokenCollision(
+            f"{where}: the server keys candidates by token text, and the text of "
+            f"{len(bad)} scored token(s) is ambiguous: {', '.join(bad[:3])}"
+            f"{' ...' if len(bad) > 3 else ''}; their log p may be another token's, so this "
+            f"text is refused{how}. Score it where log-probs come by token id: locally (hf) or "
+            "through vLLM's prompt_logprobs"
+        )
+
+
+class TokenCollision(ConfigError):
+    """A log p read by token text whose text several token ids share."""
 
 
 class MissingLogprob(ConfigError):
@@ -262,6 +324,33 @@ def topk_moments(candidates: Mapping[str, float]) -> tuple[float, float]:
     mean = sum(w * v for w, v in zip(weights, values, strict=True)) / total
     var = sum(w * (v - mean) ** 2 for w, v in zip(weights, values, strict=True)) / total
     return mean, var
+
+
+def server_text(tokenizer: Any, token_id: int) -> str:
+    """A token's text as llama-cpp-python's server renders it: its bytes decoded with
+    ``errors="ignore"`` (bytes of a split character vanish; HF's decode marks them U+FFFD)."""
+    return str(tokenizer.decode([token_id])).replace("\ufffd", "")
+
+
+def ambiguous_texts(tokenizer: Any) -> dict[str, tuple[int, ...]]:
+    """Token texts that two or more ids render to (SmolLM2: " " for 38 ids, "" for 260): a
+    server keying candidates by text keeps one value for all of them."""
+    found = getattr(tokenizer, "_imprint_ambiguous", None)
+    if found is None:
+        by: dict[str, list[int]] = {}
+        for i in range(len(tokenizer)):
+            by.setdefault(server_text(tokenizer, i), []).append(i)
+        found = {t: tuple(ids) for t, ids in by.items() if len(ids) > 1}
+        tokenizer._imprint_ambiguous = found
+    return dict(found)
+
+
+def local_token_texts(tokenizer: Any, text: str) -> list[str]:
+    """The text of each of ``text``'s tokens under the local tokenizer (no special tokens)."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    return [
+        tokenizer.decode(ids[: i + 1])[len(tokenizer.decode(ids[:i])) :] for i in range(len(ids))
+    ]
 
 
 def _short(value: Any, limit: int = 160) -> str:

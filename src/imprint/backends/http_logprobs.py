@@ -22,7 +22,6 @@ checked against it and token ids are real; without one, ids are stable hashes of
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import random
@@ -36,23 +35,35 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from imprint.backends import http_prompt_logprobs as plp
 from imprint.backends.alignment import (
     PROBE_TEXT,
     Alignment,
     EchoAnswer,
     MissingLogprob,
     TokenRow,
+    ambiguous_texts,
     detect_shift,
+    local_token_texts,
     rank_of,
     token_rows,
     topk_moments,
 )
 from imprint.backends.base import TOKEN_LOGPROBS, Backend, ScoreRequest, TokenStats
 from imprint.backends.http import RETRY_STATUS, RetryPolicy, _retry_after
-from imprint.backends.http_checks import check_api_base, mask_secret, snippet
+from imprint.backends.http_checks import (
+    check_api_base,
+    check_model,
+    list_models,
+    mask_secret,
+    snippet,
+)
 from imprint.errors import ConfigError, ImprintError, MissingDependencyError
 
 log = logging.getLogger(__name__)
+
+
+FORMS = ("auto", "echo", "prompt_logprobs")
 
 
 class ServerError(ImprintError):
@@ -70,6 +81,8 @@ class LogprobOptions:
     tokenizer: str | None = None  # a local tokenizer of the served model (alias, folder, hub id)
     start_token: str = "auto"  # auto (the tokenizer's; none without one), none, or literal text
     topk_moments: bool = False  # fill mean/var of log p from the top-k (min_k_pp_topk)
+    # auto: vLLM's prompt_logprobs when the server answers it, else echo + logprobs
+    form: str = "auto"
     key_env: str | None = "OPENAI_API_KEY"
     concurrency: int = 4
     timeout: float = 600.0
@@ -81,6 +94,7 @@ class LogprobOptions:
         "tokenizer": "smollm2-135m",
         "start_token": "<|endoftext|>",
         "topk_moments": "true",
+        "form": "prompt_logprobs",
         "key_env": "MY_API_KEY",
         "concurrency": "1",
         "timeout": "300",
@@ -96,6 +110,8 @@ class LogprobOptions:
             raise OptionError(
                 "max_top_logprobs", "an integer >= top_logprobs", self.max_top_logprobs
             )
+        if self.form not in FORMS:
+            raise OptionError("form", " | ".join(FORMS), self.form)
         if self.concurrency < 1 or self.max_retries < 0 or not self.timeout > 0:
             raise OptionError("concurrency", "concurrency >= 1, timeout > 0", self.concurrency)
 
@@ -140,7 +156,8 @@ class HTTPLogprobBackend(Backend):
         self.start_text, self.start_reason = self._start_token(opts.start_token)
         self._ids: dict[str, int] = {}
         self.mode = "echo"
-        self.prompt_logprobs_extension = False
+        self.forms_probed: dict[str, str] = {}  # form -> what the probe found
+        self.served_models: list[str] = []
         self.alignment: Alignment | None = None
         self.server_version = ""
         if probe:
@@ -156,8 +173,9 @@ class HTTPLogprobBackend(Backend):
         return {
             "spec": self.spec,
             "fingerprint": self.fingerprint,
-            "mode": self.mode,
-            "prompt_logprobs_extension": self.prompt_logprobs_extension,
+            "mode": self.mode,  # the form read: echo or prompt_logprobs (vLLM)
+            "forms_probed": dict(self.forms_probed),
+            "served_models": self.served_models,
             "alignment": self.alignment.describe() if self.alignment else None,
             "start_token": {"text": self.start_text, "reason": self.start_reason},
             "top_logprobs": self.options.top_logprobs,
@@ -193,14 +211,17 @@ class HTTPLogprobBackend(Backend):
         context = self.start_text + (req.prefix or "")
         prompt = context + req.text
         where = f"{self.base_url}/completions (text {req.text[:30]!r})"
+        if self.mode == "prompt_logprobs":
+            return self._stats(self._prompt_logprob_rows(prompt, context, where))
         k = self.options.top_logprobs
         while True:
             answer = self._echo(prompt, k, where)
             first = self._first_candidates(context, k) if context else None
             try:
                 rows = token_rows(
-                    answer, prompt, context, self._shift(), first, where, self.start_text
-                )
+                    answer, prompt, context, self._shift(), first, where, self.start_text,
+                    ambiguous=self._ambiguous(), asked=k,
+                )  # fmt: skip
                 break
             except MissingLogprob:
                 if k >= self.options.max_top_logprobs:
@@ -210,6 +231,10 @@ class HTTPLogprobBackend(Backend):
         self._check_local_tokens(req.text, rows, where)
         return self._stats(rows)
 
+    def _ambiguous(self) -> dict[str, tuple[int, ...]] | None:
+        """Token texts several ids render to (from the local tokenizer; None without one)."""
+        return ambiguous_texts(self.tokenizer) if self.tokenizer is not None else None
+
     def _shift(self) -> int:
         assert self.alignment is not None, "probe() first"
         return self.alignment.shift
@@ -217,22 +242,36 @@ class HTTPLogprobBackend(Backend):
     def _stats(self, rows: Sequence[TokenRow]) -> TokenStats:
         n = len(rows)
         logp = np.array([r.logp for r in rows], np.float32)
-        rank = np.array([rank_of(r.logp, r.candidates, r.text) for r in rows], np.int32)
+        rank = np.array(
+            [r.rank if r.rank is not None else rank_of(r.logp, r.candidates, r.text) for r in rows],
+            np.int32,
+        )
         best = [max(r.candidates, key=r.candidates.__getitem__) for r in rows]
-        top1 = np.array([r.candidates[b] for r, b in zip(rows, best, strict=True)], np.float32)
+        top1 = np.array(
+            [
+                r.best_logp if r.best_logp is not None else r.candidates[b]
+                for r, b in zip(rows, best, strict=True)
+            ],
+            np.float32,
+        )
         mean = np.full(n, np.nan, np.float32)
         var = np.full(n, np.nan, np.float32)
         if self.options.topk_moments:
             moments = [topk_moments(r.candidates) for r in rows]
             mean[:] = [m for m, _ in moments]
             var[:] = [v for _, v in moments]
+        ids = [r.token_id if r.token_id is not None else self._token_id(r.text) for r in rows]
+        argmax = [
+            r.best_id if r.best_id is not None else self._token_id(b)
+            for r, b in zip(rows, best, strict=True)
+        ]
         return TokenStats(
-            token_ids=np.array([self._token_id(r.text) for r in rows], np.int32),
+            token_ids=np.array(ids, np.int32),
             logp=logp,
             mean_logp=mean,
             var_logp=var,
             rank=rank,
-            argmax=np.array([self._token_id(b) for b in best], np.int32),
+            argmax=np.array(argmax, np.int32),
             top1_logp=top1,
         )
 
@@ -251,11 +290,7 @@ class HTTPLogprobBackend(Backend):
         """With a local tokenizer: the server must tokenise the text as it does."""
         if self.tokenizer is None:
             return
-        ids = self.tokenizer.encode(text, add_special_tokens=False)
-        local = [
-            self.tokenizer.decode(ids[: i + 1])[len(self.tokenizer.decode(ids[:i])) :]
-            for i in range(len(ids))
-        ]
+        local = local_token_texts(self.tokenizer, text)
         server = [r.text for r in rows]
         if local != server:
             i = next(
@@ -271,15 +306,23 @@ class HTTPLogprobBackend(Backend):
 
     # -- probing -------------------------------------------------------------------------------
     def _probe(self) -> None:
-        """Once, before any text: does the server echo prompt log-probs, and how aligned."""
+        """Once, before any text: the model name, which form of prompt log-probs the server
+        answers (vLLM's prompt_logprobs, else echo + logprobs), and how it is aligned."""
+        self._check_model()
         context = self.start_text
         prompt = context + PROBE_TEXT
+        if self.options.form in ("auto", "prompt_logprobs") and self._probe_prompt_logprobs(
+            prompt, context
+        ):
+            return
         where = f"{self.base_url}/completions (alignment probe)"
         try:
             data = self._post("completions", self._body(prompt, self.options.top_logprobs), where)
             answer = EchoAnswer.from_choice((data.get("choices") or [None])[0], where)
         except (ServerError, ConfigError) as err:
-            raise ConfigError(f"{err}{self._extension_note(prompt)}") from None
+            tried = "; ".join(f"{k}: {v}" for k, v in self.forms_probed.items())
+            raise ConfigError(f"{err}{f' ({tried})' if tried else ''}") from None
+        self.forms_probed["echo"] = "answered"
         self.server_version = str(data.get("system_fingerprint") or "")
         self.alignment = detect_shift(answer, prompt, context, where, self.start_text)
         if self.alignment.shift:
@@ -289,22 +332,54 @@ class HTTPLogprobBackend(Backend):
                 self.alignment.example or "see the manifest",
             )
 
-    def _extension_note(self, prompt: str) -> str:
-        """After a failed echo probe: whether the server has vLLM's prompt_logprobs instead."""
-        body = {**self._body(prompt, self.options.top_logprobs), "echo": False}
-        body["prompt_logprobs"] = self.options.top_logprobs
+    def _check_model(self) -> None:
+        """``GET /v1/models``: a model the server does not list is refused before any work
+        (llama-cpp-python answers any name with the model it serves)."""
         try:
-            data = self._post("completions", body, "prompt_logprobs probe")
-            choice = (data.get("choices") or [{}])[0]
-        except (ServerError, ConfigError):
-            return "; it does not answer vLLM's prompt_logprobs either"
-        if isinstance(choice, dict) and isinstance(choice.get("prompt_logprobs"), list):
-            self.prompt_logprobs_extension = True
-            return (
-                "; it answers vLLM's prompt_logprobs, which this backend does not read yet: "
-                "start vLLM's server, whose echo + logprobs answer is read"
-            )
-        return "; it does not answer vLLM's prompt_logprobs either"
+            listed = list_models(self._client, self.base_url, snippet, self.options.key_env)
+        except ImprintError as err:
+            raise ConfigError(str(err)) from None
+        self.served_models = check_model(listed, self.model, self.base_url)
+
+    def _probe_prompt_logprobs(self, prompt: str, context: str) -> bool:
+        """Ask in vLLM's form; True (mode prompt_logprobs) when it answers aligned entries."""
+        where = f"{self.base_url}/completions (prompt_logprobs probe)"
+        body = plp.body(self.model, prompt, self.options.top_logprobs)
+        try:
+            data = self._post("completions", body, where)
+            choice = (data.get("choices") or [None])[0]
+            entries = plp.entries_of(choice)
+        except (ServerError, ConfigError) as err:
+            entries, found = None, f"refused ({str(err)[:120]})"
+        else:
+            found = "answered" if entries is not None else "no prompt_logprobs in the answer"
+        self.forms_probed["prompt_logprobs"] = found
+        if entries is None:
+            if self.options.form == "prompt_logprobs":
+                raise ConfigError(
+                    f"{where}: form=prompt_logprobs asked, but the server {found}; drop "
+                    "--model-arg form to read echo + logprobs"
+                )
+            return False
+        ids = plp.prompt_ids(choice, self.tokenizer, prompt, len(entries), where)
+        evidence = plp.check_aligned(entries, ids, self.tokenizer, context, where)
+        self.alignment = Alignment(
+            0, evidence["probe_positions"], evidence["argmax_is_this_token"],
+            evidence["argmax_is_next_token"], "",
+        )  # fmt: skip
+        self.mode = "prompt_logprobs"
+        self.server_version = str(data.get("system_fingerprint") or "")
+        return True
+
+    def _prompt_logprob_rows(self, prompt: str, context: str, where: str) -> list[TokenRow]:
+        body = plp.body(self.model, prompt, self.options.top_logprobs)
+        data = self._post("completions", body, where)
+        choice = (data.get("choices") or [None])[0]
+        entries = plp.entries_of(choice)
+        if entries is None:
+            raise ConfigError(f"{where}: the answer has no prompt_logprobs (it had at the probe)")
+        ids = plp.prompt_ids(choice, self.tokenizer, prompt, len(entries), where)
+        return plp.rows(entries, ids, plp.first_scored(self.tokenizer, ids, context, where), where)
 
     def _first_candidates(self, context: str, k: int) -> dict[str, float]:
         """The candidates for the token after ``context`` (cached per context and k)."""
@@ -423,8 +498,3 @@ def _load_tokenizer(spec: str) -> Any:
 
     source = materialize(resolve_model(spec))
     return AutoTokenizer.from_pretrained(source.location)
-
-
-def body_key(body: dict[str, Any]) -> str:
-    """A request body's identity (for recordings)."""
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
