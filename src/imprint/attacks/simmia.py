@@ -22,13 +22,17 @@ without a word (end of text) has similarity 0.
 
 Sampling: black-box backends (HTTP, vLLM) get one ``sample`` call per prompt P + x_<i with n = N
 and a chat instruction asking for the next word only. Local models take the fast path of
-:mod:`imprint.requests.next_word` (one pass over x, a batched token tree for multi-token words,
-P's KV cache reused), whose sampling law equals generate-per-prefix; both paths tokenise the
-prompt P + x_<i as one string. Two noiseless modes need a local model: ``mode="exact"`` replaces
-the N samples by the exact next-word distribution under the same law (branches less likely than
-``min_mass`` are not expanded, so each s is exact to within that dropped mass: 0 enumerates
-all), and ``mode="greedy_topk"`` weights each top-k first token by its probability and completes
-it greedily (cheaper, but not the expectation; it was called ``expected`` before).
+:mod:`imprint.requests.next_word_batch` (per context, one batched pass over all texts after P's
+KV cache, which also serves every sampled token that continues the text; the other partial
+words of all texts as one token tree, a batched forward per round), whose sampling law equals
+generate-per-prefix; both paths tokenise the prompt P + x_<i as one string. Every distinct word
+(true or sampled, all texts, both contexts) is embedded once, in one ``embed`` request.
+
+Two noiseless modes need a local model: ``mode="exact"`` replaces the N samples by the exact
+next-word distribution under the same law (branches less likely than ``min_mass`` are not
+expanded, so each s is exact to within that dropped mass: 0 enumerates all), and
+``mode="greedy_topk"`` weights each top-k first token by its probability and completes it
+greedily (cheaper, but not the expectation; it was called ``expected`` before).
 
 Progressive disclosure (the paper's section of that name, Table 8): ``disclosure="text"``
 (default) is all of the above; ``"token"`` samples next tokens instead of words, from the second
@@ -107,18 +111,36 @@ def relative_score(s_prefixed: np.ndarray, s_plain: np.ndarray) -> float:
     return -float(np.mean(np.asarray(s_prefixed, float)[defined] / plain[defined]))
 
 
+def word_vocabulary(words: Sequence[str], dists: Sequence[WordDist]) -> set[str]:
+    """The strings :func:`word_scores` embeds for one text and context: words 2..L and every
+    sampled word ("" = no word is never embedded)."""
+    return {*words[1:], *(w for d in dists for w in d if w)}
+
+
+def embed_all(embedder: Embedder, vocab: set[str]) -> dict[str, np.ndarray]:
+    """One embedding per distinct string, in one request (the store dedupes across runs)."""
+    ordered = sorted(vocab)
+    return dict(zip(ordered, embedder.embed(ordered), strict=True)) if ordered else {}
+
+
 def word_scores(
     words: Sequence[str],
     dists: Sequence[WordDist],
-    embedder: Embedder,
+    embedder: Embedder | None,
     *,
     n: int,
     exact_numbers: bool,
+    vectors: dict[str, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(embedding scores, exact-match scores), each of shape (L-1,), for words 2..L."""
+    """(embedding scores, exact-match scores), each of shape (L-1,), for words 2..L.
+
+    ``vectors`` (from :func:`embed_all` over the whole run) is used when given; otherwise this
+    text's vocabulary is embedded with ``embedder`` (the per-text way, kept for benchmarks)."""
     targets = list(words[1:])
-    vocab = sorted({*targets, *(w for d in dists for w in d if w)})
-    vectors = dict(zip(vocab, embedder.embed(vocab), strict=True)) if vocab else {}
+    if vectors is None:
+        if embedder is None:
+            raise ConfigError("word_scores needs an embedder or the run's vectors")
+        vectors = embed_all(embedder, word_vocabulary(words, dists))
     exact = np.array([exact_rate(t, d, n) for t, d in zip(targets, dists, strict=True)])
     emb = np.array(
         [
@@ -267,12 +289,21 @@ class SimMIA(ModelCallAttack):
         if self.disclosure in TOKEN_DISCLOSURES:
             return self._score_tokens(requests, texts, prefix)
         plain, prefixed = self.distributions(requests, texts, prefix)
+        words = [[w.text for w in split_words(text)] for text in texts]
+        vocab = set().union(
+            *(word_vocabulary(w, d[t]) for t, w in enumerate(words) for d in (plain, prefixed))
+        )
+        vectors = embed_all(requests, vocab)  # each distinct word once, in one request
         out = {"simmia": np.full(len(texts), np.nan), "simmia_star": np.full(len(texts), np.nan)}
-        for t, text in enumerate(texts):
-            words = [w.text for w in split_words(text)]
+        for t in range(len(texts)):
             scores = [
                 word_scores(
-                    words, d[t], requests, n=self.n_samples, exact_numbers=self.exact_numbers
+                    words[t],
+                    d[t],
+                    None,
+                    n=self.n_samples,
+                    exact_numbers=self.exact_numbers,
+                    vectors=vectors,
                 )
                 for d in (plain, prefixed)
             ]

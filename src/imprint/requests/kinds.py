@@ -210,7 +210,7 @@ class NextWordRequest(Request):
     mode: str
     seed: int
     min_mass: float = 1e-4  # in the key only when set otherwise (older keys stay valid)
-    batch_size: ClassVar[int] = 4
+    batch_size: ClassVar[int] = 16  # texts of one batched tree (next_word_batch)
 
     def key(self) -> str:
         fields = asdict(self)
@@ -230,22 +230,9 @@ class NextWordRequest(Request):
 
     @classmethod
     def execute(cls, backend: Any, batch: Sequence[Any]) -> list[Any]:
-        from imprint.requests.next_word import LocalNextWordSampler, NextWordConfig
+        from imprint.requests.next_word_batch import next_words_batch
 
-        local = require_local(backend, "next-word weights")
-        out = []
-        for r in batch:
-            config = NextWordConfig(
-                n=r.n,
-                top_k=r.top_k,
-                temperature=r.temperature,
-                max_word_tokens=r.max_word_tokens,
-                mode=r.mode,
-                min_mass=r.min_mass,
-            )
-            sampler = LocalNextWordSampler(local, config)
-            out.append(sampler.distributions(r.text, prefix=r.prefix, rng=r.rng()))
-        return out
+        return next_words_batch(require_local(backend, "next-word weights"), batch)
 
 
 @dataclass(frozen=True)
