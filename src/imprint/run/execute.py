@@ -97,17 +97,21 @@ def execute_run(
     if console is not None and scored.plan is not None:
         from rich.text import Text
 
-        from imprint.run.estimate import duration
+        from imprint.run.estimate import duration, ran_line
 
         said = scored.plan.estimate_s
+        plan_said = (
+            ""
+            if said is None
+            else f" (the plan said about {duration(said)})"
+            if scored.plan.estimated_all
+            else f" (the plan said about {duration(said)} for what it estimated)"
+        )
         console.print(
             Text(
                 f"done: {duration(time.time() - started)} in all, the scores "
-                f"{duration(scored.scoring_s)} (the plan said about {duration(said)} for the "
-                "passes)"
-                if said is not None
-                else f"done: {duration(time.time() - started)} in all, the scores "
-                f"{duration(scored.scoring_s)}"
+                f"{duration(scored.scoring_s)}{plan_said}; "
+                f"{ran_line(scored.plan, scored.work.to_dict(), scored.call_seconds)}"
             ),
             soft_wrap=True,
         )

@@ -36,7 +36,12 @@ def run_manifest(
         "elapsed_s": round(time.time() - started, 2),
     }
     if scored.plan is not None:  # what the plan line said before the work, and what it took
-        manifest["plan"] = {**scored.plan.to_dict(), "scoring_s": round(scored.scoring_s, 2)}
+        manifest["plan"] = {
+            **scored.plan.to_dict(),
+            "scoring_s": round(scored.scoring_s, 2),
+            # seconds each "role kind" took as run (its counts: the manifest's "requests")
+            "seconds": {f"{r} {k}": round(s, 3) for (r, k), s in scored.call_seconds.items()},
+        }
     if inputs.references is not None:
         manifest["references"] = inputs.references
     if inputs.shots is not None:  # one evaluation set: the shots every attack leaves out

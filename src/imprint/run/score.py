@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ from imprint.documents.run_hook import DocumentSignals, document_signals
 from imprint.errors import DataError
 from imprint.executors import Executor
 from imprint.requests.client import ModelRequests
-from imprint.run.estimate import WorkPlan, logprob_tokens, plan_work, record_throughput
+from imprint.run.estimate import TimedExecutor, WorkPlan, plan_work, record_rates
 from imprint.run.inputs import RunInputs
 from imprint.run.plan import RunPlan, load_backends, run_executor
 from imprint.scoring import WorkReport, compute_scores, model_requests, prepare_attacks
@@ -40,6 +40,8 @@ class Scored:
     scoring_s: float = 0.0  # seconds the scores took
     # (kind, message) warnings found while scoring, e.g. a reference that is the target itself
     warnings: tuple[tuple[str, str], ...] = ()
+    # seconds each (role, request kind) took, preparation included (the end line says them)
+    call_seconds: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 def score(
@@ -66,17 +68,20 @@ def score(
     work = WorkReport()
     requests: ModelRequests | None = None
     executor = shared_executor if shared_executor is not None else run_executor(plan)
+    timed = TimedExecutor(executor)  # seconds per (role, kind), for the end line and later plans
     try:
         backends = given if given is not None else load_backends(plan, cache)
         requests = model_requests(
-            backends, cache, work, config.token_budget, progress, executor=executor
+            backends, cache, work, config.token_budget, progress, executor=timed
         )
         samples, attacks, prefixes = _set_up_attacks(plan, backends["target"], inputs, requests)
-        work_plan = plan_work(attacks, samples, backends, prefixes, cache_path=plan.cache_path)
+        work_plan = plan_work(attacks, samples, backends, prefixes, cache_path=plan.cache_path,
+                              prepared=work.to_dict(), store=requests.runner.store)  # fmt: skip
         if console is not None:
             from rich.text import Text
 
-            console.print(Text(work_plan.line()), soft_wrap=True)
+            for line in work_plan.lines():
+                console.print(Text(line), soft_wrap=True)
         started = time.perf_counter()
         scores = compute_scores(
             attacks,
@@ -88,22 +93,19 @@ def score(
             work=work,
             token_budget=config.token_budget,
             progress=progress,
-            executor=executor,
+            executor=timed,
         )
         documents = None
         if inputs.split is not None:  # the aggregators' signals, while the store is open
             texts = [s.text for s in samples]
             documents = document_signals(attacks, requests, texts)
         elapsed = time.perf_counter() - started
-        if not work_plan.other_calls and given is None:  # the time is the passes' alone
-            record_throughput(
-                plan.cache_path, backends["target"], logprob_tokens(work.to_dict()), elapsed
-            )
+        record_rates(plan.cache_path, backends["target"], work.to_dict(), timed.seconds)
         work.executor = {"kind": executor.kind, **executor.stats.to_dict()}
         models = describe_models(plan, backends)
         found = same_as_target(backends)
         return Scored(samples, attacks, scores, models, work, documents, work_plan, elapsed,
-                      warnings=found)  # fmt: skip
+                      warnings=found, call_seconds=dict(timed.seconds))  # fmt: skip
     finally:
         if shared_executor is None:
             executor.close()
