@@ -32,14 +32,16 @@ from imprint.backends.base import (
     TokenStats,
 )
 from imprint.backends.budget import auto_token_budget
+from imprint.backends.dtype_choice import BF16_PATH, DtypeChoice
 from imprint.backends.gradients import gradient_norms
 from imprint.backends.models import (
+    choose_model_dtype,
     describe_model,
     fingerprint_source,
     load_causal_lm,
     resolve_model,
 )
-from imprint.backends.reduce import reduce_hidden, to_host
+from imprint.backends.reduce import reduce_hidden, to_host, uses_fused
 from imprint.backends.scoped import sdpa_gqa
 from imprint.backends.start_token import context_token_id, resolve_start_token
 from imprint.backends.text import HFTextBackend
@@ -113,9 +115,18 @@ class HFLogprobBackend(Backend):
         self.spec = spec
         self.name = name
         if model is None:
-            model, tokenizer = load_causal_lm(spec, dtype=dtype, device=device)
+            self.dtype_choice = choose_model_dtype(spec, dtype, device)
+            model, tokenizer = load_causal_lm(spec, dtype=self.dtype_choice.dtype, device=device)
+        else:
+            loaded = str(model.dtype).removeprefix("torch.")
+            self.dtype_choice = DtypeChoice(dtype, loaded, "model passed in memory")
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
+        # A bf16/fp16 model on CPU computes its output head in float32 (a float32 copy of the
+        # head's weights, made on first use): rounding logits to bf16 (steps of 1/8 above 16)
+        # would blur every log-probability, and the head is a fifth of a small model's work.
+        self.float32_head = self.device.type == "cpu" and model.dtype != torch.float32
+        self._head32: tuple[torch.Tensor, torch.Tensor | None] | None = None
         # transformers copies K/V to every query head (grouped-query attention) unless told that
         # SDPA can share them; torch's CPU kernel can, even with a mask. Saves two copies of the
         # K/V per layer: measured ~20 % off a pass after a 1,000-token prefix. Switched on only
@@ -156,6 +167,8 @@ class HFLogprobBackend(Backend):
                 self.start_token.key(),  # a token id, or "none"
                 SCORING_VERSION,
             ]
+            if self.float32_head:  # results of the CPU bf16 path differ from the plain one's
+                parts.append(BF16_PATH)
             self._fingerprint = hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
         return self._fingerprint
 
@@ -170,6 +183,11 @@ class HFLogprobBackend(Backend):
             "stride": self.stride,
             "token_budget": self.token_budget,
             "device": str(self.device),
+            "dtype": self.dtype_choice.describe(),
+            "head": "float32"
+            if self.float32_head
+            else str(self.model.dtype).removeprefix("torch."),
+            "reduction": "compiled" if uses_fused(self.device, self.model.dtype) else "eager",
         }
 
     def local_model(self) -> HFLogprobBackend:
@@ -368,9 +386,20 @@ class HFLogprobBackend(Backend):
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """The output head: hidden states (..., d) -> logits (..., vocabulary rows), Gemma's
         final soft-capping included; fast paths that reduce their own positions call it."""
-        logits = self.model.get_output_embeddings()(hidden)
+        if self.float32_head:
+            weight, bias = self._float32_head()
+            logits = torch.nn.functional.linear(hidden.float(), weight, bias)
+        else:
+            logits = self.model.get_output_embeddings()(hidden)
         cap = getattr(self.model.config, "final_logit_softcapping", None)
         return torch.tanh(logits / cap) * cap if cap else logits
+
+    def _float32_head(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if self._head32 is None:
+            out = self.model.get_output_embeddings()
+            bias = None if out.bias is None else out.bias.detach().float()
+            self._head32 = (out.weight.detach().float(), bias)
+        return self._head32
 
     def _collect(
         self, rows: list[_Row], hidden: torch.Tensor, input_ids: torch.Tensor, *, offset: int

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from imprint.backends.dtype_choice import DtypeChoice, choose_dtype
 from imprint.backends.filehash import file_digest
 from imprint.errors import ConfigError, MissingDependencyError
 from imprint.registry import Registry
@@ -285,19 +286,30 @@ def _unsafe_pickle_error(spec: str, source: ModelSource, err: Exception) -> Conf
     )
 
 
+def choose_model_dtype(spec: str, dtype: str, device: str) -> DtypeChoice:
+    """The dtype ``spec`` loads in on ``device`` (auto: see :mod:`imprint.backends.dtype_choice`)
+    and the reason, for the manifest."""
+
+    def weights() -> str | None:
+        try:
+            return fingerprint_source(resolve_model(spec))
+        except ConfigError:  # a spec that names no model files: no gate can be recorded for it
+            return None
+
+    return choose_dtype(dtype, pick_device(device), weights)
+
+
 def load_causal_lm(spec: str, *, dtype: str = "auto", device: str = "auto") -> tuple[Any, Any]:
     """Load (model, tokenizer) for a spec, in eval mode on the chosen device.
 
-    ``dtype="auto"`` is bfloat16 on CUDA and float32 on CPU.
+    ``dtype="auto"`` is bfloat16 on CUDA; on CPU float32 unless the CPU has native bf16 matrix
+    instructions and these weights passed the bf16 accuracy gate (:func:`choose_model_dtype`).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device = pick_device(device)
-    if dtype == "auto":
-        dtype = "bfloat16" if device.startswith("cuda") else "float32"
-    if dtype not in _DTYPES:
-        raise ConfigError(f"unknown dtype {dtype!r}; use auto, float32, bfloat16 or float16")
+    dtype = choose_model_dtype(spec, dtype, device).dtype
     source = materialize(resolve_model(spec))
     try:
         tokenizer = AutoTokenizer.from_pretrained(source.location)

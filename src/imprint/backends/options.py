@@ -50,7 +50,7 @@ class HFOptions:
     """The local transformers backend (aliases, folders, ``hf:``, ``gguf:``, ``game:``)."""
 
     device: str = "auto"  # auto = cuda when available, else cpu
-    dtype: str = "auto"  # auto = bfloat16 on CUDA, float32 on CPU
+    dtype: str = "auto"  # auto: bfloat16 on CUDA; on CPU see backends/dtype_choice.py
     max_length: int | None = None  # tokens per scoring window (default: the model's context)
     stride: int | None = None  # new tokens per window after the first (default: max_length // 2)
     start_token: str = "auto"  # auto, bos, none or a literal token

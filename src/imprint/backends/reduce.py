@@ -7,7 +7,10 @@ so peak memory is bounded by ``chunk x vocab`` whatever the batch, the length or
 
 On CUDA the reduction of a chunk is one compiled function (``torch.compile``): the eager version
 reads and writes the (chunk x vocab) matrix about sixteen times, which on a GPU costs more than the
-output head itself; fused, it reads the logits about twice. Results stay on the device until the
+output head itself; fused, it reads the logits about twice. On CPU the same compiled function
+(inductor's C++ kernels) is used for reduced-precision models (bf16 / fp16), whose matrix work is
+fast enough that the eager passes over the vocabulary dominate; float32 models keep the eager
+reduction, so their scores stay bit-for-bit what they were. Results stay on the device until the
 whole forward is reduced (see :func:`to_host`): no per-token host round-trips.
 """
 
@@ -27,13 +30,18 @@ _CHUNK_ELEMENTS = 8 * 1024 * 1024
 # On CUDA, chunks of up to ~1 GiB of float32 logits: fewer, larger kernels, and still a small part
 # of a modern GPU's memory (capped by free memory in chunk_rows).
 _CUDA_CHUNK_ELEMENTS = 256 * 1024 * 1024
+# The compiled CPU reduction reads each chunk about twice and allocates no full-size buffer:
+# chunks of ~8 MiB of float32 logits stay in the last-level cache between the head and the
+# reduction, instead of a round trip through memory.
+_FUSED_CPU_CHUNK_ELEMENTS = 2 * 1024 * 1024
 NO_COMPILE_ENV = "IMPRINT_NO_COMPILE"  # set to 1 to reduce eagerly on CUDA too
 
 
-def chunk_rows(vocab_size: int, device: torch.device | None = None) -> int:
-    """Positions per chunk: ~32 MiB of float32 logits on CPU; on CUDA up to ~1 GiB, never more
-    than a tenth of the device's free memory (in case other work shares the GPU)."""
-    elements = _CHUNK_ELEMENTS
+def chunk_rows(vocab_size: int, device: torch.device | None = None, *, fused: bool = False) -> int:
+    """Positions per chunk: ~32 MiB of float32 logits on CPU (~8 MiB for the ``fused``, compiled
+    reduction); on CUDA up to ~1 GiB, never more than a tenth of the device's free memory (in
+    case other work shares the GPU)."""
+    elements = _FUSED_CPU_CHUNK_ELEMENTS if fused else _CHUNK_ELEMENTS
     if device is not None and device.type == "cuda":
         free, _total = torch.cuda.mem_get_info(device)
         elements = max(_CHUNK_ELEMENTS, min(_CUDA_CHUNK_ELEMENTS, free // 40))  # ~10 % in fp32
@@ -91,19 +99,56 @@ def _fused_stats(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torch
 _compiled: dict[str, Any] = {}
 
 
-def chunk_reducer(device: torch.device) -> Callable[[torch.Tensor, torch.Tensor], Any]:
-    """The reduction to use on ``device``: eager on CPU (and when compiling is switched off or
-    fails), the compiled fused version on CUDA. Compiled once per process, with dynamic shapes
-    so the last, shorter chunk does not trigger a recompile."""
-    if device.type != "cuda" or os.environ.get(NO_COMPILE_ENV) == "1":
+def uses_fused(device: torch.device, model_dtype: torch.dtype = torch.float32) -> bool:
+    """Whether chunks on ``device`` are reduced by the compiled function: always on CUDA; on CPU
+    for reduced-precision models only (float32 keeps the eager, exact-as-before reduction);
+    never when ``IMPRINT_NO_COMPILE=1``."""
+    if os.environ.get(NO_COMPILE_ENV) == "1":
+        return False
+    return device.type == "cuda" or (device.type == "cpu" and model_dtype != torch.float32)
+
+
+def chunk_reducer(
+    device: torch.device, model_dtype: torch.dtype = torch.float32
+) -> Callable[[torch.Tensor, torch.Tensor], Any]:
+    """The reduction to use on ``device`` for a model of ``model_dtype``: the compiled fused
+    version where :func:`uses_fused` says so, else (and when compiling fails) the eager one.
+    Compiled once per process, with dynamic shapes so the last, shorter chunk does not trigger
+    a recompile."""
+    if not uses_fused(device, model_dtype):
         return reduce_logits
     if "fused" not in _compiled:
         try:
-            _compiled["fused"] = torch.compile(_fused_stats, dynamic=True)
+            _compiled["fused"] = _checked(torch.compile(_fused_stats, dynamic=True))
         except Exception as exc:  # no compiler for this platform: eager still gives the result
             warnings.warn(f"torch.compile unavailable ({exc}); reducing eagerly", stacklevel=2)
             _compiled["fused"] = reduce_logits
     return _compiled["fused"]  # type: ignore[no-any-return]
+
+
+def _checked(
+    compiled: Callable[[torch.Tensor, torch.Tensor], Any],
+) -> Callable[[torch.Tensor, torch.Tensor], Any]:
+    """``compiled``, falling back to the eager reduction for good when its first call fails
+    (torch.compile only compiles on first use: a missing C++ compiler shows up there)."""
+    state = {"ok": False, "failed": False}
+
+    def reduce(logits: torch.Tensor, targets: torch.Tensor) -> Any:
+        if state["ok"]:
+            return compiled(logits, targets)
+        if state["failed"]:
+            return reduce_logits(logits, targets)
+        try:
+            out = compiled(logits, targets)
+        except Exception as exc:  # inductor needs a working C++ toolchain on CPU
+            warnings.warn(f"torch.compile failed ({exc}); reducing eagerly", stacklevel=2)
+            state["failed"] = True
+            _compiled["fused"] = reduce_logits
+            return reduce_logits(logits, targets)
+        state["ok"] = True
+        return out
+
+    return reduce
 
 
 _FLOAT_STATS = ("logp", "mean_logp", "var_logp", "top1_logp")
@@ -124,8 +169,10 @@ def reduce_hidden(
     has it). Returns the same statistics as :func:`reduce_logits`, each shaped (N,), on the
     device of ``hidden``.
     """
-    step = chunk_rows(vocab_size, hidden.device)
-    reduce = chunk_reducer(hidden.device)
+    # the hidden states carry the model's dtype (a float32 head upcasts them per chunk)
+    fused = uses_fused(hidden.device, hidden.dtype)
+    step = chunk_rows(vocab_size, hidden.device, fused=fused)
+    reduce = chunk_reducer(hidden.device, hidden.dtype)
     n = hidden.shape[0]
     # Results go straight into tensors allocated before the first chunk. Keeping each chunk's
     # small results alive instead (a list of parts, joined at the end) lets the allocator carve
