@@ -1,6 +1,6 @@
 """Issue 24: the small-multiples ROC figure (more columns than one panel shows, as the demo's 27)
 lays its shared legend out below the x label: no text of the legend covers the label, the tick
-labels or a panel, whatever the number of rows."""
+labels or a panel, whatever the number of rows; the figure's title covers no panel title."""
 
 from __future__ import annotations
 
@@ -40,4 +40,7 @@ def test_the_shared_legend_never_covers_the_x_label_or_a_panel(columns: int):
     assert legend.y0 >= 0 and legend.x0 >= 0 and legend.x1 <= width  # inside the figure
     title = fig._suptitle.get_window_extent(renderer)
     assert title.y1 <= height + 1
+    for ax in fig.axes:  # nor does the figure's title cover a panel's own title
+        if ax.get_visible():
+            assert not title.overlaps(ax.title.get_window_extent(renderer)), ax.get_title()
     assert np.isfinite([legend.y0, xlabel.y0]).all()

@@ -187,7 +187,7 @@ def _multiples(curves, order, aucs, blind, title, n_neg, n_pos) -> Any:  # type:
     # panels, the title; so the legend never covers the x label whatever the rows (the figure
     # grows by what the legend needs)
     legend_in = 0.22 * math.ceil(len(labels) / 2) + 0.1
-    label_in, ticks_in, top_in = 0.3, 0.3, 0.55
+    label_in, ticks_in, top_in = 0.3, 0.3, 0.85  # top: the title over two-line panel titles
     bottom_in = legend_in + label_in + ticks_in
     height = 2.2 * nrows + bottom_in + top_in
     fig.set_size_inches(2.3 * ncols, height)
