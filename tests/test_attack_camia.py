@@ -19,7 +19,6 @@ from scipy.stats import spearmanr
 
 from imprint.attacks.camia import (
     CAMIA,
-    HIGHER,
     REPEAT,
     approximate_entropy,
     camia_features,
@@ -93,19 +92,44 @@ def test_combination_methods_are_higher_for_smaller_p_values():
 def test_features_of_a_hand_made_text():
     losses = np.array([4.0, 2.0, 1.0, 1.0])
     ids = np.array([7, 8, 7, 9])  # 3 distinct of 4
-    rep1 = np.array([4.0, 2.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.5])
-    rep2 = np.concatenate([rep1, [0.25] * 4])
+    rep1 = np.array([4.0, 2.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.5])  # last copy: four 0.5
+    rep2 = np.concatenate([rep1, [0.25] * 4])  # last copy: four 0.25
     f = camia_features(losses, ids, rep1, rep2)
     assert f["cut_T"] == pytest.approx(2.0) and f["cut_200"] == f["cut_T"]
-    assert f["cut_T_rep1_diff"] == pytest.approx(2.0 - 1.25)
+    assert f["cut_T_rep1_diff"] == pytest.approx(2.0 - 0.5)
     assert f["cal_T"] == pytest.approx(2.0 / 0.75)
-    assert f["ppl_T_rep2_diff"] == pytest.approx(math.exp(2.0) - math.exp(rep2.mean()))
+    assert f["ppl_T_rep2_diff"] == pytest.approx(math.exp(2.0) - math.exp(0.25))
     assert f["cb_const2.5"] == pytest.approx(0.25)  # one loss of four above 2.5
-    assert f["cb_const2.5_rep1_diff"] == pytest.approx(0.25 - 1 / 8)
+    assert f["cb_const2.5_rep1_diff"] == pytest.approx(0.25 - 0.0)  # none of the copy's
     assert f["cbm_T"] == pytest.approx(0.25)  # above the mean 2.0: only 4.0
     assert f["cbpm_T"] == pytest.approx(1 - 1.0)  # every later loss <= the mean before it
     assert f["slope_256"] > 0  # minus a falling slope
     assert len(f) == 66
+    # LeakPro's sequences: the whole repeated text, its first 200 losses for the counts
+    g = camia_features(losses, ids, rep1, rep2, repeats="leakpro")
+    assert g["cut_T_rep1_diff"] == pytest.approx(2.0 - 1.25)
+    assert g["ppl_T_rep2_diff"] == pytest.approx(math.exp(2.0) - math.exp(rep2.mean()))
+    assert g["cb_const2.5_rep1_diff"] == pytest.approx(0.25 - 1 / 8)
+    with pytest.raises(ConfigError, match="repeats must be one of"):
+        CAMIA(repeats="whole")
+
+
+def test_repeat_deltas_of_a_long_text_compare_the_copy_not_the_texts_own_losses():
+    rng = np.random.default_rng(0)
+    losses = rng.uniform(0.5, 5.0, 250)  # longer than the 200-loss window of counts and LZ
+    ids = np.arange(250)
+    copy = losses * 0.3  # the model copies from context: lower losses in the second copy
+    rep1 = np.concatenate([losses, copy])
+    rep2 = np.concatenate([losses, copy, copy * 0.5])
+    f = camia_features(losses, ids, rep1, rep2)
+    g = camia_features(losses, ids, rep1, rep2, repeats="leakpro")
+    for name in ("cb_const3.0_rep1_diff", "lz_bins16_rep2_diff"):
+        assert g[name] == 0.0  # LeakPro: the first 200 losses of the repeat ARE the text's
+    share = float(np.mean(losses[:200] > 3.0))
+    assert f["cb_const3.0_rep1_diff"] == pytest.approx(share - float(np.mean(copy[:200] > 3.0)))
+    assert f["cb_const3.0_rep2_diff"] == pytest.approx(
+        share - float(np.mean(copy[:200] * 0.5 > 3.0))
+    )
 
 
 # -- agreement with LeakPro's CAMIA branch -------------------------------------------------------
@@ -117,7 +141,13 @@ def test_camia_agrees_with_the_leakpro_transcription_on_40_texts(tiny_model_dir,
     base = client.token_stats("target", texts)
     reps = client.token_stats("target", [t for x in texts for t in REPEAT.apply(x)])
     mine = [
-        camia_features(-b.logp.astype(float), b.token_ids, -reps[2 * i].logp, -reps[2 * i + 1].logp)
+        camia_features(
+            -b.logp.astype(float),
+            b.token_ids,
+            -reps[2 * i].logp,
+            -reps[2 * i + 1].logp,
+            repeats="leakpro",
+        )
         for i, b in enumerate(base)
     ]
     leak = LeakProCAMIATranscription()
@@ -132,8 +162,9 @@ def test_camia_agrees_with_the_leakpro_transcription_on_40_texts(tiny_model_dir,
     ]
     feature_gap = max(abs(m[k] - t[k]) for m, t in zip(mine, theirs, strict=True) for k in m)
     assert set(mine[0]) == set(theirs[0]) and feature_gap < 1e-9
-    ours = camia_scores(mine[:40], mine[40:], rule="leakpro")
-    directions = {k: "higher" for k in HIGHER}
+    # LeakPro's settings: its p-value rule, every feature on the lower tail
+    ours = camia_scores(mine[:40], mine[40:], rule="leakpro", higher=frozenset())
+    directions: dict[str, str] = {}
     for dtype in (np.float64, np.float32):
         ref = np.array(leak.score(theirs[:40], theirs[40:], directions, dtype=dtype))
         gap = float(np.max(np.abs(ours - ref)))

@@ -56,6 +56,17 @@ def test_hidden_states_are_every_layers_last_token_and_stored(tiny_model_dir):
     np.testing.assert_allclose(acts[0][0], out[1][0, -1].numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_a_model_without_its_block_list_is_refused_by_name(tiny_model_dir):
+    from imprint.backends.hf import HFLogprobBackend
+    from imprint.errors import CapabilityError
+    from imprint.requests.client import in_memory_requests
+
+    backend = HFLogprobBackend(str(tiny_model_dir), device="cpu")
+    backend.model.config.num_hidden_layers = 7  # no ModuleList of 7 blocks
+    with pytest.raises(CapabilityError, match="no list of 7 decoder blocks found in"):
+        hidden_states(in_memory_requests(backend), "target", ["a text"], PROMPT)
+
+
 def test_probe_agrees_with_the_authors_lrprobe_on_40_texts(tiny_model_dir, one_torch_thread):
     import torch
 

@@ -9,11 +9,12 @@ p-values against non-member texts.
 
 Features (per text; the names and defaults are those of LeakPro's CAMIA branch,
 ``leakpro/attacks/mia_attacks/camia.py``, ``SignalConfig``), with l the text's loss sequence and
-r1, r2 those of the text repeated twice and three times (joined by one space):
+r1, r2 the losses of the last copy of the text repeated twice and three times (joined by one
+space; ``repeats=leakpro``: LeakPro's sequences, see :func:`camia_features`):
 
 - ``{cut,cal,ppl,calppl}_{T,200,300}``: mean loss of the first T' tokens (T = all), divided by the
   token diversity (distinct / all tokens), exp of it, and both; each with ``_rep{1,2}_diff`` =
-  value(x) - value(x repeated) on the whole repeated text.
+  value(x) - value(the copy, cut alike).
 - ``cb_const{2.5,3.0,3.5}``: share of the first 200 losses above the constant; with repeat deltas.
 - ``cbm_{T,200,300}``: share above the text's own mean loss (with repeat deltas); ``cbpm_*``:
   share of tokens above the mean of the losses before them.
@@ -21,7 +22,7 @@ r1, r2 those of the text repeated twice and three times (joined by one space):
   bins; repeat deltas as value(repeated) - value(x).
 - ``slope_{256,512}``: minus the least-squares slope of l over position (the sequence repeated
   cyclically to the length when shorter); ``apen_256``: minus the approximate entropy (m = 8,
-  r = 0.8).
+  r = 0.8); these three on the upper tail (members higher), every other feature on the lower.
 
 Combination (LeakPro's ``Combiner``): for each feature, the empirical p-value of x among the
 reference non-members' values, here the conformal lower tail p = (1 + #{ref <= x}) / (n + 1),
@@ -69,9 +70,10 @@ LZ_BINS = (16, 32)
 SLOPE_LENGTHS = (256, 512)
 APEN_LENGTHS = (256,)
 #: tails on which a feature's value is member-like: "lower" unless named here
-HIGHER = frozenset(f"slope_{n}" for n in SLOPE_LENGTHS)
+HIGHER = frozenset([*(f"slope_{n}" for n in SLOPE_LENGTHS), *(f"apen_{n}" for n in APEN_LENGTHS)])
 METHODS = ("fisher", "edgington", "pearson", "george")
 P_RULES = ("conformal", "leakpro")
+REPEATS = ("copy", "leakpro")
 CLIP = 1e-5
 
 
@@ -177,13 +179,44 @@ def _diff(a: float, b: float) -> float:
 # -- features -------------------------------------------------------------------------------------
 
 
+def last_copy(rep: np.ndarray, n: int, copies: int) -> np.ndarray:
+    """The losses of the last copy of a text of ``n`` tokens repeated ``copies`` times: the
+    last (len(rep) - n) // (copies - 1) losses (the first copy's tokens are the text's own)."""
+    seg = (len(rep) - n) // (copies - 1)
+    return rep[len(rep) - seg :] if seg > 0 else rep[n:]
+
+
 def camia_features(
-    losses: np.ndarray, token_ids: np.ndarray, rep1: np.ndarray, rep2: np.ndarray
+    losses: np.ndarray,
+    token_ids: np.ndarray,
+    rep1: np.ndarray,
+    rep2: np.ndarray,
+    *,
+    repeats: str = "copy",
 ) -> dict[str, float]:
     """CAMIA's features of one text from its losses (T,), token ids (T,) and the losses of the
-    text repeated twice (rep1) and three times (rep2); see the module docstring."""
+    text repeated twice (rep1) and three times (rep2); see the module docstring. ``repeats``:
+    "copy" compares each feature with the same feature of the repeated text's last copy (cut
+    alike); "leakpro" with LeakPro's sequences (the whole repeated text for means and shares
+    above the mean, its first 200 losses for counts and Lempel-Ziv: for a text of 200 tokens or
+    more those are the text's own losses, so those deltas are 0)."""
     losses, rep1, rep2 = (np.asarray(a, np.float64) for a in (losses, rep1, rep2))
     token_ids = np.asarray(token_ids)
+    if repeats == "copy":
+        c1, c2 = last_copy(rep1, len(losses), 2), last_copy(rep2, len(losses), 3)
+
+        def reps(cut: int | None) -> tuple[np.ndarray, np.ndarray]:
+            return c1[:cut], c2[:cut]
+
+        first = (losses[:200], *reps(200))
+    elif repeats == "leakpro":
+
+        def reps(cut: int | None) -> tuple[np.ndarray, np.ndarray]:
+            return rep1, rep2
+
+        first = (losses[:200], rep1[:200], rep2[:200])
+    else:
+        raise ConfigError(f"camia.repeats must be one of {REPEATS}, got {repeats!r}")
     out: dict[str, float] = {}
     posts = {
         "cut": lambda v, d: v,
@@ -191,31 +224,28 @@ def camia_features(
         "ppl": lambda v, d: math.exp(v),
         "calppl": lambda v, d: math.exp(v) / d,
     }
-    vr1, vr2 = _mean(rep1), _mean(rep2)
     for tag, cut in CUTS.items():
-        base = losses[:cut]
         div = max(_diversity(token_ids[:cut]), 1e-12)
-        vb = _mean(base)
+        vb, vr1, vr2 = (_mean(x) for x in (losses[:cut], *reps(cut)))
         for fam, post in posts.items():
             b, r1, r2 = post(vb, div), post(vr1, div), post(vr2, div)
             out[f"{fam}_{tag}"] = b
             out[f"{fam}_{tag}_rep1_diff"] = _diff(b, r1)
             out[f"{fam}_{tag}_rep2_diff"] = _diff(b, r2)
-    first = [s[:200] for s in (losses, rep1, rep2)]
     for tau in CB_TAUS:
-        b, r1, r2 = (1 - _count_below(s, tau) for s in first)
+        b, r1, r2 = (1 - _count_below(x, tau) for x in first)
         out[f"cb_const{tau}"] = b
         out[f"cb_const{tau}_rep1_diff"] = _diff(b, r1)
         out[f"cb_const{tau}_rep2_diff"] = _diff(b, r2)
     for tag, cut in CUTS.items():
-        seqs = [losses[:cut], rep1, rep2]
-        b, r1, r2 = (1 - (_count_below(s, _mean(s)) if len(s) else 0.0) for s in seqs)
+        seqs = [losses[:cut], *reps(cut)]
+        b, r1, r2 = (1 - (_count_below(x, _mean(x)) if len(x) else 0.0) for x in seqs)
         out[f"cbm_{tag}"] = b
         out[f"cbm_{tag}_rep1_diff"] = _diff(b, r1)
         out[f"cbm_{tag}_rep2_diff"] = _diff(b, r2)
         out[f"cbpm_{tag}"] = 1 - count_below_prev_mean(losses[:cut])
     for bins in LZ_BINS:
-        b, r1, r2 = (lz_complexity(s, bins) for s in first)
+        b, r1, r2 = (lz_complexity(x, bins) for x in first)
         out[f"lz_bins{bins}"] = b
         out[f"lz_bins{bins}_rep1_diff"] = _diff(r1, b)
         out[f"lz_bins{bins}_rep2_diff"] = _diff(r2, b)
@@ -321,6 +351,7 @@ class CAMIA(Attack):
     n_reference: int = 10
     combine: str = "fisher"
     p_rule: str = "conformal"
+    repeats: str = "copy"
     _reference: tuple[str, ...] | None = prepared_field()
 
     summary = (
@@ -329,17 +360,26 @@ class CAMIA(Attack):
     )
     paper = "Chang et al. 2024, Context-Aware Membership Inference Attacks against Pre-trained LLMs"
     deviations: ClassVar[tuple[str, ...]] = (
-        "Features and combiner follow LeakPro's CAMIA branch (its run_attack is unfinished); "
-        "the authors' own code instead orients every feature by the evaluation labels, which "
-        "imprint never reads: tails are fixed in advance.",
-        "slope_256/512 use the upper tail: LeakPro negates the slope ('negative for members') "
-        "and then tests every feature on the lower tail, which ranks its own slope backwards.",
-        "Repeat deltas of the 200/300-token cuts reuse the whole text's repeated passes (LeakPro "
-        "re-scores the decoded cut repeated); identical for texts within the cut.",
+        "Features follow LeakPro's CAMIA branch, not the authors' code (changhongyan123/"
+        "context_aware_mia), which computes slope and ApEn on the text repeated 1 + 5 times cut "
+        "at 600/800/1000 tokens (imprint: the text's own losses repeated cyclically, so no "
+        "in-context effect), ApEn with r = 0.8 sd(x) and |phi_m - phi_m+1| (imprint: r = 0.8, "
+        "signed), counts above 1, 2, 3 nats (imprint: 2.5, 3, 3.5) and Lempel-Ziv on 3/4/5 bins "
+        "normalised by length (imprint: 16/32 bins, a phrase count).",
+        "The authors orient every feature by the evaluation labels, which imprint never reads: "
+        "tails are fixed in advance (LeakPro's run_attack is unfinished).",
+        "slope_256/512 and apen_256 use the upper tail: LeakPro negates both ('negative for "
+        "members') and then tests every feature on the lower tail, ranking both backwards.",
+        "Repeat deltas compare each feature with the same feature of the last copy inside the "
+        "text repeated 2x / 3x (as the authors' copy segments); LeakPro takes the whole repeated "
+        "text, and its first 200 losses for counts and Lempel-Ziv, which for a text of 200 "
+        "tokens or more are the text's own, so those deltas are 0 (repeats=leakpro keeps it).",
         "Per-feature p-values are conformal, (1 + #{ref <= x}) / (n + 1) on the lower tail and "
         "(1 + #{ref >= x}) / (n + 1) on the upper; LeakPro's lower tail #{ref <= x} / (n + 1) is "
         "0 (clipped to 1e-5, a Fisher term of 23) below every reference, so it rejects at alpha "
         "0.05 twice as often as 0.05 with 19 references (p_rule=leakpro restores it).",
+        "Edgington, Pearson and George are signed higher = member (LeakPro returns them with the "
+        "opposite sign to its Fisher score, so they rank members low).",
         "Reference values stay float64; LeakPro sorts them as float32, so a value tied in "
         "float64 with a reference value (shares, counts) may rank on the other side of it.",
         "Reference: the run's 10 held-out non-members by default (LeakPro: the whole population "
@@ -353,6 +393,8 @@ class CAMIA(Attack):
             raise ConfigError(f"camia.n_reference must be >= 2, got {self.n_reference}")
         if self.combine not in METHODS:
             raise ConfigError(f"camia.combine must be one of {METHODS}, got {self.combine!r}")
+        if self.repeats not in REPEATS:
+            raise ConfigError(f"camia.repeats must be one of {REPEATS}, got {self.repeats!r}")
         if self.p_rule not in P_RULES:
             raise ConfigError(f"camia.p_rule must be one of {P_RULES}, got {self.p_rule!r}")
 
@@ -380,27 +422,30 @@ class CAMIA(Attack):
             )
         base = inputs.signals.get()
         reps = inputs.signals.variants(Need(variant=REPEAT))
-        rows = [_features_of(b, r) for b, r in zip(base, reps, strict=True)]
-        ref_rows = reference_features(inputs.requests, self._reference)
+        rows = [_features_of(b, r, self.repeats) for b, r in zip(base, reps, strict=True)]
+        ref_rows = reference_features(inputs.requests, self._reference, self.repeats)
         return {self.name: camia_scores(rows, ref_rows, method=self.combine, rule=self.p_rule)}
 
 
-def _features_of(base: Any, reps: Sequence[Any]) -> dict[str, float]:
+def _features_of(base: Any, reps: Sequence[Any], repeats: str = "copy") -> dict[str, float]:
     return camia_features(
         -np.asarray(base.logp, np.float64),
         np.asarray(base.token_ids),
         -np.asarray(reps[0].logp, np.float64),
         -np.asarray(reps[1].logp, np.float64),
+        repeats=repeats,
     )
 
 
-def reference_features(requests: Any, texts: Sequence[str]) -> list[dict[str, float]]:
+def reference_features(
+    requests: Any, texts: Sequence[str], repeats: str = "copy"
+) -> list[dict[str, float]]:
     """Features of the reference non-members, scored through the run's request client."""
     base = requests.token_stats("target", list(texts))
     rep_texts = [t for text in texts for t in REPEAT.apply(text)]
     reps = requests.token_stats("target", rep_texts)
     k = len(REPEAT.copies)
-    return [_features_of(b, reps[i * k : (i + 1) * k]) for i, b in enumerate(base)]
+    return [_features_of(b, reps[i * k : (i + 1) * k], repeats) for i, b in enumerate(base)]
 
 
 def camia_scores(

@@ -6,7 +6,8 @@ that they become members of the proxy; train a linear probe on the proxy's activ
 those texts from the other half; then read the target's activations on each evaluated text with
 the probe. The activation is the output of a decoder layer at the last token of the text put in
 the authors' prompt ("Here is a statement:\\n\\n[TEXT]\\n\\nIs the above statement correct?
-Answer: "); the layer is the one whose probe separates a held-out part of the proxy data best.
+Answer: "); the layer is the one whose probe separates a held-out part of the proxy data best
+(the probe is then refitted on all the proxy texts).
 
 Defaults of the authors' code (``zhliu0106/probing-lm-data``): proxy fine-tuned 2 epochs at a
 constant lr of 1e-3 with AdamW (one step per 100 texts: here one full batch per epoch), probe
@@ -116,14 +117,18 @@ class Probe(Attack):
     )
     paper = "Liu et al. 2024, Probing Language Models for Pre-training Data Detection"
     deviations: ClassVar[tuple[str, ...]] = (
-        "The layer is chosen on a stratified half of the proxy's own texts; the authors choose "
-        "it by AUC on a labelled dev split of the benchmark (evaluation labels imprint never "
-        "reads); the SoK's port then applies the last layer's probe to the chosen layer.",
-        "Proxy training: one full-batch AdamW step per epoch on the 5 proxy members (the "
-        "authors: batches of 100 on 1,000 texts); the proxy texts are the run's 10 held-out "
-        "non-members, where the authors use a separate 1,000-text ArxivMIA train set.",
+        "The layer is chosen on a stratified half of the proxy's own texts (probes fitted on "
+        "the other half; with 10 texts an AUC over 3 x 3 pairs, noisy) and the probe is then "
+        "refitted on all of them; the authors fit on their 200 proxy texts and choose the "
+        "layer by AUC on a labelled 400-text dev split (evaluation labels imprint never reads); "
+        "the SoK's port applies the last layer's probe to the chosen layer.",
+        "Proxy: the target fine-tuned 2 full-batch AdamW steps at lr 1e-3 on 5 of the run's 10 "
+        "held-out non-members (the authors: 2 steps too, batches of 50 with 2 accumulations, on "
+        "100 of 200 ArxivMIA texts, lr swept over 8e-4, 9e-4, 1e-3, in bf16; imprint float32).",
         "The score is the probe's logit w . a (the authors' sigmoid ranks the same without "
         "saturating); activations are read after imprint's start token.",
+        "The target's activations are standardised by the scored set's own mean and sd, as the "
+        "authors do: a text's score depends on the texts scored with it.",
     )
 
     def __post_init__(self) -> None:
@@ -164,7 +169,14 @@ class Probe(Attack):
         idx, labels = proxy_split(len(self._train))
         self._proxy(requests, [self._train[i] for i in idx])
         proxy_acts = hidden_states(requests, PROXY_ROLE, self._train, self.template)
-        layer, w = self.choose_layer(proxy_acts, labels)
+        layer, _ = self.choose_layer(proxy_acts, labels)
+        w = fit_probe(  # refitted on every proxy text once the layer is chosen
+            standardise(proxy_acts[:, layer].astype(np.float64)),
+            labels,
+            lr=self.probe_lr,
+            weight_decay=self.probe_weight_decay,
+            epochs=self.probe_epochs,
+        )
         target_acts = hidden_states(requests, "target", inputs.texts, self.template)
         return {self.name: standardise(target_acts[:, layer].astype(np.float64)) @ w}
 

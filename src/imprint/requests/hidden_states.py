@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from imprint.errors import DataError
+from imprint.errors import CapabilityError, DataError
 from imprint.requests.kinds import Request, require_local
 
 __all__ = ["HiddenStatesRequest", "context_ids", "hidden_states"]
@@ -78,12 +78,19 @@ class HiddenStatesRequest(Request):
 
         local = require_local(backend, "hidden-state activations")
         model = local.model
+        layers = find_layers(model)
+        if layers is None:
+            raise CapabilityError(
+                f"hidden_states: no list of {getattr(model.config, 'num_hidden_layers', '?')} "
+                f"decoder blocks found in {type(model).__name__}; the probe reads the output "
+                "of each block and supports models with one torch ModuleList of them"
+            )
         outputs: list[Any] = []
         hooks = [
             layer.register_forward_hook(
                 lambda _m, _i, out: outputs.append(out[0] if isinstance(out, tuple) else out)
             )
-            for layer in find_layers(model)
+            for layer in layers
         ]
         results = []
         try:
