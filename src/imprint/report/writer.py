@@ -8,7 +8,7 @@ import datetime
 import json
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -157,8 +157,11 @@ def write_run(
     *,
     console: Any = None,
     overwrite: bool = False,
+    extra: Callable[[Path], None] | None = None,
 ) -> None:
-    """Write every artefact of a run into ``out`` and print the table to ``console``.
+    """Write every artefact of a run into ``out`` and print the table to ``console``;
+    ``extra(folder)`` writes more files into the staged folder before it is published (the
+    per-token scores), so they appear with the rest or not at all.
 
     ``metrics`` is the evaluation step's result (:func:`imprint.evaluation.evaluate_scores`); this
     only writes and renders it.
@@ -175,6 +178,8 @@ def write_run(
     staged = staging_dir(out)
     try:
         _write_files(staged, samples, scores, metrics, manifest)
+        if extra is not None:
+            extra(staged)
         mark_output(staged, "run")
         publish(staged, out, overwrite=overwrite)
     finally:

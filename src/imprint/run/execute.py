@@ -53,7 +53,6 @@ def execute_run(
     Ray workers, under one progress display.
     """
     from imprint.evaluation import RunWarning, evaluate_scores
-    from imprint.evaluation.results import WARNING_KINDS
     from imprint.report import write_run
 
     started = time.time()
@@ -66,8 +65,6 @@ def execute_run(
     found = tuple(RunWarning("data_defects", m) for m in inputs.defects.warnings(config.data))
     for kind, message in scored.warnings:  # said now, and in metrics.json and the report
         warnings.warn(message, UserWarning, stacklevel=2)
-        if kind not in WARNING_KINDS:
-            raise AssertionError(f"run warning of unknown kind {kind!r}")  # a kind to declare
         found += (RunWarning(kind, message),)  # type: ignore[arg-type]
     if inputs.references and inputs.references["unmatched_ids"]:
         found += (RunWarning("unmatched_reference_ids", unmatched_message(inputs.references)),)
@@ -88,12 +85,8 @@ def execute_run(
         manifest,
         console=console,
         overwrite=config.overwrite,
+        extra=_token_scores(scored),  # staged with the rest: published whole or not at all
     )
-    if scored.work.token_scores:  # token-level attacks' per-token scores (informia)
-        from imprint.scoring import write_token_scores
-
-        path = Path(config.out) / "token_scores.parquet"
-        write_token_scores(path, scored.samples, scored.work.token_scores)
     if console is not None and scored.plan is not None:
         from rich.text import Text
 
@@ -116,6 +109,21 @@ def execute_run(
             soft_wrap=True,
         )
     return RunResult(config.out, scored.samples, scored.scores, metrics, manifest)
+
+
+def _token_scores(scored: Any) -> Any:
+    """A writer of token-level attacks' per-token scores (informia) into the staged run
+    folder, or None when no attack made any."""
+    if not scored.work.token_scores:
+        return None
+    from imprint.scoring import write_token_scores
+
+    def write(folder: Path) -> None:
+        write_token_scores(
+            folder / "token_scores.parquet", scored.samples, scored.work.token_scores
+        )
+
+    return write
 
 
 def _check_folders(plan: RunPlan) -> None:

@@ -71,6 +71,8 @@ def score(
     timed = TimedExecutor(executor)  # seconds per (role, kind), for the end line and later plans
     try:
         backends = given if given is not None else load_backends(plan, cache)
+        found = same_as_target(backends)  # before any work: a kind to declare fails here
+        _check_kinds(found)
         requests = model_requests(
             backends, cache, work, config.token_budget, progress, executor=timed
         )
@@ -103,7 +105,6 @@ def score(
         record_rates(plan.cache_path, backends["target"], work.to_dict(), timed.seconds)
         work.executor = {"kind": executor.kind, **executor.stats.to_dict()}
         models = describe_models(plan, backends)
-        found = same_as_target(backends)
         return Scored(samples, attacks, scores, models, work, documents, work_plan, elapsed,
                       warnings=found, call_seconds=dict(timed.seconds))  # fmt: skip
     finally:
@@ -138,6 +139,14 @@ def _set_up_attacks(
     if len({s.label for s in samples}) < 2:
         raise DataError(f"{plan.config.data}: after preparation only one class is left to evaluate")
     return samples, attacks, prefixes
+
+
+def _check_kinds(found: tuple[tuple[str, str], ...]) -> None:
+    from imprint.evaluation.results import WARNING_KINDS
+
+    for kind, _ in found:
+        if kind not in WARNING_KINDS:
+            raise AssertionError(f"run warning of unknown kind {kind!r}")  # a kind to declare
 
 
 def same_as_target(backends: dict[str, Backend]) -> tuple[tuple[str, str], ...]:
