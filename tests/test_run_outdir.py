@@ -90,3 +90,35 @@ def test_run_folder_with_brackets_is_printed_whole_and_replaceable(tiny_model_di
     assert is_run_folder(out)  # what a real run writes is recognised
     execute_run(_quick(tiny_model_dir, _data(tmp_path), out, breakdown="язык", overwrite=True))
     assert "язык" in json.loads((out / "metrics.json").read_text())["breakdown"]["field"]
+
+
+def _cli_run(tmp_path: Path, model: Path) -> object:
+    from typer.testing import CliRunner
+
+    from imprint.cli import app
+
+    args = ["run", "--model", str(model), "--data", str(_data(tmp_path)), "--attacks", "loss",
+            "--bootstrap", "20", "--no-blind"]  # fmt: skip
+    return CliRunner().invoke(app, args)
+
+
+def test_no_writable_runs_folder_is_one_teaching_line_not_a_traceback(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").write_text("a file where the runs folder would go")
+    result = _cli_run(tmp_path, tiny_model_dir)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: cannot make the run folder runs/")
+    assert "pass --out DIR" in lines[0]
+
+
+def test_a_real_latest_folder_is_left_and_the_run_says_so(tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "latest").mkdir(parents=True)  # an earlier release's run folder
+    result = _cli_run(tmp_path, tiny_model_dir)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "runs/latest is a real folder" in said and "does not point to this run" in said
+    assert not (tmp_path / "runs" / "latest").is_symlink()

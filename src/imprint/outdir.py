@@ -243,15 +243,23 @@ def default_run_dir(model: str, data: str, *, root: Path = RUNS, now: float | No
     finished run is renamed onto it (an empty folder) when it publishes."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     base = root / f"{stamp}-{_slug(model)}-{_slug(data)}"
-    root.mkdir(parents=True, exist_ok=True)
     path, n = base, 1
-    while True:
-        try:
-            path.mkdir()  # fails if any run (or anything else) holds the name
-            return path
-        except FileExistsError:
-            n += 1
-            path = base.with_name(f"{base.name}-{n}")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        while True:
+            try:
+                path.mkdir()  # fails if any run (or anything else) holds the name
+                return path
+            except FileExistsError:
+                if not root.is_dir():
+                    raise
+                n += 1
+                path = base.with_name(f"{base.name}-{n}")
+    except OSError as err:  # a read-only working folder, or a file named runs
+        raise ConfigError(
+            f"cannot make the run folder {path} ({err.strerror or err}): run from a writable "
+            "folder or pass --out DIR"
+        ) from None
 
 
 def release_run_dir(path: Path) -> None:

@@ -357,7 +357,13 @@ def run(
         raise
     if out is None:
         link = link_latest(result.out)
-        to = f"; {link} points to it" if link else ""
+        latest = Path(result.out).parent / "latest"
+        to = (
+            f"; {link} points to it"
+            if link
+            else f"; {latest} is a real folder (an earlier release wrote runs there), left as "
+            "it is, so it does not point to this run (move it away to get the link)"
+        )
         say(f"run folder: {result.out}{to}")
 
 
