@@ -48,8 +48,9 @@ def gemm_gflops(seconds: float = 2.0) -> float:
     return best
 
 
-def samia_prompts(n_texts: int) -> list[tuple[str, str, int]]:
-    """(prefix, suffix, token budget) of the first ``n_texts`` WikiMIA-32 texts, as SaMIA."""
+def samia_prompts(n_texts: int, max_tokens: int = 0) -> list[tuple[str, str, int]]:
+    """(prefix, suffix, token budget) of the first ``n_texts`` WikiMIA-32 texts, as SaMIA
+    (``max_tokens`` > 0 replaces SaMIA's budget rule)."""
     from imprint.attacks.samia import SaMIA, split_prefix
     from imprint.data.words import split_units
 
@@ -57,7 +58,7 @@ def samia_prompts(n_texts: int) -> list[tuple[str, str, int]]:
     out = []
     for row in load_rows(32)[:n_texts]:
         prefix, suffix = split_prefix(row["input"], attack.prefix_ratio)
-        budget = attack.max_tokens or max(8, 3 * len(split_units(suffix)))
+        budget = max_tokens or attack.max_tokens or max(8, 3 * len(split_units(suffix)))
         out.append((prefix, suffix, budget))
     return out
 
@@ -135,14 +136,18 @@ def compare(a: list[list[str]], b: list[list[str]]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="6 texts, --generate on")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: 3 texts, 16 new tokens, --generate on"
+    )
+    parser.add_argument("--max-tokens", type=int, default=0, help="0 = SaMIA's budget rule")
     parser.add_argument("--texts", type=int, default=48, help="WikiMIA-32 texts (prompts)")
     parser.add_argument("--generate", action="store_true", help="also the generate() path")
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--dtype", default="auto", help="float32, bfloat16 or auto (fp32 on CPU)")
     parser.add_argument("--out", default=None, help="write the report as JSON here")
     args = parser.parse_args()
-    n_texts = 6 if args.quick else args.texts
+    n_texts = 3 if args.quick else args.texts
+    max_tokens = 16 if args.quick and not args.max_tokens else args.max_tokens
     with_generate = args.generate or args.quick
 
     import torch
@@ -152,7 +157,7 @@ def main() -> None:
     from imprint.backends.text import HFTextBackend
 
     hf = HFLogprobBackend(args.model, dtype=args.dtype)
-    prompts = samia_prompts(n_texts)
+    prompts = samia_prompts(n_texts, max_tokens)
     flops = 2 * sum(p.numel() for p in hf.model.parameters()) / 1e9  # tied head: counted once
     roofline = gemm_gflops()
     n = SaMIA().n_samples

@@ -79,12 +79,28 @@ def warp(scores: torch.Tensor, temperature: float, top_k: int, top_p: float) -> 
     return scores
 
 
-def _draw(group: Group, logits: torch.Tensor) -> list[int]:
-    """The group's next token per row from its fp32 logits (n, V)."""
-    if group.temperature == 0:
-        return [int(t) for t in torch.argmax(logits, dim=-1)]
-    probs = warp(logits, group.temperature, group.top_k, group.top_p).softmax(dim=-1)
-    return [int(t) for t in torch.multinomial(probs, 1, generator=group.generator).squeeze(1)]
+def _draw(groups: list[Group], logits: torch.Tensor) -> list[int]:
+    """Every live row's next token from the fp32 logits (rows, V): each group draws from its own
+    generator; rows of equal settings are warped in one call (row-wise ops: the same numbers as
+    one group at a time)."""
+    settings = {(g.temperature, g.top_k, g.top_p) for g in groups}
+    head = groups[0]
+    shared = None
+    if len(settings) == 1 and head.temperature > 0:
+        shared = warp(logits, head.temperature, head.top_k, head.top_p).softmax(dim=-1)
+    tokens: list[int] = []
+    at = 0
+    for g in groups:
+        rows = slice(at, at + g.n)
+        at += g.n
+        if g.temperature == 0:
+            tokens.extend(torch.argmax(logits[rows], dim=-1).tolist())
+            continue
+        probs = shared[rows] if shared is not None else None
+        if probs is None:
+            probs = warp(logits[rows], g.temperature, g.top_k, g.top_p).softmax(dim=-1)
+        tokens.extend(torch.multinomial(probs, 1, generator=g.generator).squeeze(1).tolist())
+    return tokens
 
 
 def _hit_stop(text: str, stop: Sequence[str]) -> bool:
@@ -161,12 +177,11 @@ def sample_groups(local: Any, groups: list[Group], decode: Any = None) -> None:
     batch = _Batch(local, groups)
     step_ids = batch.ids
     while batch.groups:
-        logits = batch.forward(step_ids)
-        at, column = 0, []
+        drawn = iter(_draw(batch.groups, batch.forward(step_ids)))
+        column = []
         for g in batch.groups:
-            tokens = _draw(g, logits[at : at + g.n])
-            at += g.n
-            for j, token in enumerate(tokens):
+            for j in range(g.n):
+                token = next(drawn)
                 if g.done[j]:  # a finished row is fed padding, as generate does
                     token = local.pad_id
                 else:

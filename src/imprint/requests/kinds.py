@@ -98,7 +98,9 @@ class SampleRequest(Request):
     """``n`` continuations of ``prompt`` (the generated text only, cut at the first stop string).
 
     ``temperature == 0`` asks for greedy decoding (kind ``greedy``). ``seed`` fixes the draws of
-    this prompt whatever batch it lands in. Result: a list of ``n`` strings.
+    this prompt whatever batch it lands in (a generator per prompt; a local model's padded batch
+    can still flip a near-tied draw by float noise, see :mod:`imprint.backends.sampling`).
+    Result: a list of ``n`` strings.
     """
 
     kind: ClassVar[str] = "sample"
