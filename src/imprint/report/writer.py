@@ -101,7 +101,7 @@ def write_plots(
     curves and bands of ``metrics.roc``; a folder evaluated before curves were recorded gets
     them from the same evaluation code, with the columns' own seed and resample count)."""
     labels = np.array([s.label for s in samples])
-    curves = _curves(labels, scores, metrics)
+    curves = _curves(labels, scores, metrics, samples)
     aucs = {name: row.auc for name, row in metrics.attacks.items()}
     plots = []
     suite = metrics.blind_suite
@@ -128,24 +128,45 @@ def write_plots(
 
 
 def _curves(
-    labels: np.ndarray, scores: dict[str, np.ndarray], metrics: RunMetrics
+    labels: np.ndarray,
+    scores: dict[str, np.ndarray],
+    metrics: RunMetrics,
+    samples: Sequence[Sample] = (),
 ) -> dict[str, RocCurve]:
+    """The recorded curves; a folder evaluated before curves were recorded gets them from the
+    same code, resampling what its table resampled (documents: each sample's document, read
+    from the samples); a column whose unit cannot be recovered gets no curve rather than a band
+    that is not its table's interval."""
     curves = {c: v for c, v in metrics.roc.items() if c in metrics.attacks}
     for name, values in scores.items():
         row = metrics.attacks.get(name)
         if name in curves or row is None:
             continue
-        groups = None  # a folder without curves is re-drawn resampling texts
+        unit = "texts" if row.resamples in (None, "", "samples") else row.resamples
+        groups = _document_ids(samples, len(labels)) if unit == "documents" else None
+        if unit not in ("texts", "documents") or (unit == "documents" and groups is None):
+            continue
         found = roc_with_band(
             labels,
             np.asarray(values, dtype=float),
             seed=row.seed,
             n_bootstrap=row.n_resamples,
             groups=groups,
+            resamples=unit,
         )
         if found is not None:
             curves[name] = found
     return curves
+
+
+def _document_ids(samples: Sequence[Sample], n: int) -> np.ndarray | None:
+    """Each sample's document (``--unit document`` runs), or None when any sample lacks one."""
+    from imprint.documents.split import DOC_ID
+
+    ids = [s.meta.get(DOC_ID) if s.meta else None for s in samples]
+    if len(ids) != n or any(i is None for i in ids):
+        return None
+    return np.array([str(i) for i in ids])
 
 
 def write_run(
