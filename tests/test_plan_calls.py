@@ -78,8 +78,9 @@ def test_the_plan_counts_sampling_and_embedding_calls_the_run_then_executes(
     assert second.exit_code == 0, second.output
     plan = _line(second.output, "plan: ")
     assert "target sample 12 requests (about" in plan and "per request, measured by the run" in plan
-    assert "embedder embed 16 requests (about" in plan
+    assert "embedder embed 16 requests (all in the store)" in plan  # no work, no estimate needed
     assert "target logprobs 16 passes (~" in plan and "tokens, all in the store)" in plan
+    assert "measured now" not in plan  # the store answers every pass: no timing forward either
     done = _line(second.output, "done: ")
     assert "target sample 12 requests executed" in done
     assert "embedder embed 0 requests executed, 16 answered by the store" in done

@@ -18,6 +18,8 @@ last run here measured for it (:class:`TimedExecutor`), or "not estimated". The 
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -200,7 +202,7 @@ def plan_work(
     ]
     records = _read_records(cache_path)
     for (role, kind), keys in extra.keys.items():
-        found = _stored(store, backends.get(role), kind, sorted(keys))
+        found = _stored(store, _role_model(backends, role), kind, sorted(keys))
         left = len(keys) - len(found or ())
         seconds, how = _kind_rate(records, target, role, kind)
         estimate = left * seconds if seconds else (0.0 if left == 0 else None)
@@ -231,6 +233,18 @@ def _stored(store: Any, backend: Any, kind: str, keys: list[str]) -> set[str] | 
     if store is None or not isinstance(fingerprint, str) or not keys:
         return None
     return set(store.get_keys(fingerprint, kind, keys, lambda blob: None))
+
+
+def _role_model(backends: dict[str, Any], role: str) -> Any:
+    """The model of ``role`` whose fingerprint keys its stored answers: a loaded backend, or the
+    run's embedder (MiniLM, whose fingerprint needs no loading); None otherwise."""
+    if role in backends:
+        return backends[role]
+    if role == "embedder":
+        from imprint.requests.embed import default_embedder
+
+        return default_embedder()
+    return None
 
 
 def _size(found: set[str] | None) -> int | None:
@@ -268,7 +282,7 @@ def _kind_rate(
             f"at {_per(seconds)} per request, measured by the run of {when} here (its model "
             "loading included)"
         )
-    return None, f"no {kind} timing on this machine yet (the end of this run records one)"
+    return None, f"no {kind} timing on this machine yet (a run that computes some records one)"
 
 
 def _per(seconds: float) -> str:
@@ -385,7 +399,8 @@ def record_rates(
     if done:
         path = _record_path(cache_path)
         try:
-            temporary = path.with_name(path.name + ".tmp")
+            # a name of this process's own: two runs recording at once never share a file
+            temporary = path.with_name(f"{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
             temporary.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
             temporary.replace(path)
         except OSError:
