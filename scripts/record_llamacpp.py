@@ -83,18 +83,27 @@ def reduce_answer(answer: object, keep_named: set[str]) -> tuple[object, dict]:
     if not tops:
         return answer, {}
     size = len(json.dumps(answer))
-    tokens, full = lp["tokens"], []
-    for i, top in enumerate(tops):
-        full.append(len(top) if top else 0)
-        if top:
-            best = sorted(top, key=top.__getitem__, reverse=True)[:KEEP]
-            named = [t for t in [*tokens[i : i + 2], *keep_named] if t in top]
-            tops[i] = {k: top[k] for k in dict.fromkeys([*best, *named])}
+    full = [len(top) if top else 0 for top in tops]
+    cut(lp, keep_named)
     return answer, {
         "reduced": f"top_logprobs cut to the best {KEEP} plus the candidates the client reads; "
         f"values unchanged; full answer {size} bytes",
         "full_candidates_per_entry": full,
     }
+
+
+def cut(lp: dict, keep_named: set[str]) -> None:
+    """Each entry of ``lp["top_logprobs"]`` cut, in place, to its best :data:`KEEP` plus the
+    candidates named like the tokens at and after it; a one-entry answer (the context alone:
+    its candidates are the first token of every text) also keeps those named in
+    ``keep_named``."""
+    tokens, tops = lp["tokens"], lp["top_logprobs"]
+    extra = list(keep_named) if len(tops) == 1 else []
+    for i, top in enumerate(tops):
+        if top:
+            best = sorted(top, key=top.__getitem__, reverse=True)[:KEEP]
+            named = [t for t in [*tokens[i : i + 2], *extra] if t in top]
+            tops[i] = {k: top[k] for k in dict.fromkeys([*best, *named])}
 
 
 def key_of(method: str, path: str, request: object) -> str:
@@ -223,12 +232,20 @@ def worker(
         server.wait(30)
 
 
-def assemble(args: argparse.Namespace, rows: list[dict]) -> None:
+def assemble(args: argparse.Namespace, rows: list[dict], tokenizer: object) -> None:
+    from imprint.backends.alignment import local_token_texts
+
     pairs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(args.work.glob("*.json"))]
     asked = {(p["request"] or {}).get("prompt") for p in pairs if (p["request"] or {}).get("echo")}
     done = [r for r in rows if any(a and a.endswith(r["text"]) for a in asked)]
     print(f"{len(done)} of {len(rows)} texts recorded")
     rows = done
+    named = {t for r in rows for t in local_token_texts(tokenizer, r["text"])}
+    for pair in pairs:  # answers recorded before a fix of cut() kept more: cut them again
+        choices = pair["answer"].get("choices") if isinstance(pair["answer"], dict) else None
+        lp = choices[0].get("logprobs") if choices else None
+        if isinstance(lp, dict) and lp.get("top_logprobs"):
+            cut(lp, named)
     version = subprocess.run(
         [args.python, "-c", "import llama_cpp; print(llama_cpp.__version__)"],
         capture_output=True, text=True, check=False,
@@ -276,7 +293,7 @@ def main() -> None:
     tokenizer = _load_tokenizer(args.tokenizer)
     rows = pick_texts(args.texts, tokenizer)
     if args.assemble:
-        return assemble(args, rows)
+        return assemble(args, rows, tokenizer)
     if args.reverse:
         args.worker = args.workers
         return worker(args, rows[::-1], tokenizer, rows)

@@ -6,8 +6,8 @@ Instruct Q4_1 GGUF that the ``smollm2-135m`` alias de-quantises) to ``echo`` + `
 requests for WikiMIA-32's first text after ``<|endoftext|>``: with 5 candidates, and with all
 49,152 (stored cut to the best 20 plus the candidates named like the tokens at and after each
 position, values unchanged; the full answer was 70 MB). Building the server takes 23 minutes
-here, too slow for CI, so the answers are recorded; the full record + replay flow
-(``scripts/record_llamacpp.py``) did not finish in this session (see docs/served/graybox.md).
+here, too slow for CI, so the answers are recorded; the record + replay flow over 42 texts
+through ``imprint run`` is ``tests/test_http_graybox_replay.py`` (see docs/served/graybox.md).
 
 The answers are shifted by one token (the model adds no BOS): the tests pin that imprint's
 alignment reading detects it, that the corrected log-probs equal the local ``hf`` backend's on the
@@ -69,7 +69,8 @@ def test_corrected_logprobs_equal_the_local_hf_backend(record, local, capsys):
     assert len(served) == len(local) - 1
     # candidates are keyed by token text: several SmolLM2 ids decode to " " with this server's
     # decoding, and the dict keeps the last (least likely) one, so " " tokens read wrong values;
-    # they are pinned as wrong here and left out of the comparison (not yet refused by imprint)
+    # they are pinned as wrong here and left out of the comparison (imprint refuses such a text:
+    # tests/test_http_collisions.py)
     blank = np.array([r.text == " " for r in rows[1:]])
     assert blank.any() and (np.abs(served - local.logp[1:])[blank] > 5).all()
     keep = ~blank

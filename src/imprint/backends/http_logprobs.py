@@ -50,7 +50,6 @@ from imprint.backends.alignment import (
     topk_moments,
 )
 from imprint.backends.base import TOKEN_LOGPROBS, Backend, ScoreRequest, TokenStats
-from imprint.backends.http import RETRY_STATUS, RetryPolicy, _retry_after
 from imprint.backends.http_checks import (
     check_api_base,
     check_model,
@@ -58,6 +57,7 @@ from imprint.backends.http_checks import (
     mask_secret,
     snippet,
 )
+from imprint.backends.http_transport import RETRY_STATUS, RetryPolicy, _retry_after
 from imprint.errors import ConfigError, ImprintError, MissingDependencyError
 
 log = logging.getLogger(__name__)

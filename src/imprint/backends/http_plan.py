@@ -9,7 +9,9 @@ WikiMIA-32 texts at N = 5 on a one-choice server); PETAL one greedy token per su
 writes them. :func:`plan_lines` says them, with the choices per request learned by an earlier run
 against this server, or both figures (as asked, and at one choice) when none is known yet; the
 backend says the time once its first answers are timed (:meth:`OpenAICompatibleBackend.
-estimate_line`). Attacks are read by name and field (no import of ``imprint.attacks``).
+estimate_line`). For the gray-box backend (``openai-logprobs``) it says one request per text and
+log-prob pass (lowercase, ReCaLL and CON-ReCall add passes), and, on a shifted server, up to twice
+that. Attacks are read by name and field (no import of ``imprint.attacks``).
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ def request_counts(
 def plan_lines(attacks: Sequence[Any], texts: Sequence[str], backend: Any) -> list[str]:
     """The plan's HTTP lines for ``backend`` ([] when it is not an HTTP text client); sets
     ``backend.planned_requests`` so its time estimate covers the whole run."""
+    if getattr(backend, "forms_probed", None) is not None:  # the gray-box HTTP backend
+        return _logprob_lines(attacks, texts, backend)
     limits = getattr(backend, "limits", None)
     if limits is None or not hasattr(backend, "max_n_per_request"):
         return []
@@ -76,3 +80,29 @@ def plan_lines(attacks: Sequence[Any], texts: Sequence[str], backend: Any) -> li
     if left:
         line += f"; not counted: {', '.join(left)}"
     return [line + "; the time is said after the first answers"]
+
+
+#: log-prob passes per text beyond the plain one that every per-token attack shares
+_EXTRA_PASSES = {"lowercase": 1, "recall": 1, "con_recall": 2}
+
+
+def _logprob_lines(attacks: Sequence[Any], texts: Sequence[str], backend: Any) -> list[str]:
+    """The gray-box backend's requests: one per text and log-prob pass (the probe is done)."""
+    names = [getattr(a, "name", "") for a in attacks]
+    passes = 1 + sum(_EXTRA_PASSES.get(n, 0) for n in names)
+    n = len(texts) * passes
+    opts = backend.options
+    line = (
+        f"HTTP log-prob requests to {backend.name} at {backend.base_url} ({backend.mode}): "
+        f"{len(texts):,} text(s) x {passes} pass(es) = {n:,}, plus 1 per distinct context"
+    )
+    if (
+        backend.alignment is not None
+        and backend.alignment.shift
+        and (opts.top_logprobs < opts.max_top_logprobs)
+    ):
+        line += (
+            f"; up to {2 * n:,} on this shifted server (a text whose token is not among "
+            f"{opts.top_logprobs} candidates is asked again with {opts.max_top_logprobs})"
+        )
+    return [line]
