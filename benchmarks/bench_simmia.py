@@ -16,13 +16,14 @@ temperature 1, 8 tokens per word, seed 0), each on a fresh in-memory request sto
   ``next_word`` request built its own, P's cache included) with the same seeded generators, then
   one ``embed`` request per text and context.
 
-Model loads (target and MiniLM) are timed once, before the paths, and are excluded from every
-path's time; the ratios are given without them and with the same loads added to each path (the
-target's to all three, MiniLM's to the SimMIA paths only: the floor embeds nothing). The roofline
-of the machine in the same run is a 2048^2 fp32 matrix product (GFLOP/s) at the benchmark's
-thread count. The breakdown says where each SimMIA path spends its time: the passes over the
-texts, tree forwards, the Python of the tree (splitting, decoding words), and embedding; it also
-counts tokens through the model (pass tokens, tree nodes) and strings embedded.
+Model loads (target and MiniLM) are timed once, before the paths (then one warm-up forward),
+and are excluded from every path's time; the ratios are given without them and with the same
+loads added to each path (the target's to all three, MiniLM's to the SimMIA paths only: the floor
+embeds nothing). The roofline of the machine in the same run is a 2048^2 fp32 matrix product
+(GFLOP/s) at the benchmark's thread count. The breakdown says where each SimMIA path spends
+its time: the passes over the texts, tree forwards, the Python of the tree (splitting, decoding
+words), and embedding; it also counts tokens through the model (pass tokens, tree nodes) and
+strings embedded.
 
 Agreement: max |new - old| of the per-text simmia and simmia_star scores (the same seeded draws;
 only float noise may differ) and the share of word distributions that are identical.
@@ -147,9 +148,11 @@ def run_new(backend: Any, embedder: Any, texts: list[str], prefix: str, attack: 
         timers.undo()
     seconds = time.perf_counter() - started
     embed = requests.runner.counts.of("embedder", "embed")
+    plain, prefixed = attack.distributions(requests, texts, prefix)  # stored: no model call
     return {
         "seconds": seconds,
         "scores": {k: v.tolist() for k, v in scores.items()},
+        "dists": {None: plain, prefix: prefixed},
         "breakdown_s": dict(timers.seconds),
         "tokens": {"pass_tokens": counters["pass_tokens"], "tree_nodes": counters["nodes"]},
         "tree_forwards": counters["forwards"],
@@ -219,6 +222,13 @@ def agreement(new: dict, old: dict) -> dict[str, Any]:
     for column in ("simmia", "simmia_star"):
         a, b = np.array(new["scores"][column]), np.array(old["scores"][column])
         out[f"max_abs_diff_{column}"] = float(np.nanmax(np.abs(a - b))) if a.size else 0.0
+    pairs = [
+        (x, y)
+        for ctx in old["dists"]
+        for dx, dy in zip(new["dists"][ctx], old["dists"][ctx], strict=True)
+        for x, y in zip(dx, dy, strict=True)
+    ]
+    out["identical_word_distributions"] = f"{sum(x == y for x, y in pairs)} of {len(pairs)}"
     return out
 
 
@@ -240,6 +250,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     embed_load = time.perf_counter() - started
     attack = SimMIA(n_samples=args.n, n_shots=args.shots, seed=args.seed)
     gflops = roofline(args.threads)
+    fresh_requests(backend, embedder).token_stats("target", ["A warm-up forward."])
     runs: dict[str, dict[str, Any]] = {}
     order = ["floor", "new", "old"] if not args.skip_old else ["floor", "new"]
     for _ in range(args.repeats):
@@ -250,7 +261,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 result = run_new(backend, embedder, texts, prefix, attack)
             else:
                 result = run_old(backend, embedder, texts, prefix, attack)
-            print(f"{name}: {result['seconds']:.1f} s", flush=True)
+            parts = {k: round(v, 1) for k, v in result.get("breakdown_s", {}).items()}
+            print(f"{name}: {result['seconds']:.1f} s {parts} {result['tokens']}", flush=True)
             if name not in runs or result["seconds"] < runs[name]["seconds"]:
                 runs[name] = result  # best of the repeats
     loads = {"floor": target_load, "new": target_load + embed_load, "old": target_load + embed_load}

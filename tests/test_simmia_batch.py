@@ -131,3 +131,26 @@ def test_smollm2_scores_equal_the_per_text_path():
         assert new["simmia_star"][t] == pytest.approx(
             relative_score(prefixed[1], plain[1]), abs=1e-6
         )
+
+
+def test_next_word_requests_split_into_trees_give_the_same_answers(tiny, monkeypatch):
+    """NextWordRequest.execute answers through the batched tree; texts beyond TREE_WORDS word
+    positions go to further trees, and each answer is still the per-text sampler's under the
+    request's own seed (plain and prefixed requests in one batch)."""
+    from imprint.requests import next_word_batch
+    from imprint.requests.kinds import NextWordRequest
+
+    texts = TEXTS[:3]
+    batch = [
+        NextWordRequest(t, p, 20, 5, 1.0, 3, "sample", 7) for p in (None, PREFIX) for t in texts
+    ]
+    whole = NextWordRequest.execute(tiny, batch)
+    monkeypatch.setattr(next_word_batch, "TREE_WORDS", 4)
+    split = NextWordRequest.execute(tiny, batch)
+    cfg = NextWordConfig(n=20, top_k=5, temperature=1.0, max_word_tokens=3)
+    expected = [
+        LocalNextWordSampler(tiny, cfg).distributions(r.text, prefix=r.prefix, rng=r.rng())
+        for r in batch
+    ]
+    assert whole == expected
+    assert split == expected

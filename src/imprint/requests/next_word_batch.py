@@ -45,6 +45,7 @@ from imprint.requests.next_word import (
 
 Top = tuple[np.ndarray, np.ndarray]  # top-k token ids and their renormalised probabilities
 TREE_TOKENS = 1024  # node tokens per batched tree forward (rows x width)
+TREE_WORDS = 512  # word positions of one batched tree (bounds its KV cache; e.g. 16 x 32 words)
 
 
 @dataclass
@@ -343,9 +344,26 @@ def next_words_batch(local: Any, batch: Sequence[Any]) -> list[list[WordDist]]:
             min_mass=r.min_mass,
             node_batch=TREE_TOKENS,
         )
-        sampler = BatchedNextWordSampler(local, config)
-        texts = [batch[i].text for i in members]
-        results = sampler.batch(texts, prefix=r.prefix, rngs=[batch[i].rng() for i in members])
-        for i, result in zip(members, results, strict=True):
-            out[i] = result
+        sampler = BatchedNextWordSampler(local, config)  # P's cache computed once per group
+        for part in _by_words(members, [len(split_words(batch[i].text)) for i in members]):
+            texts = [batch[i].text for i in part]
+            rngs = [batch[i].rng() for i in part]
+            for i, result in zip(
+                part, sampler.batch(texts, prefix=r.prefix, rngs=rngs), strict=True
+            ):
+                out[i] = result
     return out
+
+
+def _by_words(members: list[int], words: list[int]) -> list[list[int]]:
+    """Consecutive parts of ``members`` of at most :data:`TREE_WORDS` words (one text at least):
+    the cache of a batched tree grows with its word positions."""
+    parts: list[list[int]] = [[]]
+    total = 0
+    for i, n in zip(members, words, strict=True):
+        if parts[-1] and total + n > TREE_WORDS:
+            parts.append([])
+            total = 0
+        parts[-1].append(i)
+        total += n
+    return parts
