@@ -59,9 +59,13 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4, help="reference models")
     parser.add_argument("--n", type=int, default=48, help="texts")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: its default)")
     args = parser.parse_args()
 
     import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)  # a crowded machine: 2 threads spin on each other
 
     from imprint.backends.hf import HFLogprobBackend
     from imprint.requests.pair_tokens import ModelGroup, PairTokensRequest
@@ -89,6 +93,7 @@ def main() -> None:
         start = time.perf_counter()
         results["one at a time"] = [one_at_a_time(group, r.text, 1.0) for r in requests]
         times["one at a time"].append(time.perf_counter() - start)
+        print(f"one at a time: {times['one at a time'][-1]:.1f} s", flush=True)
         start = time.perf_counter()
         size = PairTokensRequest.batch_size
         results["batched"] = [
