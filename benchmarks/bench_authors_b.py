@@ -20,7 +20,14 @@ package, of the named function's logic:
   sklearn's roc_curve on the pooled reference scores, the argmax of TPR - FPR, guesses
   ``score > threshold``, on simulated MIA scores of 60 documents and 4 reference models.
 
-Run: python benchmarks/bench_authors_b.py   (about a minute on a busy 2-core machine)
+On a real game (``--game DIR``: a game folder built from SmolLM2-135M with reference models,
+e.g. the demo's): InfoRMIA on the target and two of its reference models over ``--n`` WikiMIA
+texts (both sides on the same token ids), and RaMIA's RMIA + trimmed mean on the real mean
+log-likelihoods of imprint's ranges (10 samples) of the game's first 40 texts under the target and
+4 reference models, memberships from the game's manifest.
+
+Run: python benchmarks/bench_authors_b.py [--game DIR --n 48]   (about a minute without --game
+on a busy 2-core machine)
 """
 
 from __future__ import annotations
@@ -45,18 +52,25 @@ def agreement(ours: np.ndarray, theirs: np.ndarray) -> dict[str, float]:
 
 
 # -- InfoRMIA -------------------------------------------------------------------------------------
-def reference_token_informia(target: Any, refs: list[Any], tokenizer: Any, text: str) -> list:
+def reference_token_informia(
+    target: Any, refs: list[Any], tokenizer: Any, text: str, ids: list[int] | None = None
+) -> list:
     """TRANSCRIPTION (comparison only) of TokenLevelInfoRMIA.predict_tokens, temperature 1:
-    softmax of each model's logits on the text (its own special tokens), the reference
-    probabilities averaged, clamped at 1e-10; per token log p_t(x) - log p_r(x) +
-    sum_v p_r (log p_r - log p_t), in nats."""
+    softmax of each model's logits on the text (its own special tokens; ``ids``: these token
+    ids instead, so both sides score the same tokens), the reference probabilities averaged,
+    clamped at 1e-10; per token log p_t(x) - log p_r(x) + sum_v p_r (log p_r - log p_t), in
+    nats."""
     import torch
 
-    enc = tokenizer(text, return_tensors="pt")
+    if ids is None:
+        enc = tokenizer(text, return_tensors="pt")
+    else:
+        tensor = torch.tensor([ids])
+        enc = {"input_ids": tensor, "attention_mask": torch.ones_like(tensor)}
     with torch.no_grad():
         lt = target(**enc).logits[0, :-1].double()
         lr = [r(**enc).logits[0, :-1].double() for r in refs]
-    labels = enc.input_ids[0, 1:]
+    labels = enc["input_ids"][0, 1:]
     p_t = torch.softmax(lt, -1)
     p_r = torch.stack([torch.softmax(x, -1) for x in lr]).mean(0)
     p_t, p_r = p_t / p_t.sum(-1, keepdim=True), p_r / p_r.sum(-1, keepdim=True)
@@ -249,18 +263,136 @@ def duci_agreement(n: int = 60, k: int = 4, seed: int = 0) -> dict[str, Any]:
     return out
 
 
+# -- on a real game (SmolLM2-135M fine-tuned: a target and its reference models) ----------------
+def _game_models(game: Path, k: int) -> tuple[Any, dict[str, Any], Any]:
+    from imprint.backends.hf import HFLogprobBackend
+    from imprint.training_manifest import load_reference_set
+
+    refset = load_reference_set(str(game))
+    target = HFLogprobBackend(str(game / "model"), dtype="float32")
+    refs = {
+        m.name: HFLogprobBackend(m.spec, name=m.name, dtype="float32") for m in refset.models[:k]
+    }
+    return target, refs, refset
+
+
+def informia_agreement_real(game: Path, texts: list[str]) -> dict[str, Any]:
+    """InfoRMIA on the game's target and its first two reference models (real SmolLM2-135M
+    fine-tunes), both sides on the same token ids (the target's start token, then the text)."""
+    from imprint.attacks.informia import InfoRMIA
+    from imprint.requests.client import in_memory_requests
+
+    target, refs, _ = _game_models(game, 2)
+    requests = in_memory_requests(target, roles=refs)
+    ours = InfoRMIA(models=tuple(refs)).token_scores(requests, texts)
+    tok_ours, tok_ref = [], []
+    for text, t in zip(texts, ours, strict=True):
+        ids = [*target.start_ids, *target.encode(text)]
+        models = [r.model for r in refs.values()]
+        theirs = reference_token_informia(target.model, models, target.tokenizer, text, ids)
+        tok_ours.append(np.asarray(t["scores"]))
+        tok_ref.append(np.array(theirs) / math.log(2))
+    assert all(len(a) == len(b) for a, b in zip(tok_ours, tok_ref, strict=True))
+    return {
+        "texts": agreement(
+            np.array([a.mean() for a in tok_ours]), np.array([b.mean() for b in tok_ref])
+        ),
+        "tokens": agreement(np.concatenate(tok_ours), np.concatenate(tok_ref)),
+    }
+
+
+def ramia_agreement_real(game: Path, n: int = 40, size: int = 10, k: int = 4) -> dict[str, Any]:
+    """RaMIA's RMIA and trimmed mean against the transcriptions on REAL signals: the mean token
+    log-likelihood of every range sample (imprint's word-replaced ranges of the game's texts)
+    under the game's target and K reference models, their memberships from its manifest, the
+    manifest's population as z. a = 0.3 for both (offline)."""
+    import json
+
+    from imprint.attacks.ramia import range_samples, trimmed_score
+    from imprint.attacks.rmia import rmia_scores
+    from imprint.requests.client import in_memory_requests
+
+    target, refs, refset = _game_models(game, k)
+    rows = [json.loads(line) for line in (game / "data.jsonl").open()][:n]
+    ids, centres = [r["id"] for r in rows], [r["text"] for r in rows]
+    ranges = [range_samples(t, size, 5) for t in centres]
+    flat = [x for r in ranges for x in r]
+    requests = in_memory_requests(target, roles=refs)
+
+    def loglik(role: str, texts: list[str]) -> np.ndarray:
+        return np.array([float(np.mean(s.logp)) for s in requests.token_stats(role, texts)])
+
+    tgt = loglik("target", flat)
+    ref_sig = np.stack([loglik(name, flat) for name in refs])  # (K, n * S)
+    pop = list(refset.population)
+    z_t, z_r = loglik("target", pop), np.stack([loglik(name, pop) for name in refs])
+    member = refset.matrix(ids)[:k]
+    flat_m = np.repeat(member, size, axis=1)
+    a = 0.3
+    ours = rmia_scores(
+        tgt, ref_sig, flat_m, z_t, z_r, np.zeros_like(z_r), offline=True, a=a
+    ).reshape(n, size)
+    theirs = reference_rmia_offline(
+        np.exp(tgt), np.exp(ref_sig.T), flat_m.T.astype(bool), np.exp(z_t), np.exp(z_r.T), a,
+        k // 2,
+    ).reshape(n, size)  # fmt: skip
+    top = -np.sort(-z_r, axis=0)[: k // 2]  # Privacy Meter's population rule on imprint's side
+    same_z = rmia_scores(
+        tgt, ref_sig, flat_m, z_t, top, np.zeros_like(top), offline=True, a=a
+    ).reshape(n, size)
+    distinct = float(np.mean([len(set(r)) for r in ranges]))
+    return {
+        "ranges": n, "samples_per_range": size, "distinct_samples_per_range": distinct,
+        "rmia_per_sample": agreement(ours, theirs),
+        "rmia_per_sample_same_population_rule": agreement(same_z, theirs),
+        "fixed_trim_highest3": agreement(
+            trimmed_score(ours, "highest", 3), reference_trim(theirs, 0.7, "bottom")
+        ),
+        "fixed_trim_highest3_same_population_rule": agreement(
+            trimmed_score(same_z, "highest", 3), reference_trim(theirs, 0.7, "bottom")
+        ),
+    }  # fmt: skip
+
+
 def main() -> None:
+    import argparse
     import json
 
     from common import load_rows  # benchmarks/common.py, beside this file
 
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--game", type=Path, default=None,
+        help="also on a real game folder (SmolLM2-135M target + reference models + manifest)",
+    )  # fmt: skip
+    parser.add_argument("--n", type=int, default=48, help="texts on the real game")
+    parser.add_argument(
+        "--only-game", choices=("informia", "ramia"), default=None,
+        help="only this part on the real game (printed as soon as it is done)",
+    )  # fmt: skip
+    args = parser.parse_args()
+    if args.only_game is not None and args.game is not None:
+        if args.only_game == "informia":
+            wikimia = [r["input"] for r in load_rows(32)[: args.n]]
+            part = informia_agreement_real(args.game, wikimia)
+        else:
+            part = ramia_agreement_real(args.game, n=max(40, min(args.n, 148)))
+        print(json.dumps({"game": str(args.game), args.only_game: part}, indent=1), flush=True)
+        return
     # the first 12 words: the tiny models' byte-level BPE of 320 tokens and context of 128
     texts = [" ".join(r["input"].split()[:12]) for r in load_rows(32)[:200]]
-    report = {
+    report: dict[str, Any] = {
         "informia": informia_agreement(texts),
         "ramia": ramia_agreement(),
         "duci": duci_agreement(),
     }
+    if args.game is not None:
+        wikimia = [r["input"] for r in load_rows(32)[: args.n]]
+        report["real_game"] = {
+            "game": str(args.game),
+            "informia_wikimia": informia_agreement_real(args.game, wikimia),
+            "ramia": ramia_agreement_real(args.game, n=max(40, min(args.n, 148))),
+        }
     print(json.dumps(report, indent=1))
 
 
