@@ -76,6 +76,8 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
                           "--design", "magic" + ODD],
         "audit": ["audit", "--model", "smollm2-135m", "--canaries", str(tmp / ODD),
                   "--out", str(tmp / "a")],
+        "duci": ["duci", "--model", "smollm2-135m", "--references", str(tmp / ODD),
+                 "--data", missing],
     }  # fmt: skip
 
 
@@ -89,7 +91,7 @@ NAMED = {
 
 COMMANDS = [
     "audit", "blind", "canaries make", "compare", "data build-temporal", "data filter", "demo",
-    "experiment", "game build", "game show",
+    "duci", "experiment", "game build", "game show",
     "overlap add", "overlap build", "overlap merge", "overlap score", "perturb", "perturb-table",
     "run",
 ]  # fmt: skip
