@@ -168,3 +168,29 @@ def test_the_cli_reports_a_bad_file_in_one_line_and_plans_a_good_one(tmp_path: P
     res = CliRunner().invoke(app, ["experiment", str(EXAMPLES / "mink-k-sweep.yaml"), "--plan"])
     assert res.exit_code == 0, res.output
     assert "attack min_k (k=0.05)" in res.output and "12 attack variant(s)" in res.output
+
+
+def test_a_study_folder_with_its_own_cache_keeps_using_it(tmp_path: Path):
+    """Review 22: studies before issue 24 kept their store at <out>/cache.sqlite; a rerun of
+    such a folder reads it (and says so) instead of recomputing into the global store."""
+    from typer.testing import CliRunner
+
+    from imprint.cli import app
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    (old / "cells").mkdir(parents=True)  # a study folder as earlier releases wrote it
+    (old / "cache.sqlite").write_bytes(b"")
+    spec = parse_spec(dict(BASE), Path("exp.yaml"), out=old)
+    assert spec.cache == old / "cache.sqlite"
+    assert "cache.sqlite" in spec.cache_note and "cache:" in spec.cache_note
+    fresh = parse_spec(dict(BASE), Path("exp.yaml"), out=new)
+    assert fresh.cache == default_cache_path() and fresh.cache_note == ""
+    # an explicit 'cache' wins over the folder's
+    chosen = parse_spec({**BASE, "cache": str(tmp_path / "c.sqlite")}, Path("e.yaml"), out=old)
+    assert chosen.cache == tmp_path / "c.sqlite" and chosen.cache_note == ""
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(yaml.safe_dump(BASE), encoding="utf-8")
+    res = CliRunner().invoke(app, ["experiment", str(grid), "--out", str(old), "--plan"])
+    assert res.exit_code == 0, res.output
+    assert f"cache {old / 'cache.sqlite'}" in " ".join(res.output.split())
+    assert "study folder's own store" in " ".join(res.output.split())

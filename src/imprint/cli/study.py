@@ -59,6 +59,8 @@ def experiment(
     from imprint.outdir import check_inputs_outside, check_kind, claim_folder, folder_lock
 
     spec = load_spec(file, out=out)
+    if spec.cache_note:
+        say(spec.cache_note)
     claim_folder(spec.out, "study", overwrite=overwrite, dry=True)  # never another kind's folder
     if plan:
         _print_plan(spec, executor)

@@ -140,6 +140,8 @@ class StudySpec:
     settings: Settings = Settings()
     table: TableLayout = TableLayout()
     description: str = ""
+    #: one line for the user when the store is not the default one (an old folder's own)
+    cache_note: str = ""
 
 
 class _At:
@@ -390,7 +392,9 @@ def _refs(value: Any, at: _At) -> tuple[tuple[str, str], ...]:
 def parse_spec(raw: Any, source: Path, *, out: Path | None = None) -> StudySpec:
     """A :class:`StudySpec` from the parsed YAML ``raw`` of ``source``; ``out`` overrides the
     file's ``out`` (default ``studies/<file stem>``); ``cache`` defaults to a run's store,
-    :func:`imprint.backends.models.default_cache_path` (under ``$IMPRINT_CACHE_DIR``)."""
+    :func:`imprint.backends.models.default_cache_path` (under ``$IMPRINT_CACHE_DIR``), except
+    for a study folder that already holds its own ``cache.sqlite`` (written before the grid
+    shared the global store), which keeps using it."""
     at = _At(source)
     raw = _mapping(raw, at, TOP_KEYS)
     if "attacks" not in raw:
@@ -421,8 +425,7 @@ def parse_spec(raw: Any, source: Path, *, out: Path | None = None) -> StudySpec:
     out = out or Path(_text(raw.get("out", f"studies/{source.stem}"), at / "out"))
     if out.exists() and not out.is_dir():
         raise at.error(f"study folder {out} is a file; set 'out' (or --out) to a folder")
-    # one store with every run and diagnostic ($IMPRINT_CACHE_DIR), as a run's --cache default
-    cache = Path(_text(raw["cache"], at / "cache")) if "cache" in raw else default_cache_path()
+    cache, note = _cache(raw, at, out)
     return StudySpec(
         name=_text(raw.get("name", source.stem), at / "name"),
         source=source,
@@ -436,7 +439,23 @@ def parse_spec(raw: Any, source: Path, *, out: Path | None = None) -> StudySpec:
         settings=_settings(raw.get("settings", {}), at / "settings"),
         table=_table(raw.get("table", {}), at / "table"),
         description=str(raw.get("description", "")),
+        cache_note=note,
     )
+
+
+def _cache(raw: dict[str, Any], at: _At, out: Path) -> tuple[Path, str]:
+    """The grid's store and a note when it is not the default: one store with every run and
+    diagnostic ($IMPRINT_CACHE_DIR, a run's --cache default), but a folder from an earlier
+    release keeps its own store, whose passes a rerun would otherwise compute again."""
+    if "cache" in raw:
+        return Path(_text(raw["cache"], at / "cache")), ""
+    own = out / "cache.sqlite"
+    if own.is_file():
+        return own, (
+            f"using the study folder's own store {own} (written by an earlier release); new "
+            f"studies share {default_cache_path()}; set 'cache:' in the file to choose"
+        )
+    return default_cache_path(), ""
 
 
 def load_spec(path: str | Path, *, out: Path | None = None) -> StudySpec:
