@@ -1,5 +1,5 @@
 """The study heat map: a colour bar, a blind warning per column, and no "best" bold where a
-blind baseline (no model) matches or beats the attack (issue 24: zlib 0.585 [0.402, 0.750] was
+blind baseline's interval (no model) reaches the attack's AUC (issue 24: zlib 0.585 [0.402, 0.750] was
 bolded beside a blind row at 0.966)."""
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from imprint.study.table_render import heat_colour, to_html, to_markdown
 from imprint.study.tables import build_tables
 
 
-def _result(tmp_path: Path, blind_auc: float) -> GridResult:
-    """loss and zlib on the same 240 texts, zlib far better by the paired test; a blind row."""
+def _result(tmp_path: Path, blind_auc: float, blind: dict | None = None) -> GridResult:
+    """loss and zlib on the same 240 texts, zlib far better by the paired test; a blind row
+    (or the rows ``blind``)."""
     rng = np.random.default_rng(0)
     labels = np.repeat([1, 0], 120)
     base = rng.normal(size=240)
@@ -25,9 +26,9 @@ def _result(tmp_path: Path, blind_auc: float) -> GridResult:
     spec = parse_spec(
         {"models": ["m"], "benchmarks": ["W32"], "attacks": ["loss", "zlib"]}, Path("t.yaml")
     )
-    blind = metrics(blind_auc, blind_auc - 0.1, min(blind_auc + 0.03, 1.0), 0.2)
+    base_row = metrics(blind_auc, blind_auc - 0.1, min(blind_auc + 0.03, 1.0), 0.2)
     cells = [
-        cell("", "W32", BLIND, {"greedy_ngrams": blind}, row="blind baseline"),
+        cell("", "W32", BLIND, blind or {"greedy_ngrams": base_row}, row="blind baseline"),
         cell("m", "W32", "loss", {"loss": metrics(0.52, 0.45, 0.6, 0.01)}, run=run),
         cell("m", "W32", "zlib", {"zlib": metrics(0.585, 0.402, 0.750, 0.02)}, run=run),
     ]
@@ -48,6 +49,26 @@ def test_best_stays_bold_when_the_blind_baseline_is_at_chance(tmp_path):
     assert {k for k, e in table.entries.items() if e.best} == {("zlib", "m")}
     assert table.blind_warnings == ()
     assert 'class="warn blind-warning"' not in to_html([table], title="t")
+
+
+def test_an_attack_inside_the_selection_adjusted_blind_interval_is_not_bold(tmp_path):
+    """Review 21: zlib's 0.585 is above the strongest blind row's point estimate (0.56) but
+    inside its Bonferroni-adjusted interval [0.47, 0.62] (picked as the best of several, as
+    the run report's forest band): the text alone may do as well, so zlib is not bold."""
+    rows = {
+        "blind (SoK bag-of-words)": metrics(0.55, 0.49, 0.61, 0.2),
+        "blind (strongest: greedy_ngrams)": metrics(0.56, 0.47, 0.62, 0.2),
+    }
+    (table,) = build_tables(_result(tmp_path, 0.0, rows))
+    assert not any(e.best for e in table.entries.values())
+    (note,) = [n for n in table.notes if "'zlib' is not marked best" in n]
+    assert "greedy_ngrams" in note and "0.620" in note and "selection-adjusted" in note
+    # above every blind row's upper bound it stays bold
+    rows["blind (SoK bag-of-words)"] = metrics(0.55, 0.49, 0.57, 0.2)
+    rows["blind (strongest: greedy_ngrams)"] = metrics(0.56, 0.50, 0.58, 0.2)
+    (table,) = build_tables(_result(tmp_path, 0.0, rows))
+    assert {k for k, e in table.entries.items() if e.best} == {("zlib", "m")}
+    assert "not above the upper bound" in to_markdown([table], title="t")
 
 
 def test_heat_map_has_a_colour_bar_and_the_blind_warning(tmp_path):

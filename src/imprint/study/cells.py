@@ -25,6 +25,9 @@ from imprint.metrics import MetricSummary
 __all__ = ["BLIND", "CellRecord", "CellStore", "cell_key"]
 
 BLIND = "blind"  # the attack name of a blind-baseline cell
+#: a blind cell's row of the suite's strongest classifier, whose intervals are Bonferroni-
+#: adjusted for being picked from several (the SoK forest's row is fixed in advance)
+STRONGEST_BLIND = "blind (strongest: "  # + the classifier's name + ")"
 CELL_FORMAT = 1  # bump when a cell's meaning changes: older cells are then recomputed
 
 

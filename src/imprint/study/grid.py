@@ -27,7 +27,7 @@ from imprint.data import Sample, fingerprint_samples
 from imprint.errors import ConfigError, DataError
 from imprint.executors import ExecutorConfig
 from imprint.run import RunConfig, execute_run, load_backends, load_samples, resolve, run_executor
-from imprint.study.cells import BLIND, CellRecord, CellStore, cell_key
+from imprint.study.cells import BLIND, STRONGEST_BLIND, CellRecord, CellStore, cell_key
 from imprint.study.spec import AttackVariant, BenchmarkEntry, ModelEntry, StudySpec
 
 __all__ = ["GridResult", "grid_models", "run_grid"]
@@ -297,7 +297,7 @@ def store_blind(
     if isinstance(sok, BlindClassifierMetrics) and sok.summary is not None:
         columns["blind (SoK bag-of-words)"] = sok.summary
     if isinstance(suite, BlindSuiteMetrics):
-        columns[f"blind (strongest: {suite.strongest})"] = suite.selected
+        columns[f"{STRONGEST_BLIND}{suite.strongest})"] = suite.selected
     failed = [
         f.error
         for f in (sok, suite)

@@ -4,9 +4,9 @@ self-contained HTML page with a heat-map, and rich tables for the terminal.
 Every name (model, benchmark, attack, parameter) comes from the user's file and is escaped for
 each format: ``|`` and ``*`` in Markdown, ``&``, ``%``, ``_`` ... in LaTeX, ``<`` and ``&`` in
 HTML. An attack is bold (in every format; ``best`` = 1 in the CSV) only when the paired test on
-the same samples shows it better than every other attack of its column and no blind baseline
-matches its AUC; the TPR reads "n/m" (not
-measurable) when the column has too few non-members for the FPR bound.
+the same samples shows it better than every other attack of its column and its AUC is above the
+upper bound of every blind row's interval (the strongest blind classifier's selection-adjusted);
+the TPR reads "n/m" (not measurable) when the column has too few non-members for the FPR bound.
 """
 
 from __future__ import annotations
@@ -146,8 +146,9 @@ def _legend(fpr: float) -> str:
         "Bold: the attack better than every other attack of its column by DeLong's paired test "
         "on the samples they all scored (its Bonferroni-adjusted interval for each difference, "
         "over the column's pairs, excludes 0); no attack is bold when none is, whatever the point "
-        "estimates, and never when a blind row matches or beats its AUC. Blind rows (italic): "
-        "model-less classifiers. n/m: the "
+        "estimates, and never when its AUC is not above the upper bound of a blind row's interval "
+        "(the strongest blind classifier's Bonferroni-adjusted for its selection, as the run "
+        "report's forest band). Blind rows (italic): model-less classifiers. n/m: the "
         f"{fpr_label(fpr)} is not measurable with fewer than {math.ceil(1 / fpr)} non-members."
     )
 

@@ -5,8 +5,10 @@ benchmarks) as columns; each entry is the AUC with its 95 % bootstrap interval a
 the layout's FPR bound (1 % by default; "not measurable" with fewer non-members than 1/FPR).
 An attack is marked best in its column only when a paired test on the same samples shows it
 better than every other attack of the column (:mod:`.paired_tables`: DeLong, Bonferroni over
-the column's pairs), never for the largest point estimate alone; the blind baselines are their
-own rows, never marked. Rendering to text formats and writing the files is
+the column's pairs), never for the largest point estimate alone, and not when its AUC is not
+above the upper bound of a blind row's interval (the strongest model-less classifier's interval
+selection-adjusted, as the run report's forest band); the blind baselines are their own rows,
+never marked. Rendering to text formats and writing the files is
 :mod:`.table_render`'s job.
 """
 
@@ -21,7 +23,7 @@ from typing import Any
 from imprint.metrics import Interval, MetricSummary
 from imprint.metrics.bootstrap import fpr_key
 from imprint.metrics.pairwise import PairedComparisons
-from imprint.study.cells import BLIND, CellRecord
+from imprint.study.cells import BLIND, STRONGEST_BLIND, CellRecord
 from imprint.study.paired_tables import RunCache, column_comparisons, winners
 
 __all__ = ["Entry", "Table", "build_tables", "long_rows"]
@@ -156,10 +158,12 @@ def _table(title: str, placed: Sequence[tuple[str, CellRecord]], fpr: float, out
 def blind_checks(
     entries: dict[tuple[str, str], Entry], columns: Sequence[str], blind: Sequence[str]
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Per column, the strongest blind row: an attack it matches or beats (AUC point estimate)
-    loses its "best" mark (the model adds nothing the text alone does not give), and a blind
-    AUC more than BLIND_WARN_DELTA from 0.5 gives the column a warning, as a run's report does.
-    Returns (notes, warnings); ``entries`` is updated in place."""
+    """Per column, the blind rows' intervals, read as the run report's forest band: an attack
+    whose AUC point estimate is not above the upper bound of every blind row's interval (the
+    strongest classifier's Bonferroni-adjusted for its selection from the suite, the SoK
+    forest's its own 95 %) loses its "best" mark (the text alone may do as well); the blind row
+    with the largest AUC point estimate more than BLIND_WARN_DELTA from 0.5 gives the column a
+    warning. Returns (notes, warnings); ``entries`` is updated in place."""
     from dataclasses import replace
 
     from imprint.diagnostics import BLIND_WARN_DELTA
@@ -170,22 +174,30 @@ def blind_checks(
         found = [(a, b) for a, b in found if not math.isnan(a.estimate)]
         if not found:
             continue
-        auc, name = max(found, key=lambda f: f[0].estimate)
-        shown = f"{auc.estimate:.3f} [{auc.low:.3f}, {auc.high:.3f}]"
+        bound, reach = max(found, key=lambda f: f[0].high)
         for (row, col), entry in list(entries.items()):
-            if col == column and entry.best and entry.auc.estimate <= auc.estimate:
+            if col == column and entry.best and not entry.auc.estimate > bound.high:
                 entries[(row, col)] = replace(entry, best=False)
                 notes.append(
-                    f"column {column!r}: {row!r} is not marked best: the blind baseline "
-                    f"{name!r} reaches AUC {shown} without the model"
+                    f"column {column!r}: {row!r} is not marked best: its AUC "
+                    f"{entry.auc.estimate:.3f} is not above the upper bound of the blind "
+                    f"baseline {reach!r}, {_blind_interval(bound, reach)} without the model"
                 )
+        auc, name = max(found, key=lambda f: f[0].estimate)
         if abs(auc.estimate - 0.5) > BLIND_WARN_DELTA:
             warnings.append(
-                f"column {column!r}: the blind baseline {name!r} reaches AUC {shown} from the "
-                f"text alone (|AUC - 0.5| > {BLIND_WARN_DELTA}): members and non-members differ "
-                "in distribution, so this column's attack AUCs do not measure membership"
+                f"column {column!r}: the blind baseline {name!r} reaches AUC "
+                f"{_blind_interval(auc, name)} from the text alone (|AUC - 0.5| > "
+                f"{BLIND_WARN_DELTA}): members and non-members differ in distribution, so this "
+                "column's attack AUCs do not measure membership"
             )
     return tuple(notes), tuple(warnings)
+
+
+def _blind_interval(auc: Interval, row: str) -> str:
+    shown = f"{auc.estimate:.3f} [{auc.low:.3f}, {auc.high:.3f}]"
+    adjusted = row.startswith(STRONGEST_BLIND)
+    return shown + (" (selection-adjusted)" if adjusted else "")
 
 
 def build_tables(result: Any) -> list[Table]:
