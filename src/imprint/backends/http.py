@@ -197,7 +197,9 @@ class OpenAICompatibleBackend(Transport, Backend):
 
     @property
     def fingerprint(self) -> str:
-        return f"{self.spec}|{self.mode}|{self.temperature}|{self.top_k}"
+        # law=whole: every attack's whole sampling law is sent (answers stored before were
+        # drawn under the server's defaults and must not be served); server: a forced dialect
+        return f"{self.spec}|{self.mode}|{self.temperature}|{self.top_k}|law=whole|{self.server}"
 
     def usage(self) -> dict[str, Any]:
         with self._lock:

@@ -166,8 +166,13 @@ class HTTPLogprobBackend(Backend):
     # -- identity ----------------------------------------------------------------------------
     @property
     def fingerprint(self) -> str:
-        shift = self.alignment.shift if self.alignment else "?"
-        return f"http-logprobs|{self.spec}|start={self.start_text!r}|shift={shift}"
+        # every option that changes the stats returned: the store is keyed by this
+        o, shift = self.options, (self.alignment.shift if self.alignment else "?")
+        return (
+            f"http-logprobs|{self.spec}|start={self.start_text!r}|shift={shift}|form={o.form}"
+            f"|k={o.top_logprobs}/{o.max_top_logprobs}|moments={o.topk_moments}"
+            f"|tokenizer={o.tokenizer}"
+        )
 
     def describe(self) -> dict[str, Any]:
         return {
