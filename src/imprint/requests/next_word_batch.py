@@ -66,9 +66,11 @@ class _Job:
 
 @dataclass
 class TreeCounters:
-    """What went through the model (for benchmarks): text tokens of the passes, tree nodes,
-    forwards, and sampled tokens that continued a text and so needed no node."""
+    """What went through the model (for benchmarks): context tokens (BOS [+ P], once per
+    sampler), text tokens of the passes, tree nodes, forwards, and sampled tokens that
+    continued a text and so needed no node."""
 
+    context_tokens: int = 0
     pass_tokens: int = 0
     nodes: int = 0
     forwards: int = 0
@@ -129,6 +131,8 @@ class BatchedNextWordSampler(LocalNextWordSampler):
         cache column j of row b then holds token j of text b."""
         import torch
 
+        if prefix not in self._ctx:
+            self.counters.context_tokens += 1 + (len(self.hf.encode(prefix)) if prefix else 0)
         ids, ctx_cache = self._context(prefix)
         starts = [
             max(min(_common(ids, job.full), *(_common(p, job.full) for p in ps)) - 1, 0)
