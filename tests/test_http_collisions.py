@@ -124,3 +124,21 @@ def test_a_missing_token_with_an_ambiguous_text_is_refused_before_more_candidate
             answer, START + "In 1", START, 1, {"In": -4.0}, "hand-made", START,
             ambiguous=ambiguous_texts(tokenizer), asked=2,
         )  # fmt: skip
+
+
+def test_a_key_the_json_repeats_is_refused_not_read_as_its_last_value():
+    """A server that writes each candidate as it comes repeats a text key; json.loads alone
+    would keep the last value silently (review item 1)."""
+    from imprint.backends.alignment import decode_answer
+
+    raw = (
+        '{"choices": [{"text": "", "logprobs": {"tokens": ["", "In", " ", "1"],'
+        ' "text_offset": [0, 0, 2, 3], "token_logprobs": [null, -1.0, -1.0, -1.0],'
+        ' "top_logprobs": [null, {" ": -0.2, " the": -2.0, " ": -17.8}, {"1": -0.1, "2": -2.5},'
+        ' {"9": -0.1}]}}]}'
+    )
+    choice = decode_answer(raw)["choices"][0]
+    answer = EchoAnswer.from_choice(choice, "hand-made")
+    first = {"In": -4.0, "The": -1.0}
+    with pytest.raises(TokenCollision, match=r"token 1 ' ' \(a key the answer repeats\)"):
+        token_rows(answer, START + "In 1", START, 1, first, "hand-made", START, asked=2)

@@ -21,6 +21,7 @@ reported, never guessed.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,30 @@ _DECIDE = 0.6  # share of predictable positions whose argmax must agree with one
 _OTHER = 0.25  # ... while agreeing with the other reading at most this often
 
 
+class _Repeated(dict[str, Any]):
+    """A JSON object whose text repeated keys (``repeated``); the dict kept the last value."""
+
+    repeated: frozenset[str] = frozenset()
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    for key, _ in pairs:
+        (repeated if key in seen else seen).add(key)
+    if not repeated:
+        return dict(pairs)
+    out = _Repeated(pairs)
+    out.repeated = frozenset(repeated)
+    return out
+
+
+def decode_answer(raw: str | bytes) -> Any:
+    """A server's JSON answer, noting in each object the keys its text repeats (plain
+    ``json.loads`` keeps the last value silently: a candidate list keyed by token text)."""
+    return json.loads(raw, object_pairs_hook=_pairs)
+
+
 @dataclass(frozen=True)
 class EchoAnswer:
     """The ``logprobs`` object of one completions choice, checked for shape."""
@@ -43,6 +68,7 @@ class EchoAnswer:
     offsets: tuple[int, ...]
     logprobs: tuple[float | None, ...]
     top: tuple[Mapping[str, float] | None, ...]
+    repeated: frozenset[str] = frozenset()  # candidate texts the answer's JSON repeats
 
     @classmethod
     def from_choice(cls, choice: Any, where: str) -> EchoAnswer:
@@ -62,11 +88,13 @@ class EchoAnswer:
             None if t is None else {str(k): float(v) for k, v in dict(t).items()}
             for t in lp["top_logprobs"]
         )
+        repeated = frozenset().union(*(getattr(t, "repeated", ()) for t in lp["top_logprobs"]))
         return cls(
             tuple(str(t) for t in lp["tokens"]),
             tuple(int(o) for o in lp["text_offset"]),
             tuple(None if v is None else float(v) for v in lp["token_logprobs"]),
             top,
+            repeated,
         )
 
     def prompt_entries(self, prompt: str) -> int:
@@ -267,6 +295,9 @@ def check_collisions(
     bad = []
     for t, own in read:
         tok = answer.tokens[t]
+        if tok in answer.repeated:
+            bad.append(f"token {t - skip} {tok!r} (a key the answer repeats)")
+            continue
         if ambiguous is not None:
             if tok in ambiguous:
                 bad.append(f"token {t - skip} {tok!r} (rendered so by {len(ambiguous[tok])} ids)")

@@ -22,7 +22,6 @@ checked against it and token ids are real; without one, ids are stable hashes of
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
@@ -43,6 +42,7 @@ from imprint.backends.alignment import (
     MissingLogprob,
     TokenRow,
     ambiguous_texts,
+    decode_answer,
     detect_shift,
     local_token_texts,
     rank_of,
@@ -466,7 +466,7 @@ class HTTPLogprobBackend(Backend):
                 f"{snippet(mask_secret(response.text, self._key))}"
             )
         try:
-            data = json.loads(response.content)
+            data = decode_answer(response.content)
         except ValueError:
             return "malformed body", None
         if not isinstance(data, dict):
