@@ -41,3 +41,15 @@ def test_the_black_box_fingerprint_says_the_whole_law_is_sent_and_the_server_opt
     old = f"{plain.spec}|{plain.mode}|{plain.temperature}|{plain.top_k}"
     assert plain.fingerprint != old and "law=whole" in plain.fingerprint
     assert forced.fingerprint != plain.fingerprint
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("concurrency", 0), ("timeout", 0.0), ("max_retries", -1), ("form", "logits")],
+)
+def test_a_bad_option_is_named_as_itself(field, value):
+    """Each bad value names its own option (review item 6: all were reported as concurrency)."""
+    from imprint.backends.options import OptionError
+
+    with pytest.raises(OptionError, match=f"option '{field}'"):
+        LogprobOptions(**{field: value})

@@ -112,8 +112,12 @@ class LogprobOptions:
             )
         if self.form not in FORMS:
             raise OptionError("form", " | ".join(FORMS), self.form)
-        if self.concurrency < 1 or self.max_retries < 0 or not self.timeout > 0:
-            raise OptionError("concurrency", "concurrency >= 1, timeout > 0", self.concurrency)
+        if self.concurrency < 1:
+            raise OptionError("concurrency", "an integer >= 1", self.concurrency)
+        if not self.timeout > 0:
+            raise OptionError("timeout", "seconds > 0", self.timeout)
+        if self.max_retries < 0:
+            raise OptionError("max_retries", "an integer >= 0", self.max_retries)
 
 
 class HTTPLogprobBackend(Backend):
