@@ -90,6 +90,11 @@ def test_blind_baseline_curve_is_dashed():
     blind = [line for line in ax.get_lines() if "greedy_ngrams" in line.get_label()]
     assert len(blind) == 1 and blind[0].get_linestyle() == "--"
     assert "blind" in blind[0].get_label()
+    # review 14: the AUC beside it is selection-adjusted, the curve (the strongest classifier's
+    # own) is not, and it has no band
+    assert "selection-adjusted" in blind[0].get_label()
+    assert "curve not selection-adjusted" in blind[0].get_label()
+    assert not [c for c in ax.collections if "greedy_ngrams" in str(c.get_label())]
 
 
 def test_roc_legend_is_outside_the_axes_and_colours_never_repeat():

@@ -158,6 +158,8 @@ def test_roc_curves_in_metrics_are_the_tables_bootstrap(out):
             table.high,
         )
     assert metrics.blind_roc is not None  # the strongest blind baseline's, drawn dashed
+    # its band is a plain bootstrap of the classifier picked as the best: the record says so
+    assert "not selection-adjusted" in metrics.blind_roc.band_label()
 
 
 def test_model_provenance_of_a_game_and_an_api():

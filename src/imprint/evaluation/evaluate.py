@@ -146,6 +146,10 @@ def evaluate_blind(
     return blind, suite
 
 
+#: the blind curve's band is a plain bootstrap of the classifier picked as the best of the suite
+BLIND_CURVE_NOTE = "not selection-adjusted: the strongest blind classifier's own curve"
+
+
 def _fit_blind(
     texts: Sequence[str],
     labels: np.ndarray,
@@ -180,6 +184,8 @@ def _fit_blind(
     best, summary, m = selected
     curve = roc_with_band(labels, np.asarray(best.scores, dtype=float), n_bootstrap=n_bootstrap,
                           seed=seed, groups=groups, resamples=unit)  # fmt: skip
+    if curve is not None:  # the chosen classifier's own curve: its AUC alone is adjusted
+        curve = replace(curve, note=BLIND_CURVE_NOTE)
     rows = {r.name: _classifier_row(r, unit) for r in results}
     suite = BlindSuiteMetrics(
         strongest=best.name,

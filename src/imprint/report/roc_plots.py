@@ -127,7 +127,8 @@ def roc_figure(
 ) -> Any:
     """The ROC figure (a matplotlib Figure): ``curves`` maps a column to its curve, ``aucs`` a
     column to its AUC interval (legend and order), ``blind`` the strongest blind baseline as
-    (name, curve, AUC). One panel up to ``max_overlay`` columns, else one panel per column."""
+    (name, curve, its selection-adjusted AUC interval), drawn dashed without a band. One panel
+    up to ``max_overlay`` columns, else one panel per column."""
     n_neg, n_pos = _check(curves)
     order = by_auc({c: aucs.get(c, Interval(math.nan, math.nan, math.nan)) for c in curves})
     if len(order) <= max_overlay:
@@ -147,7 +148,18 @@ def _blind_line(ax: Any, blind: tuple[str, RocCurve, Interval | None] | None) ->
         ls="--",
         color=BLIND_COLOUR,
         lw=1.4,
-        label=_label(f"blind baseline, no model: {name}", auc),
+        label=_blind_label(name, auc),
+    )
+
+
+def _blind_label(name: str, auc: Interval | None) -> str:
+    """The AUC is the selection-adjusted interval; the curve is the chosen classifier's own."""
+    label = f"blind baseline, no model: {name}"
+    if auc is None or math.isnan(auc.estimate):
+        return f"{label} (curve not selection-adjusted, no band)"
+    return (
+        f"{label} (AUC {auc.estimate:.3f} [{auc.low:.3f}, {auc.high:.3f}], selection-adjusted; "
+        "curve not selection-adjusted, no band)"
     )
 
 
