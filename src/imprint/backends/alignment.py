@@ -387,8 +387,3 @@ def local_token_texts(tokenizer: Any, text: str) -> list[str]:
 def _short(value: Any, limit: int = 160) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def sequence_evidence(tokens: Sequence[str], limit: int = 8) -> str:
-    """The first tokens, for an error message."""
-    return _short(list(tokens[:limit]))
