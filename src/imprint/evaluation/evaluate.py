@@ -250,6 +250,17 @@ def document_groups(samples: Sequence[Sample], config: Any) -> np.ndarray | None
     return np.array([str(s.meta[DOC_ID]) for s in samples])
 
 
+def recorded_documents(samples: Sequence[Sample], n: int) -> np.ndarray | None:
+    """Each sample's document as a ``--unit document`` run recorded it, or None when any of
+    the ``n`` samples lacks one (a folder read back, whose run config is not at hand)."""
+    from imprint.documents.split import DOC_ID
+
+    ids = [s.meta.get(DOC_ID) if s.meta else None for s in samples]
+    if len(ids) != n or any(i is None for i in ids):
+        return None
+    return np.array([str(i) for i in ids])
+
+
 def run_warnings(metrics: RunMetrics, n_nonmembers: int) -> tuple[RunWarning, ...]:
     """The warnings ``metrics`` call for, each with its kind."""
     out: list[RunWarning] = []

@@ -16,29 +16,11 @@ from typing import Any
 import numpy as np
 
 from imprint.errors import DataError
+from imprint.report.figure_files import pyplot as _pyplot
+from imprint.report.figure_files import save_png as _save
 from imprint.report.roc_plots import plot_auc_forest, plot_roc
 
 __all__ = ["plot_auc_forest", "plot_metric_vs", "plot_roc", "plot_score_histograms"]
-
-DPI = 120
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig: Any, path: str | Path) -> Path:
-    plt = _pyplot()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=DPI, format="png")
-    plt.close(fig)
-    return out
 
 
 def _histogram_panel(ax: Any, name: str, values: np.ndarray, labels: np.ndarray) -> None:

@@ -143,9 +143,14 @@ def blind_description(metrics: RunMetrics) -> str:
     )
 
 
+def resampled_units(metrics: RunMetrics) -> list[str]:
+    """What the Attacks table's intervals resample: the columns' ``resamples``, sorted."""
+    return sorted({c.resamples for c in metrics.attacks.values() if c.resamples})
+
+
 def resampling(metrics: RunMetrics) -> str:
     """What the Attacks table's intervals resample, in words (from the columns' ``resamples``)."""
-    units = sorted({c.resamples for c in metrics.attacks.values() if c.resamples})
+    units = resampled_units(metrics)
     if units == ["documents"]:
         return (
             "resampling documents (a document's sequences are drawn together: they are correlated)"

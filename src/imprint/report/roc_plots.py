@@ -22,6 +22,8 @@ from imprint.errors import DataError
 from imprint.evaluation.curves import RocCurve
 from imprint.metrics import Interval
 from imprint.report.cells import by_auc
+from imprint.report.figure_files import pyplot as _pyplot
+from imprint.report.figure_files import save_png
 
 __all__ = ["forest_figure", "plot_auc_forest", "plot_roc", "roc_figure"]
 
@@ -30,21 +32,8 @@ BLIND_COLOUR = "black"
 _SHADE = {"color": "0.85", "zorder": 0}
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _save(fig: Any, path: str | Path) -> Path:
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120, format="png", bbox_inches="tight")
-    _pyplot().close(fig)
-    return out
+    return save_png(fig, path, tight=True)  # the legends sit outside the axes
 
 
 def _label(name: str, auc: Interval | None) -> str:

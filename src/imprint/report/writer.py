@@ -24,7 +24,7 @@ from imprint.report.cells import by_auc
 from imprint.report.exposed import exposed_texts
 from imprint.report.plots import plot_auc_forest, plot_roc, plot_score_histograms
 from imprint.report.provenance import provenance
-from imprint.report.render import render_html, render_markdown, resampling, rich_table
+from imprint.report.render import render_html, render_markdown, resampled_units, rich_table
 
 _PACKAGES = ("llm-imprint", "torch", "transformers", "numpy", "scipy", "scikit-learn", "pyarrow")
 
@@ -109,7 +109,8 @@ def write_plots(
     if isinstance(suite, BlindSuiteMetrics):
         blind_auc = (f"{suite.strongest} (selection-adjusted)", suite.selected.auc)
     if aucs:
-        resamples = resampling(metrics).split(" (")[0]
+        units = resampled_units(metrics)
+        resamples = "resampling " + " and ".join(units) if units else "resampled unit not recorded"
         note = f"95 % bootstrap intervals, {resamples}"
         plot_auc_forest(aucs, out / "forest.png", blind=blind_auc, interval_note=note)
         plots.append("forest.png")
@@ -137,13 +138,15 @@ def _curves(
     same code, resampling what its table resampled (documents: each sample's document, read
     from the samples); a column whose unit cannot be recovered gets no curve rather than a band
     that is not its table's interval."""
+    from imprint.evaluation.evaluate import recorded_documents
+
     curves = {c: v for c, v in metrics.roc.items() if c in metrics.attacks}
     for name, values in scores.items():
         row = metrics.attacks.get(name)
         if name in curves or row is None:
             continue
         unit = "texts" if row.resamples in (None, "", "samples") else row.resamples
-        groups = _document_ids(samples, len(labels)) if unit == "documents" else None
+        groups = recorded_documents(samples, len(labels)) if unit == "documents" else None
         if unit not in ("texts", "documents") or (unit == "documents" and groups is None):
             continue
         found = roc_with_band(
@@ -157,16 +160,6 @@ def _curves(
         if found is not None:
             curves[name] = found
     return curves
-
-
-def _document_ids(samples: Sequence[Sample], n: int) -> np.ndarray | None:
-    """Each sample's document (``--unit document`` runs), or None when any sample lacks one."""
-    from imprint.documents.split import DOC_ID
-
-    ids = [s.meta.get(DOC_ID) if s.meta else None for s in samples]
-    if len(ids) != n or any(i is None for i in ids):
-        return None
-    return np.array([str(i) for i in ids])
 
 
 def write_run(
