@@ -13,7 +13,9 @@ developed on rows < 110), torch's thread count as the run uses it. Reported:
 - **battery**: imprint's gray-box battery (loss, zlib, min_k, min_k_pp) per dtype: one planned
   pass into a fresh SQLite store, then the four attacks' scores. The bf16 battery is the default
   CPU bf16 path (float32 output head, compiled fused reduction); ``bf16-eager`` is the same with
-  ``IMPRINT_NO_COMPILE=1`` (eager reduction), ``bf16-head`` with the head left in bf16.
+  ``IMPRINT_NO_COMPILE=1`` (eager reduction), ``bf16-head`` with the head left in bf16;
+  ``--compile-model`` adds ``bf16-compiled-body``: the transformer body under ``torch.compile``
+  (inductor, dynamic shapes) on a third copy of the model, its compilation in ``warm-up``.
 - **ratios**: battery bf16 / battery fp32 (issue target >= 3x; this CPU's GEMM ratio bounds it),
   battery bf16 / bare bf16 (target >= 1.0x).
 - **accuracy**: Spearman per score column, each bf16 variant against float32 (gate: >= 0.9999 per
@@ -103,7 +105,9 @@ def battery(backend: Any, texts: list[str]) -> dict[str, Any]:
     return scores
 
 
-def variants(fp32: Any, bf16: Any, texts: list[str]) -> dict[str, Callable[[], Any]]:
+def variants(
+    fp32: Any, bf16: Any, texts: list[str], compiled: Any = None
+) -> dict[str, Callable[[], Any]]:
     def no_compile(fn: Callable[[], Any]) -> Callable[[], Any]:
         def run() -> Any:
             os.environ["IMPRINT_NO_COMPILE"] = "1"
@@ -121,7 +125,11 @@ def variants(fp32: Any, bf16: Any, texts: list[str]) -> dict[str, Callable[[], A
         finally:
             bf16.float32_head = True
 
+    extra = (
+        {} if compiled is None else {"battery bf16-compiled-body": lambda: battery(compiled, texts)}
+    )
     return {
+        **extra,
         "bare fp32": lambda: bare_forward(fp32, texts),
         "bare bf16": lambda: bare_forward(bf16, texts),
         "battery fp32": lambda: battery(fp32, texts),
@@ -150,7 +158,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     lengths = fp32.count_tokens(texts)
     tokens = sum(lengths) - len(texts)  # scored tokens (the start token is context only)
     gflop = gflop_per_token(fp32.model.config, statistics.mean(lengths) / 2)
-    runs = variants(fp32, bf16, texts)
+    compiled = None
+    if args.compile_model:  # an experiment: minutes of compilation, not the default path
+        compiled = HFLogprobBackend(MODEL, device="cpu", dtype="bfloat16")
+        base = compiled.model.base_model_prefix
+        setattr(compiled.model, base, torch.compile(getattr(compiled.model, base), dynamic=True))
+    runs = variants(fp32, bf16, texts, compiled)
     warm, times = {}, {name: [] for name in runs}
     scores: dict[str, Any] = {}
     for name, fn in runs.items():  # first call: compilation and allocator warm-up
@@ -271,6 +284,7 @@ def main() -> None:
     parser.add_argument("--gemm-reps", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="16 texts, 1 round, 1024^3 GEMM")
     parser.add_argument("--record-gate", action="store_true")
+    parser.add_argument("--compile-model", action="store_true", help="add bf16-compiled-body")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args()
     if args.quick:
