@@ -49,6 +49,30 @@ def test_model_args_split_like_lm_eval():
     assert split_model_args(["dtype=float32,,max_length=64"]) == ["dtype=float32", "max_length=64"]
 
 
+@pytest.mark.parametrize(
+    "item", ["stop=a,,b", "stop=a,,,b,dtype=float32", "dtype=float32,stop=x,,y"]
+)
+def test_an_empty_part_inside_a_value_is_refused_not_dropped(item, tiny_model_dir, tmp_path):
+    """Review 26: 'stop=a,,b' became stop=a,b silently; an empty part with value text after
+    it is refused in one line (between pairs or at the end it is still dropped)."""
+    from typer.testing import CliRunner
+
+    from imprint.cli import app
+    from imprint.cli.run import split_model_args
+    from imprint.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"an empty part inside the value of 'stop'"):
+        split_model_args([item])
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "a b c", "label": 1}\n{"text": "d e f", "label": 0}\n')
+    args = ["run", "--model", str(tiny_model_dir), "--data", str(data), "--out",
+            str(tmp_path / "o"), "--model-args", item]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "empty part inside the value" in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize("flag", ["--model-args", "--model_args", "--model-arg"])
 def test_model_args_flags_reach_the_backend_options(flag, tiny_model_dir, tmp_path):
     from typer.testing import CliRunner

@@ -20,6 +20,7 @@ from imprint.cli.common import (
     split_key_value,
 )
 from imprint.cli.listing import Format, check_format
+from imprint.errors import ConfigError
 
 __all__ = [
     "list_attacks",
@@ -49,7 +50,8 @@ ModelArgs = Annotated[
         "--model_args",
         help="options of the target's backend as lm-eval takes them, KEY=VALUE[,KEY=VALUE...] "
         "(repeatable), e.g. --model-args dtype=bfloat16,max_length=512; vllm: "
-        "tensor_parallel_size=2; a wrong key lists the ones it takes",
+        "tensor_parallel_size=2; a wrong key lists the ones it takes; a comma followed by text "
+        "without '=' stays in the value (stop=a,b), and an empty item inside a value is refused",
     ),
 ]
 Out = Annotated[
@@ -211,19 +213,34 @@ def parse_params(items: list[str]) -> dict[str, dict[str, Any]]:
 def split_model_args(items: list[str]) -> list[str]:
     """``["dtype=bfloat16,max_length=512", "device=cpu"]`` -> one ``KEY=VALUE`` each, as
     lm-evaluation-harness reads ``--model_args``: a comma starts a new pair only where the text
-    after it up to the next comma holds an ``=`` (so ``stop=a,b`` keeps its comma)."""
+    after it up to the next comma holds an ``=`` (so ``stop=a,b`` keeps its comma). An empty
+    part between pairs or at the end (``a=1,,b=2``, ``a=1,``) is dropped, as lm-eval drops it;
+    one inside a value (``stop=a,,b``) is refused: dropping it would change the value."""
     out: list[str] = []
     for item in items:
         pairs: list[str] = []
+        empty = False  # an empty part since the last pair
         for part in item.split(","):
             if not part.strip():
-                continue  # an empty part ("a=1,", "a=1,,b=2") is dropped, as lm-eval drops it
+                empty = True
+                continue
             if pairs and "=" not in part:
+                if empty:
+                    raise _empty_inside(item, pairs[-1])
                 pairs[-1] += "," + part  # a comma inside the value before it
             else:
                 pairs.append(part)
+            empty = False
         out += [p for p in pairs if p.strip()]
     return out
+
+
+def _empty_inside(item: str, pair: str) -> ConfigError:
+    key = pair.split("=", 1)[0].strip()
+    return ConfigError(
+        f"--model-args {item!r}: an empty part inside the value of {key!r} (two commas in a "
+        "row); a value cannot hold an empty item here: write it without one, e.g. stop=a,b"
+    )
 
 
 def parse_refs(items: list[str]) -> tuple[tuple[str, str], ...]:
