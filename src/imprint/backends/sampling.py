@@ -7,8 +7,10 @@ that share its batch. Each step draws a group's next tokens exactly as ``transfo
 top-p, softmax, one ``torch.multinomial`` over the group's ``n`` rows with the group's generator),
 so a batch of one prompt reproduces ``generate``'s draws, and a batch of many prompts gives the
 same draws up to float noise from padding (left padding with an attention mask; positions
-counted per row; one KV cache). Groups that are done (every row at its end token, a stop string or
-``max_tokens``) leave the batch and its KV cache, so they stop costing compute.
+counted per row; one KV cache; in fp32 the benchmark's draws were all equal, in bf16 about one
+in six differed: see benchmarks/bench_sampling.py). Groups that are done (every row at its end
+token, a stop string or ``max_tokens``) leave the batch and its KV cache, so they stop costing
+compute.
 
 A row that has finished inside a still-running group keeps its place in the group's draw (the
 generator consumes the same numbers whatever a row's state: ``generate`` keeps sampling finished
