@@ -28,6 +28,7 @@ from imprint.errors import ConfigError, DataError
 from imprint.executors import ExecutorConfig
 from imprint.run import RunConfig, execute_run, load_backends, load_samples, resolve, run_executor
 from imprint.study.cells import BLIND, STRONGEST_BLIND, CellRecord, CellStore, cell_key
+from imprint.study.grid_progress import GridProgress
 from imprint.study.spec import AttackVariant, BenchmarkEntry, ModelEntry, StudySpec
 
 __all__ = ["GridResult", "grid_models", "run_grid"]
@@ -60,41 +61,6 @@ class GridResult:
     def executed(self) -> int:
         """Model calls executed by this invocation (log-prob passes and every other request)."""
         return sum(c.get("executed", 0) for kinds in self.requests.values() for c in kinds.values())
-
-
-class GridProgress:
-    """One rich display for the whole grid: its cells bar and every run's scoring bars (handed
-    to ``execute_run`` as its progress factory, so they share the one live display)."""
-
-    def __init__(self, console: Any = None, *, enabled: bool = True) -> None:
-        self._bars: Any = None
-        if enabled:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._bars = Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[unit]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                console=console,
-            )  # fmt: skip
-            self._bars.start()
-
-    def __call__(self, label: str, total: int, *, unit: str = "tokens") -> Callable[[int], None]:
-        if self._bars is None:
-            return lambda n: None
-        task = self._bars.add_task(label, total=total, unit=unit)
-        return lambda n: self._bars.advance(task, n)
-
-    def close(self) -> None:
-        if self._bars is not None:
-            self._bars.stop()
-            self._bars = None
 
 
 def grid_models(
