@@ -5,10 +5,11 @@ words + 10 held-out, random-token canaries 8 per repetition count 1/3/8, 2 epoch
 fine-tuning at lr 2e-5; the same config hash, so a demo run's game is reused), trains K reference
 models like the target on random halves of the 148 candidates (timed), and runs loss, ref[base],
 min_k_pp, recall, lira (online, offline), rmia (online, offline), and ez_mia, wbc, informia
-(token-level InfoRMIA), ramia (range MIA, 10 range samples per text), camia and qmia (fitted on
-the game's 10 held-out texts) when registered, through the run pipeline (``--attacks a,b``
-keeps only those). RMIA runs twice: z = the 10 held-out texts, and z = the
-candidates. Prints AUC and TPR at 1 % and 0.1 % FPR with 95 % bootstrap intervals and writes
+(token-level InfoRMIA), ramia (range MIA, 10 range samples per text), camia, qmia and probe
+(fitted on the game's 10 held-out texts) when registered, through the run pipeline
+(``--attacks a,b`` keeps only those). RMIA runs twice: z = the 10 held-out texts, and z = the
+candidates. Prints AUC and TPR at the lowest resolvable FPR (5 % with 74 non-members), 1 % and
+0.1 % FPR with 95 % bootstrap intervals and writes
 them to ``OUT/frontier.json``. Sized for the shared 2-core CPU: the demo's pool gives 74
 candidate non-members, too few to resolve 1 % FPR (100 needed) or 0.1 % (1,000): those columns
 are then the TPR at zero false positives, and the table says so. ``--pool-size 200`` resolves
