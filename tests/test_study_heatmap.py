@@ -1,6 +1,6 @@
 """The study heat map: a colour bar, a blind warning per column, and no "best" bold where a
-blind baseline's interval (no model) reaches the attack's AUC (issue 24: zlib 0.585 [0.402, 0.750] was
-bolded beside a blind row at 0.966)."""
+blind baseline's interval (no model) reaches the attack's AUC (issue 24: zlib 0.585
+[0.402, 0.750] was bolded beside a blind row at 0.966)."""
 
 from __future__ import annotations
 
