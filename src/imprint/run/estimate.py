@@ -227,12 +227,11 @@ def plan_work(
 
 
 def _stored(store: Any, backend: Any, kind: str, keys: list[str]) -> set[str] | None:
-    """The ``keys`` of ``kind`` the store holds for ``backend`` (None: not checked, e.g. a
-    model loaded only when first used, whose fingerprint is not known yet)."""
-    fingerprint = getattr(backend, "fingerprint", None)
-    if store is None or not isinstance(fingerprint, str) or not keys:
+    """The ``keys`` of ``kind`` the store holds for ``backend`` (a backend or an embedder: both
+    define ``fingerprint``); None when not checked (no store, no model of that role)."""
+    if store is None or backend is None or not keys:
         return None
-    return set(store.get_keys(fingerprint, kind, keys, lambda blob: None))
+    return set(store.get_keys(backend.fingerprint, kind, keys, lambda blob: None))
 
 
 def _role_model(backends: dict[str, Any], role: str) -> Any:
