@@ -76,12 +76,15 @@ def test_duci_command_states_estimate_interval_and_resampling(
     text = " ".join(res.output.split())
     assert "DUCI: an estimated" in text and "of the 20 documents were trained on" in text
     assert "95 % interval [" in text
-    assert "percentile bootstrap over the documents (200 resamples)" in text
-    assert "the reference models and the population are not resampled" in text
+    assert "two-way percentile bootstrap (200 resamples)" in text
+    assert "redraws the documents and the reference models with replacement" in text
+    assert "widened by the between-model spread" in text and "held the truth 30 times of 32" in text
+    assert "warning: the interval is unreliable" not in text
     result = json.loads(out.read_text())
     lo, hi = result["interval"]
     assert lo <= result["estimate"] <= hi and result["n_documents"] == 20
     assert 0 <= result["fpr"] < result["tpr"] <= 1
+    assert result["reliable"] and result["degenerate_share"] <= 0.05 and result["model_spread"] > 0
     # a target trained on every document: the estimate is high, the interval reaches the truth
     assert result["estimate"] > 0.5 and hi >= 0.95, result
     # a rerun is served by the store and gives the same numbers

@@ -99,7 +99,9 @@ def duci(
     population: Annotated[
         Path | None, typer.Option(help="texts no model trained on (default: the manifest's)")
     ] = None,
-    n_bootstrap: Annotated[int, typer.Option(help="bootstrap resamples of the documents")] = 1000,
+    n_bootstrap: Annotated[
+        int, typer.Option(help="bootstrap resamples (documents and reference models)")
+    ] = 1000,
     confidence: Annotated[float, typer.Option(help="the interval's confidence")] = 0.95,
     seed: Annotated[int, typer.Option(help="seed of the bootstrap")] = 0,
     cache: Annotated[Path | None, typer.Option(help="request store (default: the run's)")] = None,
@@ -142,14 +144,30 @@ def describe(result: Any, k: int, n_population: int) -> list[str]:
     return [
         f"DUCI: an estimated {result.estimate:.1%} of the {result.n_documents} documents were "
         f"trained on; {level} interval [{lo:.1%}, {hi:.1%}]",
-        f"interval: percentile bootstrap over the documents ({result.n_bootstrap} resamples): "
-        "each resample redraws documents with replacement and recomputes the threshold, its "
-        "TPR and FPR on the reference models, and the estimate; the reference models and the "
-        "population are not resampled",
+        f"interval: two-way percentile bootstrap ({result.n_bootstrap} resamples): each "
+        "resample redraws the documents and the reference models with replacement and "
+        "recomputes the threshold, its TPR and FPR and the estimate; then widened by the "
+        f"between-model spread of the references' TPR and FPR (one model's sd "
+        f"{result.model_spread:.3f}), since the target is one more training run; the population "
+        "is not resampled. Approximate: on known-fraction games of tiny models "
+        "(benchmarks/bench_duci.py --seeds 8) it held the truth 30 times of 32",
+        *_unreliable(result),
         f"MIA: RMIA offline (a = {result.extra.get('a', float('nan')):.2f}) against "
         f"{n_population} population texts, {k} reference models; threshold "
         f"{result.threshold:.3f}, TPR {result.tpr:.3f}, FPR {result.fpr:.3f}; share guessed "
         f"member before debiasing {result.naive:.1%} (the estimate is not clipped to [0, 1])",
+    ]
+
+
+def _unreliable(result: Any) -> list[str]:
+    """A warning line when the interval cannot be trusted, else none."""
+    if result.reliable:
+        return []
+    return [
+        f"warning: the interval is unreliable: {result.degenerate_share:.1%} of the resamples "
+        "had TPR <= FPR (no estimate; left out of the percentiles) or the references' spread "
+        "could not be measured; use more reference models, or a target and references "
+        "trained harder"
     ]
 
 

@@ -21,18 +21,30 @@ tuned on the reference models as ``rmia a=auto`` does and reused for every refer
 Privacy Meter reuses it. Scores are per document: a document's sequences are averaged first
 (:func:`per_document`), since a document is what was or was not trained on.
 
-Interval: a percentile bootstrap over *documents* (1,000 resamples, seeded): each resample
-draws documents with replacement and recomputes tau, TPR, FPR (from the drawn documents'
-reference scores) and p (from their target guesses), so the calibration's uncertainty is in the
-interval, and a document's sequences travel together. Coverage (``tests/test_duci.py``, by
-simulation): it covers the usage rate of the population the documents come from at about the
-nominal level, and the fraction of the fixed set conservatively (the resampling also varies
-which documents are members, which that fraction does not). On trained games it covers less:
-on known-fraction games of tiny models (``benchmarks/bench_duci.py --seeds 8``: 40 documents,
-K = 4, fractions 0/25/50/100 %) the 95 % interval held the truth 23 times of 32, since it does
-not resample the models, whose training randomness (how attackable this target is, against the
-reference models' TPR and FPR) such games also vary; the estimate was low by 0.17 on average at
-100 %. p is not clipped to [0, 1]: the estimator is unbiased only unclipped.
+Interval: two parts. (1) A two-way percentile bootstrap (1,000 resamples, seeded; documents
+and models are crossed, as in Owen 2007, "The pigeonhole bootstrap"): each resample draws the
+documents with replacement (a document's sequences travel together) and the K reference models
+with replacement, and recomputes tau, TPR, FPR from the drawn ones and p from the target's
+guesses on the drawn documents; this is how well the pool's mean error rates are known. (2)
+The target is one more training run, whose own TPR and FPR differ from the pool's mean as each
+reference model's do, which no resampling of the references shows; so each side of the
+percentile interval is widened about the estimate by sqrt(1 + s^2 / v), v the bootstrap
+variance and s the between-model sd (:func:`model_spread`: the sample sd over the reference
+models of p TPR_j + (1 - p) FPR_j at tau, over TPR - FPR), as a prediction interval for one new
+draw adds the draws' variance. Privacy Meter's ``DUCI.debias_pred`` returns the point estimate
+only (its ``pred_proportions`` judges it by the absolute error over trained targets); the
+interval is imprint's.
+Resamples whose drawn TPR <= FPR have no estimate: they are counted (``degenerate_share``) and
+left out of the percentiles, and above 5 % the result is flagged unreliable (``reliable``).
+Coverage, measured: on known-fraction games of tiny models (``benchmarks/bench_duci.py --seeds
+8``: 40 documents, K = 4, fractions 0/25/50/100 %, the same 32 trained games) the 95 % interval
+held the truth 30 times of 32 (per fraction 7/8/8/7 of 8; mean width 0.83), where the
+document-only bootstrap this replaces held it 23 times (6/5/7/5; width 0.48). By simulation
+(``tests/test_duci.py``: every model, the target too, attackable to its own degree) 0.99 / 0.98 /
+0.88 at p = 0 / 0.5 / 1 (document-only: 0.98 / 0.88 / 0.68); with models alike, 0.98 or more,
+i.e. conservative (the references' spread repeats part of the document noise). On those games
+the estimate was low by 0.17 on average at 100 % (cause not established; not corrected). p is
+not clipped to [0, 1]: the estimator is unbiased only unclipped.
 """
 
 from __future__ import annotations
@@ -56,6 +68,7 @@ __all__ = [
     "duci_from_signals",
     "matched_scores",
     "mean_loglik",
+    "model_spread",
     "per_document",
     "youden_threshold",
 ]
@@ -64,14 +77,18 @@ DEVIATIONS = (
     "A guess is score >= tau, the side the threshold's TPR and FPR count; Privacy Meter takes "
     "score > tau with the TPR and FPR of >= (sklearn's roc_curve), which differ at tied scores "
     "(RMIA's are fractions: ties are common).",
-    "The interval (a bootstrap over documents) is imprint's; Privacy Meter reports the point "
-    "estimate only.",
+    "The interval (a two-way bootstrap over documents and reference models, widened by the "
+    "references' between-model spread) is imprint's; Privacy Meter reports the point estimate "
+    "only.",
     "a is tuned once on the reference models (one playing the target, attacked by the others), "
     "not on the target's paired model.",
     "The target and each reference model are attacked by the same reference sets (a pair left "
     "out at a time, guesses averaged over the target's attacks); Privacy Meter attacks the "
     "target with all its references and each reference with the others, one fewer.",
 )
+
+
+MAX_DEGENERATE_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -88,6 +105,11 @@ class DuciResult:
     n_documents: int
     n_bootstrap: int
     per_document: np.ndarray = field(repr=False)
+    # share of resamples whose drawn TPR <= FPR (no estimate: left out of the percentiles);
+    # above MAX_DEGENERATE_SHARE, or with no between-model spread, the interval is unreliable
+    degenerate_share: float = 0.0
+    reliable: bool = True
+    model_spread: float = float("nan")  # one model's sd in estimate units (model_spread)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -101,6 +123,9 @@ class DuciResult:
             "naive": self.naive,
             "n_documents": self.n_documents,
             "n_bootstrap": self.n_bootstrap,
+            "degenerate_share": self.degenerate_share,
+            "reliable": self.reliable,
+            "model_spread": self.model_spread,
             **self.extra,
         }
 
@@ -175,42 +200,86 @@ def duci(
     n = target.shape[1]
     if (
         n < 2
+        or ref_scores.ndim != 2
+        or ref_scores.shape[0] < 2
         or ref_scores.shape != (ref_scores.shape[0], n)
         or ref_member.shape != ref_scores.shape
     ):
         raise DataError(
-            f"duci needs >= 2 documents and reference scores/memberships of shape (K, {n}); got "
+            f"duci needs >= 2 documents and reference scores/memberships of shape (K >= 2, {n}); "
+            "got "
             f"{ref_scores.shape} and {ref_member.shape}"
         )
     if not (np.isfinite(target).all() and np.isfinite(ref_scores).all()):
         raise DataError("duci: a document has no finite score (drop it, or give it a signal)")
     p_i, thr, tpr, fpr = debias(target, ref_scores, ref_member)
-    rng = np.random.default_rng(seed)
-    counts = bootstrap_counts((np.arange(n),), n_bootstrap, n, rng).astype(np.float64)
-    known = (ref_member == IN) | (ref_member == OUT)
-    k = ref_scores.shape[0]
-    pooled_w = np.tile(counts, (1, k))[:, known.ravel()]  # a document's K entries share its draw
-    b_thr, b_tpr, b_fpr = youden_threshold(
-        ref_scores[known], (ref_member[known] == IN).astype(int), pooled_w
-    )
-    guesses = (target[None, :, :] >= b_thr[:, None, None]).mean(axis=1)  # (B, n)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        boot = ((counts * guesses).sum(1) / n - b_fpr) / (b_tpr - b_fpr)
-    boot = boot[np.isfinite(boot)]
+    estimate = float(p_i.mean())
+    boot = _two_way_bootstrap(target, ref_scores, ref_member, n_bootstrap, seed)
+    finite = boot[np.isfinite(boot)]
+    share = 1.0 - finite.size / n_bootstrap  # resamples with TPR <= FPR: counted, not hidden
+    spread = model_spread(ref_scores, ref_member, thr, tpr, fpr, estimate)
     alpha = (1.0 - confidence) / 2
-    lo, hi = (float(v) for v in np.quantile(boot, [alpha, 1.0 - alpha]))
+    lo, hi = np.quantile(finite, [alpha, 1 - alpha]) if finite.size > 1 else (np.nan, np.nan)
+    # widen each side about the estimate so the variance is the bootstrap's plus one model's
+    widen = np.sqrt(1.0 + spread**2 / finite.var()) if finite.size > 1 else np.nan
+    lo, hi = estimate - (estimate - lo) * widen, estimate + (hi - estimate) * widen
     return DuciResult(
-        estimate=float(p_i.mean()),
-        interval=(lo, hi),
+        estimate=estimate,
+        interval=(float(lo), float(hi)),
         confidence=confidence,
         threshold=thr,
         tpr=tpr,
         fpr=fpr,
         naive=float((target >= thr).mean()),  # over attacks and documents
         n_documents=n,
-        n_bootstrap=int(boot.size),
+        n_bootstrap=n_bootstrap,
         per_document=p_i,
+        degenerate_share=share,
+        reliable=bool(share <= MAX_DEGENERATE_SHARE and np.isfinite(spread)),
+        model_spread=spread,
     )
+
+
+def _two_way_bootstrap(
+    target: np.ndarray, ref_scores: np.ndarray, ref_member: np.ndarray, n_boot: int, seed: int
+) -> np.ndarray:
+    """Resampled estimates (B,), NaN where the drawn TPR <= FPR: each resample draws the
+    documents and the K reference models with replacement (a crossed design: Owen 2007, "The
+    pigeonhole bootstrap") and recomputes tau, TPR, FPR and the estimate from the drawn ones."""
+    rng = np.random.default_rng(seed)
+    k, n = ref_scores.shape
+    counts = bootstrap_counts((np.arange(n),), n_boot, n, rng).astype(np.float64)  # (B, n)
+    model_w = np.zeros((n_boot, k))
+    np.add.at(model_w, (np.arange(n_boot)[:, None], rng.integers(0, k, size=(n_boot, k))), 1.0)
+    known = (ref_member == IN) | (ref_member == OUT)
+    # an entry's weight: its document's draws times its model's (a model's documents together)
+    pooled_w = (model_w[:, :, None] * counts[:, None, :]).reshape(n_boot, k * n)[:, known.ravel()]
+    b_thr, b_tpr, b_fpr = youden_threshold(
+        ref_scores[known], (ref_member[known] == IN).astype(int), pooled_w
+    )
+    guesses = (target[None, :, :] >= b_thr[:, None, None]).mean(axis=1)  # (B, n)
+    naive = (counts * guesses).sum(1) / n
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(b_tpr > b_fpr, (naive - b_fpr) / (b_tpr - b_fpr), np.nan)
+
+
+def model_spread(
+    ref_scores: np.ndarray, ref_member: np.ndarray, thr: float, tpr: float, fpr: float, p: float
+) -> float:
+    """The between-model sd of the error an estimate at fraction p would have from one model's
+    own error rates, in estimate units: the sample sd over the reference models j (those with
+    members and non-members) of p TPR_j + (1 - p) FPR_j at tau, over TPR - FPR. A target is one
+    more training run, whose rates differ from the pool's as each reference model's do. NaN
+    with fewer than 2 such models."""
+    is_in, is_out = ref_member == IN, ref_member == OUT
+    usable = is_in.any(axis=1) & is_out.any(axis=1)
+    if usable.sum() < 2:
+        return float("nan")
+    hit = ref_scores[usable] >= thr
+    tpr_j = (hit & is_in[usable]).sum(1) / is_in[usable].sum(1)
+    fpr_j = (hit & is_out[usable]).sum(1) / is_out[usable].sum(1)
+    p = min(max(p, 0.0), 1.0)
+    return float(np.std(p * tpr_j + (1 - p) * fpr_j, ddof=1) / (tpr - fpr))
 
 
 def _held_out_groups(member: np.ndarray) -> list[list[int]]:

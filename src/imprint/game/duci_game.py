@@ -122,7 +122,9 @@ def fraction_game(
     population of RMIA; ``fillers`` (default: random texts) top every model's training up to
     ``len(documents)`` texts. Returns one row per fraction: ``fraction``, ``truth`` (the share
     trained on), ``estimate``, ``interval``, ``naive`` (undebiased share guessed member),
-    ``tpr``, ``fpr``, ``a``."""
+    ``tpr``, ``fpr``, ``a``, ``degenerate_share`` (resamples without TPR > FPR), and
+    ``signals`` (every model's mean log-likelihood of the documents then the population, and
+    the reference memberships) to re-estimate from."""
     from imprint.game.reference import reference_halves
 
     if documents is None or population is None:
@@ -159,8 +161,14 @@ def fraction_game(
             target[:n], refs[:, :n], member, target[n:], refs[:, n:],
             n_bootstrap=n_bootstrap, seed=seed,
         )  # fmt: skip
-        keys = ("estimate", "interval", "naive", "tpr", "fpr", "a")
+        keys = ("estimate", "interval", "naive", "tpr", "fpr", "a", "degenerate_share")
+        signals = {"target": target.tolist(), "refs": refs.tolist(), "member": member.tolist()}
         rows.append(
-            {"fraction": float(f), "truth": len(trained) / n, **{x: r.to_dict()[x] for x in keys}}
+            {
+                "fraction": float(f),
+                "truth": len(trained) / n,
+                **{x: r.to_dict()[x] for x in keys},
+                "signals": signals,  # to recompute the interval without retraining
+            }
         )
     return rows
