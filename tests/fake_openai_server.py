@@ -6,7 +6,8 @@ maps (prompt, n, max_tokens, stop, seed, temperature) to ``n`` continuations, e.
 :class:`imprint.backends.text.HFTextBackend` over the tiny test model.
 
 ``faults`` is consumed one entry per request, in arrival order (then no more faults):
-``None`` (serve normally), ``"429"`` (rate limit, ``Retry-After: 0``), ``"500"``, ``"503"``,
+``None`` (serve normally), ``"429"`` (rate limit, ``Retry-After: <retry_after>``, default
+``0``), ``"500"``, ``"503"``,
 ``"timeout"`` (sleep ``stall_s`` before answering, longer than the client's timeout),
 ``"malformed"`` (200 with a body that is not JSON), ``"short"`` (200 with one choice fewer
 than asked, as a server that caps ``n``),
@@ -22,11 +23,13 @@ whatever the arrival order.
 list them) as ``owned_by`` (default ``"vllm"``: the client then sends vLLM's sampling fields,
 which ``generate`` ignores apart from the temperature). The real-server tests
 (``tests/test_http_real_server.py``) start ``transformers serve``; this server stays for the
-faults a real server cannot be made to produce on cue.
+faults a real server cannot be made to produce on cue. ``parallel=True`` calls ``generate``
+from each request's thread at once (default: one at a time, as a server with one model).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -51,8 +54,11 @@ class FakeOpenAIServer:
         stall_s: float = 1.0,
         models: Sequence[str] | None = ("tiny",),
         owned_by: str = "vllm",
+        retry_after: str = "0",
+        parallel: bool = False,
     ) -> None:
         self.generate, self.api_key, self.stall_s = generate, api_key, stall_s
+        self.retry_after, self.parallel = retry_after, parallel
         self.models, self.owned_by = models, owned_by
         self.faults, self.prompt_faults = list(faults), dict(prompt_faults or {})
         self.log: list[dict[str, Any]] = []  # path, fault, n, top_k, ok: never the key
@@ -89,7 +95,7 @@ class FakeOpenAIServer:
         prompt = body["messages"][-1]["content"] if chat else body["prompt"]
         if chat:  # answer the instruction by continuing the text after its marker
             prompt = prompt.split(TEXT_MARKER, 1)[-1]
-        with self._model_lock:
+        with self._model_lock if not self.parallel else contextlib.nullcontext():
             texts = self.generate(
                 prompt,
                 n,
@@ -151,7 +157,7 @@ class FakeOpenAIServer:
 
             def _serve(self, fault: str | None, body: dict[str, Any]) -> None:
                 if fault in ("429", "500", "503"):
-                    headers = {"Retry-After": "0"} if fault == "429" else {}
+                    headers = {"Retry-After": server.retry_after} if fault == "429" else {}
                     return self._send(int(fault), {"error": {"message": fault}}, headers)
                 if fault == "drop":
                     self.close_connection = True

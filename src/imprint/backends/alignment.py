@@ -256,8 +256,11 @@ def token_rows(
         own = answer.top[t - shift] if t - shift >= 0 else None
         if t == first and (own is None or (shift == 0 and answer.logprobs[t] is None)):
             own = first_candidates
-        if own is None:
-            raise ConfigError(f"{where}: no candidates for token {t} {tok!r}")
+        if not own:  # None, or an empty top_logprobs entry: no rank, no best candidate
+            raise ConfigError(
+                f"{where}: the server's answer lists no candidates for token {t} {tok!r} "
+                f"(got {own!r}); is logprobs >= 1 honoured?"
+            )
         # aligned servers give each token's own log p (by id); else it is read by text
         from_server = shift == 0 and (t != first or answer.logprobs[t] is not None)
         logp = answer.logprobs[t] if from_server else own.get(tok)

@@ -276,7 +276,8 @@ class OpenAICompatibleBackend(Transport, Backend):
         with self._lock:
             self._sent_laws.setdefault(json.dumps(fields, sort_keys=True), fields)
         context = (prompts, max_tokens, stop, fields, task, seed)
-        self._call_stored = self._usage["stored"]  # what this call stored, if it fails
+        with self._lock:  # what the store held of this call's answers so far, if it fails
+            self._call_stored = self._usage["stored"] + self._usage["cached"]
         pending = [(p, s, k) for p in range(len(prompts)) for s, k in self._chunks(0, n)]
         got: dict[tuple[int, int], list[str]] = {}
         while pending:
@@ -293,10 +294,10 @@ class OpenAICompatibleBackend(Transport, Backend):
                     ]
                 elif k > 1:
                     self.limits.choices_checked = True
-        return [
-            [t for s in sorted(s for q, s in got if q == p) for t in got[(p, s)]]
-            for p in range(len(prompts))
-        ]
+        by_prompt: list[list[tuple[int, list[str]]]] = [[] for _ in prompts]
+        for (p, s), texts in got.items():  # one pass, not one scan of ``got`` per prompt
+            by_prompt[p].append((s, texts))
+        return [[t for _, texts in sorted(parts) for t in texts] for parts in by_prompt]
 
     def _chunks(self, start: int, count: int) -> list[tuple[int, int]]:
         """(first sample, samples) of the requests for samples start .. start + count - 1."""
@@ -318,11 +319,14 @@ class OpenAICompatibleBackend(Transport, Backend):
             if seed is not None:
                 body["seed"] = seed + p * 1_000 + s
             bodies.append(body)
-        sent_before, started = self._usage["requests"], time.perf_counter()
+        before = self.usage()
+        started = time.perf_counter()
         results = self._request_all(bodies, concurrency, queued)
-        sent = self._usage["requests"] - sent_before
+        wall_s, after = time.perf_counter() - started, self.usage()
+        sent = after["requests"] - before["requests"]
+        attempts = after["attempts"] - before["attempts"]
         full = len(wave) == concurrency  # a smaller wave says nothing of the next size
-        if self.limits.observe(len(wave), sent, time.perf_counter() - started, full=full):
+        if self.limits.observe(len(wave), sent, wall_s, full=full, attempts=attempts):
             assert self.limits.concurrency is not None
             self._gate.set(self.limits.concurrency)
             log.warning("%s", self.estimate_line())
@@ -407,16 +411,19 @@ class OpenAICompatibleBackend(Transport, Backend):
         raise APIError(f"{first}{note}; {self._stored_note(self._call_stored)}") from None
 
     def _stored_note(self, before: int) -> str:
-        """What a rerun will not send again: the answers stored so far (never claimed when none
-        were)."""
+        """What a rerun will not send again: the answers in the store, stored by this process or
+        read from it (a rerun answered from the store), ``before`` of them before this call
+        (never claimed when none were)."""
         if self.cache is None:
             return "no answer store is attached, so a rerun sends every request again"
-        now = self._usage["stored"]
-        if now == 0:
+        with self._lock:
+            stored, hits = self._usage["stored"], self._usage["cached"]
+        if stored + hits == 0:
             return "no answer had been received, so nothing is stored"
+        read = f" ({hits} of them read from the store)" if hits else ""
         return (
-            f"{now - before} answers of this call and {before} earlier ones are stored, so a "
-            "rerun sends only the rest"
+            f"{stored + hits - before} answers of this call and {before} earlier ones are "
+            f"stored{read}, so a rerun sends only the rest"
         )
 
     def _request(self, body: dict[str, Any], abort: threading.Event) -> list[str]:

@@ -9,8 +9,11 @@
   alone (its latency t1), then waves of 2, 4, ... requests; a wave of s requests that takes T
   shows an effective parallelism P = s t1 / T. The first wave with P < 0.75 s settles the limit
   at round(P) (a one-at-a-time server gets 1, so requests do not queue behind each other on it
-  and time out); a wave at the configured maximum settles it there. A timeout halves the limit
-  (:class:`Gate`): the abandoned request may still be running on the server.
+  and time out); a wave at the configured maximum settles it there. A wave in which a request
+  was retried (backoff, ``Retry-After``) measures the waits, not the server: it is skipped. A
+  timeout halves the limit (:class:`Gate`), once for all the requests that were in flight
+  together (they time out together), and settles it there (the manifest reports the lowered
+  limit): the abandoned requests may still be running on the server.
 """
 
 from __future__ import annotations
@@ -23,18 +26,21 @@ from typing import Any
 
 
 class Gate:
-    """At most ``limit`` requests in flight; the limit may be lowered while others wait."""
+    """At most ``limit`` requests in flight; the limit may be lowered while others wait.
+
+    Entering returns the gate's epoch (how often a timeout lowered it so far): a request that
+    times out lowers it only if no other timeout did since it entered (:meth:`halve`)."""
 
     def __init__(self, limit: int) -> None:
-        self.limit, self._in_flight = limit, 0
+        self.limit, self._in_flight, self._epoch = limit, 0, 0
         self._cv = threading.Condition()
 
-    def __enter__(self) -> Gate:
+    def __enter__(self) -> int:
         with self._cv:
             while self._in_flight >= self.limit:
                 self._cv.wait()
             self._in_flight += 1
-        return self
+            return self._epoch
 
     def __exit__(self, *exc: object) -> None:
         with self._cv:
@@ -45,6 +51,15 @@ class Gate:
         with self._cv:
             self.limit = max(1, limit)
             self._cv.notify_all()
+
+    def halve(self, entered: int) -> int | None:
+        """After a timeout of a request that entered at epoch ``entered``: the halved limit, or
+        None when a timeout of the same window (since it entered) already halved it, or at 1."""
+        with self._cv:
+            if entered != self._epoch or self.limit <= 1:
+                return None
+            self.limit, self._epoch = max(1, self.limit // 2), self._epoch + 1
+            return self.limit
 
 
 @dataclass
@@ -58,6 +73,7 @@ class ServerLimits:
     wave: int = 1
     solo_s: float | None = None  # one request's latency, sent alone
     parallelism: float | None = None
+    lowered: int | None = None  # the limit a timeout lowered it to (None: never lowered)
 
     @property
     def settled(self) -> bool:
@@ -72,12 +88,16 @@ class ServerLimits:
             return pending, self.concurrency
         return min(self.wave, pending), self.wave
 
-    def observe(self, size: int, sent: int, wall_s: float, full: bool) -> bool:
+    def observe(
+        self, size: int, sent: int, wall_s: float, full: bool, attempts: int | None = None
+    ) -> bool:
         """Learn from a wave of ``size`` requests (``sent`` of them sent, the rest answered by
-        the store) that took ``wall_s``; ``full``: the wave had as many as asked. True when this
-        wave settled the concurrency."""
+        the store; ``attempts``: POSTs made, retries included) that took ``wall_s``; ``full``:
+        the wave had as many as asked. True when this wave settled the concurrency."""
         if self.settled or sent < size or wall_s <= 0:
             return False  # a wave the store answered in part measures nothing
+        if attempts is not None and attempts > sent:
+            return False  # its wall time holds backoff sleeps and Retry-After waits
         if size == 1:
             self.solo_s = wall_s if self.solo_s is None else min(self.solo_s, wall_s)
             if self.max_concurrency == 1:
@@ -98,6 +118,11 @@ class ServerLimits:
         self.wave = min(size * 2, self.max_concurrency)
         return False
 
+    def lower(self, limit: int) -> None:
+        """A timeout lowered the in-flight limit to ``limit``: it is settled there."""
+        self.lowered = limit
+        self.concurrency = limit if self.concurrency is None else min(self.concurrency, limit)
+
     def requests_per_s(self) -> float | None:
         if self.solo_s is None or self.concurrency is None or self.solo_s <= 0:
             return None
@@ -110,6 +135,7 @@ class ServerLimits:
             "concurrency": self.concurrency,
             "parallelism": None if self.parallelism is None else round(self.parallelism, 2),
             "solo_request_s": None if self.solo_s is None else round(self.solo_s, 3),
+            "lowered_after_timeout": self.lowered,
         }
 
 

@@ -199,3 +199,14 @@ def check_model(listed: Any, model: str, base_url: str) -> list[str]:
             f"{', '.join(repr(n) for n in names[:20])}; pass one of these as --model"
         )
     return names
+
+
+def first_choice(data: dict[str, Any], where: str) -> Any:
+    """The answer's first choice; a one-line error quoting the answer when it has none."""
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise ConfigError(
+            f"{where}: the server's answer has no choices ({snippet(json.dumps(data))}); is "
+            "this an OpenAI-compatible /v1/completions?"
+        )
+    return choices[0]

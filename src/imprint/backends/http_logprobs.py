@@ -53,6 +53,7 @@ from imprint.backends.base import TOKEN_LOGPROBS, Backend, ScoreRequest, TokenSt
 from imprint.backends.http_checks import (
     check_api_base,
     check_model,
+    first_choice,
     list_models,
     mask_secret,
     snippet,
@@ -398,8 +399,9 @@ class HTTPLogprobBackend(Backend):
                 return self._first[key]
         where = f"{self.base_url}/completions (context {context[-30:]!r})"
         body = {**self._body(context, k), "echo": False}
-        data = self._post("completions", body, where)
-        answer = EchoAnswer.from_choice(data["choices"][0], where)
+        answer = EchoAnswer.from_choice(
+            first_choice(self._post("completions", body, where), where), where
+        )
         found = answer.top[0] if answer.top else None
         if not found:
             raise ConfigError(f"{where}: no candidates for the first generated token")
@@ -409,10 +411,7 @@ class HTTPLogprobBackend(Backend):
 
     def _echo(self, prompt: str, k: int, where: str) -> EchoAnswer:
         data = self._post("completions", self._body(prompt, k), where)
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices:
-            raise ConfigError(f"{where}: the answer has no choices")
-        return EchoAnswer.from_choice(choices[0], where)
+        return EchoAnswer.from_choice(first_choice(data, where), where)
 
     def _body(self, prompt: str, k: int) -> dict[str, Any]:
         # max_tokens 1, not 0: llama-cpp-python reads 0 as "until the context is full"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import random
 import threading
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ class Transport:
     _client: Any
     _httpx: Any
     _gate: Any
+    limits: Any
     _lock: threading.Lock
     _rng: random.Random
     _usage: dict[str, Any]
@@ -80,13 +82,13 @@ class Transport:
             if abort.is_set():
                 raise _Cancelled
             self._count("attempts")
+            entered = 0
             try:
-                with self._gate:
+                with self._gate as entered:
                     texts = self._post(url, body)
             except _Retry as retry:
-                if retry.reason == "timeout" and self._gate.limit > 1:
-                    self._gate.set(self._gate.limit // 2)  # abandoned requests may still run
-                    log.warning("timeout: %d request(s) in flight from now on", self._gate.limit)
+                if retry.reason == "timeout":
+                    self._timed_out(entered)
                 if attempt >= self.retry.max_retries:
                     self._count("failed")
                     raise APIError(self._gave_up(url, attempt + 1, retry.reason)) from None
@@ -109,6 +111,16 @@ class Transport:
                 raise
             self._count("requests")
             return texts
+
+    def _timed_out(self, entered: int) -> None:
+        """Halve the requests in flight (the abandoned ones may still run on the server), once
+        for all requests in flight together, and settle the learned limit there."""
+        lowered = self._gate.halve(entered)
+        if lowered is None:
+            return
+        with self._lock:
+            self.limits.lower(lowered)
+        log.warning("timeout: %d request(s) in flight from now on", lowered)
 
     def _gave_up(self, url: str, attempts: int, reason: str) -> str:
         if reason == "timeout":
@@ -189,8 +201,11 @@ class Transport:
 
 
 def _retry_after(headers: Any) -> float | None:
+    """``Retry-After`` in seconds; None when absent or not a finite number >= 0 (``nan``,
+    ``inf``, negative: the backoff applies instead; an HTTP date is not read either)."""
     value = headers.get("retry-after")
     try:
-        return float(value) if value is not None else None
+        seconds = float(value) if value is not None else None
     except ValueError:
         return None
+    return seconds if seconds is not None and math.isfinite(seconds) and seconds >= 0 else None

@@ -206,13 +206,12 @@ def _unknown(scheme: str, what: str) -> str:
 
 def provider_for(spec: str, *, api_base: str | None = None) -> tuple[BackendProvider, str]:
     """The provider serving ``spec`` and what its loader loads (see the module docstring)."""
-    if api_base is not None and spec.startswith("openai-logprobs:"):
-        return get_provider("openai-logprobs"), spec.removeprefix("openai-logprobs:")
     if api_base is not None:  # the API's own model name, whole (it may hold a colon: llama3:8b)
-        name = spec.removeprefix("openai:")
+        scheme = "openai-logprobs" if spec.startswith("openai-logprobs:") else "openai"
+        name = spec.removeprefix(f"{scheme}:")
         if not name.strip():
             raise ConfigError("--model is empty: give the model name the API serves, e.g. gpt-4o")
-        return get_provider("openai"), name
+        return get_provider(scheme), name
     match = _SCHEME.fullmatch(spec)
     scheme = match.group(1) if match else ""
     if match and scheme in BACKENDS:
