@@ -19,22 +19,16 @@ rows too) but its token is discarded.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from imprint.backends.seeds import prompt_seed
 from imprint.errors import ConfigError
 
 __all__ = ["Group", "prompt_seed", "sample_groups"]
-
-
-def prompt_seed(seed: int, prompt: str) -> int:
-    """A 31-bit seed from a request seed and its prompt (batch-independent draws)."""
-    digest = hashlib.sha256(f"{seed}\x00{prompt}".encode("utf-8", "surrogatepass")).digest()
-    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
 @dataclass(eq=False)

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from imprint.backends.sampling import prompt_seed as prompt_seed  # re-exported for callers
+from imprint.backends.seeds import prompt_seed as prompt_seed  # re-exported for callers
 from imprint.errors import ConfigError
 
 
