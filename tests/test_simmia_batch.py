@@ -98,8 +98,8 @@ def test_text_tokens_need_no_tree_node(tiny):
 
 def test_smollm2_scores_equal_the_per_text_path():
     """On smollm2-135m with MiniLM (2 held-out WikiMIA-style texts, N = 100, 2 shots), the
-    attack's scores (batched tree per context, one embed request for the run) equal those of
-    the per-text path it replaced (one sampler per text and context, one embed request per text
+    attack's scores (one embed request for the run) equal those of the per-text path it
+    replaced (one sampler per text and context, one embed request per text
     and context, the same seeded generators) within 1e-6: only float noise may differ."""
     from imprint.attacks.simmia import SimMIA, relative_score, word_scores
     from imprint.data.words import split_words
@@ -134,9 +134,10 @@ def test_smollm2_scores_equal_the_per_text_path():
 
 
 def test_next_word_requests_split_into_trees_give_the_same_answers(tiny, monkeypatch):
-    """NextWordRequest.execute answers through the batched tree; texts beyond TREE_WORDS word
-    positions go to further trees, and each answer is still the per-text sampler's under the
-    request's own seed (plain and prefixed requests in one batch)."""
+    """The batched tree answers a batch of next-word requests (kept for the benchmark; the run
+    answers through the per-text sampler); texts beyond TREE_WORDS word positions go to further
+    trees, and each answer is still the per-text sampler's under the request's own seed (plain
+    and prefixed requests in one batch)."""
     from imprint.requests import next_word_batch
     from imprint.requests.kinds import NextWordRequest
 
@@ -144,9 +145,10 @@ def test_next_word_requests_split_into_trees_give_the_same_answers(tiny, monkeyp
     batch = [
         NextWordRequest(t, p, 20, 5, 1.0, 3, "sample", 7) for p in (None, PREFIX) for t in texts
     ]
-    whole = NextWordRequest.execute(tiny, batch)
+    whole = next_word_batch.next_words_batch(tiny, batch)
     monkeypatch.setattr(next_word_batch, "TREE_WORDS", 4)
-    split = NextWordRequest.execute(tiny, batch)
+    split = next_word_batch.next_words_batch(tiny, batch)
+    assert NextWordRequest.execute(tiny, batch) == whole
     cfg = NextWordConfig(n=20, top_k=5, temperature=1.0, max_word_tokens=3)
     expected = [
         LocalNextWordSampler(tiny, cfg).distributions(r.text, prefix=r.prefix, rng=r.rng())

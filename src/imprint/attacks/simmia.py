@@ -22,11 +22,10 @@ without a word (end of text) has similarity 0.
 
 Sampling: black-box backends (HTTP, vLLM) get one ``sample`` call per prompt P + x_<i with n = N
 and a chat instruction asking for the next word only. Local models take the fast path of
-:mod:`imprint.requests.next_word_batch` (per context, one batched pass over all texts after P's
-KV cache, which also serves every sampled token that continues the text; the other partial
-words of all texts as one token tree, a batched forward per round), whose sampling law equals
-generate-per-prefix; both paths tokenise the prompt P + x_<i as one string. Every distinct word
-(true or sampled, all texts, both contexts) is embedded once, in one ``embed`` request.
+:mod:`imprint.requests.next_word` (one pass over x, a batched token tree for multi-token words,
+P's KV cache reused), whose sampling law equals generate-per-prefix; both paths tokenise the
+prompt P + x_<i as one string. Every distinct word (true or sampled, all texts, both contexts) is
+embedded once, in one ``embed`` request.
 
 Two noiseless modes need a local model: ``mode="exact"`` replaces the N samples by the exact
 next-word distribution under the same law (branches less likely than ``min_mass`` are not
