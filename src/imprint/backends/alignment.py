@@ -84,18 +84,21 @@ class EchoAnswer:
         if any(len(lp[k]) != n for k in keys):
             lengths = {k: len(lp[k]) for k in keys}
             raise ConfigError(f"{where}: logprobs lists of different lengths {lengths}")
-        top = tuple(
-            None if t is None else {str(k): float(v) for k, v in dict(t).items()}
-            for t in lp["top_logprobs"]
-        )
+        try:
+            top = tuple(
+                None if t is None else {str(k): float(v) for k, v in dict(t).items()}
+                for t in lp["top_logprobs"]
+            )
+            offsets = tuple(int(o) for o in lp["text_offset"])
+            logprobs = tuple(None if v is None else float(v) for v in lp["token_logprobs"])
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"{where}: the answer's logprobs hold a value that is not a number ({exc}; "
+                f"text_offset {_short(lp['text_offset'])}, token_logprobs "
+                f"{_short(lp['token_logprobs'])}); the server's answer cannot be read"
+            ) from None
         repeated = frozenset().union(*(getattr(t, "repeated", ()) for t in lp["top_logprobs"]))
-        return cls(
-            tuple(str(t) for t in lp["tokens"]),
-            tuple(int(o) for o in lp["text_offset"]),
-            tuple(None if v is None else float(v) for v in lp["token_logprobs"]),
-            top,
-            repeated,
-        )
+        return cls(tuple(str(t) for t in lp["tokens"]), offsets, logprobs, top, repeated)
 
     def prompt_entries(self, prompt: str) -> int:
         """How many entries belong to the prompt (the rest are generated tokens)."""
@@ -266,15 +269,45 @@ def token_rows(
         logp = answer.logprobs[t] if from_server else own.get(tok)
         if not from_server:
             by_text.append((t, own))
-        if logp is None or not math.isfinite(logp):
+        if logp is None:
             missing = missing or MissingLogprob(t, tok, len(own), where)
             continue
+        check_logprob(logp, t, tok, own if from_server else None, ambiguous, where)
         rows.append(TokenRow(tok, float(logp), own))
+    if shift == 0 and answer.repeated:  # rank, best candidate and moments read every entry
+        raise ConfigError(
+            f"{where}: the server's candidates repeat the text(s) {sorted(answer.repeated)[:5]!r} "
+            "in one entry (token ids that decode alike, keyed by text): the rank, best candidate "
+            "and top-k moments cannot be read; use the hf backend or a server keyed by token id"
+        )
     # an ambiguous text is refused before more candidates are asked for the missing one
     check_collisions(answer, by_text, shift, ambiguous, asked, where, skip)
     if missing is not None:
         raise missing
     return rows
+
+
+def check_logprob(
+    logp: float,
+    t: int,
+    tok: str,
+    own: Mapping[str, float] | None,
+    ambiguous: Mapping[str, Sequence[int]] | None,
+    where: str,
+) -> None:
+    """Refuse a log p no model gives: non-finite, above 0, or (``own``: an aligned server's own
+    candidates, the token's text not shared by other ids) contradicting its candidate entry."""
+    if not math.isfinite(logp) or logp > 1e-6:
+        raise ConfigError(
+            f"{where}: the server gave token {t} {tok!r} the log-probability {logp!r}, which no "
+            "model gives (it must be finite and <= 0); the server's answer is wrong"
+        )
+    listed = None if own is None or (ambiguous and tok in ambiguous) else own.get(tok)
+    if listed is not None and abs(listed - logp) > 1e-2:
+        raise ConfigError(
+            f"{where}: the server gave token {t} {tok!r} the log-probability {logp:.4f} but lists "
+            f"it among its candidates at {listed:.4f}; the answer contradicts itself"
+        )
 
 
 def check_collisions(
