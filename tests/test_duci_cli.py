@@ -109,6 +109,7 @@ def test_duci_command_states_estimate_interval_and_resampling(
     ("content", "suffix", "extra", "message"),
     [
         ('{"id": "doc-0"}\n', ".jsonl", (), "no non-empty 'text' field"),
+        ("\n", ".jsonl", (), "no texts in the file"),
         ("not json\n", ".jsonl", (), "not JSON"),
         ("a text\n", ".csv", (), "unknown extension '.csv'"),
         ('{"id": "x", "text": "a"}\n{"id": "y", "text": "b"}\n', ".jsonl", (), "sample ids"),

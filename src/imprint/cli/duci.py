@@ -53,6 +53,8 @@ def read_texts(path: Path, option: str) -> tuple[list[str], list[str], list[str]
         texts.append(text)
         ids.append(str(row.get("id", f"{path.stem}:{n}")))
         docs.append(str(row.get("document", ids[-1])))
+    if not texts:
+        raise DataError(f"{option} {str(path)!r}: no texts in the file; add one text a row")
     if len(set(ids)) != len(ids):
         raise DataError(f"{option} {path}: ids repeat; give every row its own 'id'")
     return texts, ids, docs
