@@ -118,3 +118,31 @@ def test_an_http_target_gets_its_request_lines_under_the_plan(generate, tmp_path
     assert "if it returns one choice per request" in http  # 8 x 3 when the server caps n at 1
     assert _planned(result.manifest) == _executed(result.manifest)
     assert list(result.manifest["plan"]["http"]) == [http]
+
+
+def test_the_plan_counts_the_passes_and_calls_of_every_local_attack_it_can_before_the_work(
+    tiny_model_dir, tmp_path
+):
+    # ACMIA's tempered passes (a role per temperature) and DE-COP's paraphrases were "its model
+    # calls", uncounted; CAMIA's reference texts repeated, QMIA's training texts and SaMIA's
+    # prefixes (defaults) are counted beside them. Only DE-COP's questions wait for the answers.
+    args = ["run", "--model", str(tiny_model_dir), "--data", str(_data(tmp_path, 24)),
+            "--attacks", "loss,samia,camia,qmia,acmia,de_cop", "--shot-holdout", "4",
+            "--param", "camia.n_reference=4", "--param", "qmia.n_train=4",
+            "--param", "de_cop.paraphrase_max_tokens=2", "--bootstrap", "20", "--no-blind",
+            "--cache", str(tmp_path / "store.sqlite"), "--out", str(tmp_path / "r")]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert manifest["plan"]["uncounted"] == {
+        "de_cop": ["letter_logprobs (asked of the texts with usable paraphrases)"]
+    }
+    executed = _executed(manifest)
+    assert executed.pop(("target", "letter_logprobs")) > 0  # the one kind named uncounted
+    assert _planned(manifest) == executed
+    # 20 evaluated texts: their pass and two repeats, CAMIA's 4 references likewise (QMIA trains
+    # on the same 4), the pass at each of ACMIA's two temperatures, 3 paraphrases per text
+    assert executed[("target", "logprobs")] == 3 * 20 + 3 * 4
+    assert executed[("target@t=0.5", "logprobs")] == executed[("target@t=2", "logprobs")] == 20
+    assert executed[("target", "paraphrase")] == 3 * 20
+    assert executed[("target", "sample")] == 20 and executed[("embedder", "embed")] == 24

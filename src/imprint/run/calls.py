@@ -7,8 +7,9 @@ requests from each attack's own settings and the run's texts (the same keys: req
 between attacks are one call, as in the runner), so the counts are those the runner then
 executes on an empty store. An attack may define ``planned_requests(texts)`` returning
 ``[(role, request), ...]`` itself; it is asked first. Calls whose number depends on the answers
-(SimMIA's embeddings of the words it drew) are named in ``uncounted``, and so are the calls of
-model-call attacks this module does not know.
+(SimMIA's embeddings of the words it drew, PETAL's of the tokens the models predict, DE-COP's
+questions, asked only of the texts whose paraphrases came back usable) are named in
+``uncounted``, and so are the calls of model-call attacks this module does not know.
 """
 
 from __future__ import annotations
@@ -187,6 +188,40 @@ def _tag_tab(attack: Any, texts: Sequence[str], plan: CallPlan) -> Planned:
     return [("target", LogprobRequest(t)) for t in texts]
 
 
+def _acmia(attack: Any, texts: Sequence[str], plan: CallPlan) -> Planned:
+    # the plain pass and one pass per temperature, each temperature a role of its own
+    roles = ["target", *(f"target@t={t:g}" for t in attack.temperatures)]
+    return [(role, LogprobRequest(t)) for role in roles for t in texts]
+
+
+def _petal(attack: Any, texts: Sequence[str], plan: CallPlan) -> Planned:
+    out: Planned = [("surrogate", LogprobRequest(t)) for t in texts]
+    kinds = ["embed (of the tokens the models predict)"]
+    if plan.target_local:  # the target's greedy tokens come from its own pass
+        out += [("target", LogprobRequest(t)) for t in texts]
+    else:  # one greedy token per surrogate-token prefix: known once the surrogate is loaded
+        kinds.append("greedy (one per surrogate token of each text)")
+    plan.uncounted[attack.name] = tuple(kinds)
+    return out
+
+
+def _de_cop(attack: Any, texts: Sequence[str], plan: CallPlan) -> Planned:
+    from imprint.attacks.de_cop import PARAPHRASE_PROMPTS
+    from imprint.requests.kinds import ParaphraseRequest
+
+    asks = "letter_logprobs" if attack.rule(None) == "letter_logits" else "multiple_choice"
+    # a question per ordering of each text whose three paraphrases are usable: known after them
+    plan.uncounted[attack.name] = (f"{asks} (asked of the texts with usable paraphrases)",)
+    if attack.paraphrase_fields:  # read from the data: no paraphrase calls
+        return []
+    role = "target" if attack.paraphraser == "target" else "paraphraser"
+    return [
+        (role, ParaphraseRequest(prompt=p.format(text=t), max_tokens=attack._paraphrase_budget(t)))
+        for t in texts
+        for p in PARAPHRASE_PROMPTS
+    ]
+
+
 _PLANNERS: dict[str, Callable[[Any, Sequence[str], CallPlan], Planned | None]] = {
     "SaMIA": _samia,
     "NGramCoverage": _ngram,
@@ -197,4 +232,7 @@ _PLANNERS: dict[str, Callable[[Any, Sequence[str], CallPlan], Planned | None]] =
     "Probe": _probe,
     "SimMIA": _simmia,
     "TagTab": _tag_tab,
+    "Acmia": _acmia,
+    "PETAL": _petal,
+    "DECOP": _de_cop,
 }
