@@ -1,5 +1,6 @@
-"""The CPU bf16 scoring path: float32 output head, compiled fused reduction (inductor's C++
-kernels), eager fallback; float32 models keep the eager reduction and their fingerprint."""
+"""The CPU bf16 scoring path: compiled transformer blocks (installed for the scoring pass only),
+bf16 output head (a float32 one as an option), compiled fused reduction (inductor's C++ kernels),
+eager fallbacks; float32 models keep eager blocks, the eager reduction and their fingerprint."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from imprint.backends.base import ScoreRequest
+from imprint.backends.base import ScoreRequest, TokenStats
 from imprint.backends.hf import HFLogprobBackend
 from imprint.backends.reduce import _checked, chunk_reducer, chunk_rows, reduce_logits, uses_fused
 
@@ -35,7 +36,7 @@ def test_float32_and_no_compile_stay_eager(monkeypatch: pytest.MonkeyPatch) -> N
     cpu = torch.device("cpu")
     assert chunk_reducer(cpu, torch.float32) is reduce_logits
     assert chunk_rows(49152, cpu) == 8 * 1024 * 1024 // 49152  # float32 chunks unchanged
-    assert chunk_rows(49152, cpu, fused=True) < chunk_rows(49152, cpu)
+    assert chunk_rows(49152, cpu, fused=True) == 256  # bf16 head: 256-row GEMMs (see reduce.py)
     monkeypatch.setenv("IMPRINT_NO_COMPILE", "1")
     assert not uses_fused(cpu, torch.bfloat16)
     assert chunk_reducer(cpu, torch.bfloat16) is reduce_logits
@@ -57,16 +58,72 @@ def test_a_compiler_failure_falls_back_to_eager_once() -> None:
     assert calls == [1]  # not retried
 
 
-def test_bf16_model_on_cpu_scores_with_a_float32_head(tiny_model_dir: Path) -> None:
+def _scores(backend: HFLogprobBackend) -> list[TokenStats]:
+    return backend.score([ScoreRequest(t) for t in TEXTS])
+
+
+def test_bf16_model_on_cpu_scores_with_compiled_blocks_and_a_bf16_head(
+    tiny_model_dir: Path,
+) -> None:
     fp32 = HFLogprobBackend(str(tiny_model_dir), device="cpu", dtype="float32")
     bf16 = HFLogprobBackend(str(tiny_model_dir), device="cpu", dtype="bfloat16")
-    assert not fp32.float32_head and bf16.float32_head
+    assert not fp32.cpu_reduced and bf16.cpu_reduced and not bf16.float32_head
     hidden = torch.randn(4, bf16.model.config.hidden_size).bfloat16()
-    assert bf16.head(hidden).dtype == torch.float32
+    assert bf16.head(hidden).dtype == torch.bfloat16
     assert fp32.fingerprint != bf16.fingerprint
-    a = fp32.score([ScoreRequest(t) for t in TEXTS])
-    b = bf16.score([ScoreRequest(t) for t in TEXTS])
+    a, b = _scores(fp32), _scores(bf16)
+    assert fp32.describe()["blocks"] == "eager" and bf16.describe()["blocks"] == "compiled"
     for x, y in zip(a, b, strict=True):
         assert np.array_equal(x.token_ids, y.token_ids)
         np.testing.assert_allclose(x.logp, y.logp, atol=0.05)
         np.testing.assert_allclose(x.mean_logp, y.mean_logp, atol=0.05)
+    # compiled only while scoring: generation and the next-word tree see the class's forward
+    assert all("forward" not in block.__dict__ for block in bf16.blocks.blocks)
+
+
+def test_compiled_blocks_score_as_the_eager_ones(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bf16 = HFLogprobBackend(str(tiny_model_dir), device="cpu", dtype="bfloat16")
+    compiled = _scores(bf16)
+    monkeypatch.setenv("IMPRINT_NO_COMPILE", "1")
+    assert bf16.describe()["blocks"] == "eager (IMPRINT_NO_COMPILE=1)"
+    eager = _scores(bf16)
+    for x, y in zip(compiled, eager, strict=True):
+        # fused kernels round to bf16 at fewer points than eager ones: close, not equal
+        np.testing.assert_allclose(x.logp, y.logp, atol=0.05)
+
+
+def test_a_float32_head_is_an_option_with_its_own_fingerprint(tiny_model_dir: Path) -> None:
+    default = HFLogprobBackend(str(tiny_model_dir), device="cpu", dtype="bfloat16")
+    option = HFLogprobBackend(str(tiny_model_dir), device="cpu", dtype="bfloat16")
+    option.float32_head = True
+    hidden = torch.randn(4, option.model.config.hidden_size).bfloat16()
+    assert option.head(hidden).dtype == torch.float32
+    assert option.fingerprint != default.fingerprint
+
+
+def test_blocks_that_fail_to_compile_score_eagerly_and_say_so(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bf16 = HFLogprobBackend(str(tiny_model_dir), device="cpu", dtype="bfloat16")
+    monkeypatch.setenv("IMPRINT_NO_COMPILE", "1")
+    eager = _scores(bf16)
+    monkeypatch.delenv("IMPRINT_NO_COMPILE")
+    # the process-wide reduction is compiled before torch.compile breaks: only the blocks fail
+    reduce = chunk_reducer(torch.device("cpu"), torch.bfloat16)
+    reduce(torch.randn(3, 11), torch.tensor([1, 2, 3]))
+
+    def broken(fn: object, **kwargs: object) -> object:
+        def run(*args: object, **kw: object) -> None:
+            raise RuntimeError("no C++ compiler")
+
+        return run
+
+    monkeypatch.setattr(torch, "compile", broken)
+    with pytest.warns(UserWarning, match="scoring eagerly"):
+        fallback = _scores(bf16)
+    assert bf16.describe()["blocks"] == "eager (compilation failed)"
+    assert all("forward" not in block.__dict__ for block in bf16.blocks.blocks)
+    for x, y in zip(eager, fallback, strict=True):  # eager blocks; compiled vs eager reduction
+        np.testing.assert_allclose(x.logp, y.logp, atol=1e-4)

@@ -80,6 +80,16 @@ def test_one_failing_column_keeps_fp32_and_names_it() -> None:
     assert "failed" in choice.reason and "min_k Spearman vs float32 0.99890" in choice.reason
 
 
+def test_a_failed_gate_says_when_even_rounded_weights_cannot_pass() -> None:
+    failing = {**gate({**COLUMNS, "min_k_pp": 0.9988}), "floor": 0.99988}
+    choice = choose_dtype("auto", "cpu", weights, flags=SAPPHIRE, gates={"w1": failing})
+    assert choice.dtype == "float32"
+    assert "bf16-rounded weights reaches 0.99988" in choice.reason
+    passing_floor = {**gate({**COLUMNS, "min_k_pp": 0.9988}), "floor": 0.99995}
+    choice = choose_dtype("auto", "cpu", weights, flags=SAPPHIRE, gates={"w1": passing_floor})
+    assert "rounded weights" not in choice.reason  # only said when it explains the failure
+
+
 def test_a_gate_of_an_older_bf16_path_does_not_count() -> None:
     stale = {"w1": gate(COLUMNS, path="bf16-head/0")}
     choice = choose_dtype("auto", "cpu", weights, flags=ZEN4, gates=stale)
@@ -119,7 +129,8 @@ def test_manifest_records_the_choice(tiny_model_dir: Path) -> None:
     entry = backend.describe()
     assert entry["dtype"]["requested"] == "auto" and entry["dtype"]["dtype"] == "float32"
     assert entry["dtype"]["reason"].startswith("auto on CPU: float32")
-    assert (entry["head"], entry["reduction"]) == ("float32", "eager")
+    assert (entry["head"], entry["reduction"], entry["blocks"]) == ("float32", "eager", "eager")
     explicit = HFLogprobBackend(str(tiny_model_dir), device="cpu", dtype="bf16").describe()
     assert explicit["dtype"] == {"requested": "bf16", "dtype": "bfloat16", "reason": "requested"}
-    assert (explicit["head"], explicit["reduction"]) == ("float32", "compiled")
+    assert (explicit["head"], explicit["reduction"]) == ("bfloat16", "compiled")
+    assert explicit["blocks"] == "compiled"

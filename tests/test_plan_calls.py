@@ -144,5 +144,14 @@ def test_the_plan_counts_the_passes_and_calls_of_every_local_attack_it_can_befor
     # on the same 4), the pass at each of ACMIA's two temperatures, 3 paraphrases per text
     assert executed[("target", "logprobs")] == 3 * 20 + 3 * 4
     assert executed[("target@t=0.5", "logprobs")] == executed[("target@t=2", "logprobs")] == 20
+    # a tempered role's tokens are counted with the target's tokenizer, not as words x 1.3
+    tokens = {c["role"]: c["tokens"] for c in manifest["plan"]["calls"] if c["kind"] == "logprobs"}
+    encode = HFLogprobBackend(str(tiny_model_dir), device="cpu").encode
+    lines = (tmp_path / "texts.jsonl").read_text().splitlines()
+    rows = [json.loads(line)["text"] for line in lines]
+    counts = sorted(len(encode(text)) for text in rows)  # 20 of these 24 texts are evaluated
+    low, high = sum(counts[:20]), sum(counts[-20:])
+    assert not low <= int(20 * 11 * 1.3) <= high  # the old estimate is outside the range
+    assert tokens["target@t=0.5"] == tokens["target@t=2"] and low <= tokens["target@t=2"] <= high
     assert executed[("target", "paraphrase")] == 3 * 20
     assert executed[("target", "sample")] == 20 and executed[("embedder", "embed")] == 24

@@ -34,7 +34,7 @@ _GATE_HEADER = (
     '--record-gate\n(read by imprint.backends.dtype_choice; edit by re-measuring)."""\n\nGATES = '
 )
 # bump when the bf16 path changes what it computes: gates measured on the old one no longer hold
-BF16_PATH = "fp32-head+fused-reduce/1"
+BF16_PATH = "bf16-head+compiled-blocks+fused-reduce/2"
 NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16", "bf16")  # x86 AMX, x86 AVX-512, Arm (BF16 ext)
 CANONICAL = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 CANONICAL |= {"float16": "float16", "fp16": "float16"}
@@ -126,11 +126,17 @@ def _gated(unit: str, fingerprint: str | None, gates: Mapping[str, Any]) -> Dtyp
             f"(lowest Spearman vs float32: {worst} {spearman[worst]:.5f} >= {GATE_SPEARMAN}; "
             f"{where})",
         )
+    floor = (
+        f"; float32 with bf16-rounded weights reaches {gate['floor']:.5f}, so no path storing "
+        "bf16 weights can pass"
+        if gate.get("floor") is not None and gate["floor"] < GATE_SPEARMAN
+        else ""
+    )
     return DtypeChoice(
         "auto",
         "float32",
         f"auto on CPU: float32; the CPU has {unit}, but bf16 failed the accuracy gate ({worst} "
-        f"Spearman vs float32 {spearman[worst]:.5f} < {GATE_SPEARMAN}; {where})",
+        f"Spearman vs float32 {spearman[worst]:.5f} < {GATE_SPEARMAN}; {where}{floor})",
     )
 
 

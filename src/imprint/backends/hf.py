@@ -32,6 +32,7 @@ from imprint.backends.base import (
     TokenStats,
 )
 from imprint.backends.budget import auto_token_budget
+from imprint.backends.compiled_blocks import CompiledBlocks
 from imprint.backends.dtype_choice import BF16_PATH, DtypeChoice
 from imprint.backends.gradients import gradient_norms
 from imprint.backends.models import (
@@ -122,11 +123,16 @@ class HFLogprobBackend(Backend):
             self.dtype_choice = DtypeChoice(dtype, loaded, "model passed in memory")
         self.model, self.tokenizer = model, tokenizer
         self.device = next(model.parameters()).device
-        # A bf16/fp16 model on CPU computes its output head in float32 (a float32 copy of the
-        # head's weights, made on first use): rounding logits to bf16 (steps of 1/8 above 16)
-        # would blur every log-probability, and the head is a fifth of a small model's work.
-        self.float32_head = self.device.type == "cpu" and model.dtype != torch.float32
+        # A bf16/fp16 model on CPU scores with its blocks compiled (fused elementwise work) and
+        # its output head in the model's dtype. A float32 head (a float32 copy of the head's
+        # weights) was the default until measured: no score column ranked closer to float32
+        # with it (min_k_pp Spearman 0.99667 either way, 120 held-out texts), and it cost 1.44x
+        # the battery's time on an AMX CPU, where a bf16 GEMM runs ~6x float32's. It stays as an
+        # option for benchmarks/bench_bf16.py.
+        self.cpu_reduced = self.device.type == "cpu" and model.dtype != torch.float32
+        self.float32_head = False
         self._head32: tuple[torch.Tensor, torch.Tensor | None] | None = None
+        self.blocks = CompiledBlocks(model, enabled=self.cpu_reduced)
         # transformers copies K/V to every query head (grouped-query attention) unless told that
         # SDPA can share them; torch's CPU kernel can, even with a mask. Saves two copies of the
         # K/V per layer: measured ~20 % off a pass after a 1,000-token prefix. Switched on only
@@ -167,8 +173,8 @@ class HFLogprobBackend(Backend):
                 self.start_token.key(),  # a token id, or "none"
                 SCORING_VERSION,
             ]
-            if self.float32_head:  # results of the CPU bf16 path differ from the plain one's
-                parts.append(BF16_PATH)
+            if self.cpu_reduced:  # results of the CPU bf16 path differ from the plain one's
+                parts.append(BF16_PATH + ("+float32-head" if self.float32_head else ""))
             self._fingerprint = hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
         return self._fingerprint
 
@@ -188,6 +194,7 @@ class HFLogprobBackend(Backend):
             if self.float32_head
             else str(self.model.dtype).removeprefix("torch."),
             "reduction": "compiled" if uses_fused(self.device, self.model.dtype) else "eager",
+            "blocks": self.blocks.describe(),
         }
 
     def local_model(self) -> HFLogprobBackend:
@@ -370,14 +377,17 @@ class HFLogprobBackend(Backend):
 
     def _hidden(self, input_ids: torch.Tensor, mask: torch.Tensor, past: Any) -> torch.Tensor:
         base = getattr(self.model, self.model.base_model_prefix)
-        with self.attention():
-            output = base(
-                input_ids=input_ids.to(self.device),
-                attention_mask=mask.to(self.device),
-                cache=past,
-                use_cache=past is not None,
-            )
-        return output.last_hidden_state
+
+        def forward() -> Any:
+            with self.attention():
+                return base(
+                    input_ids=input_ids.to(self.device),
+                    attention_mask=mask.to(self.device),
+                    cache=past,
+                    use_cache=past is not None,
+                )
+
+        return self.blocks.run(forward).last_hidden_state
 
     def attention(self) -> AbstractContextManager[None]:
         """Wrap a forward of this model: shared K/V heads on CPU for the call only."""

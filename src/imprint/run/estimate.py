@@ -176,12 +176,12 @@ def plan_work(
     for role, rows in extra.logprobs.items():
         wanted.setdefault(role, {}).update(rows)
     passes = {role: len(rows) for role, rows in wanted.items()}
-    tokens = {role: _tokens(backends.get(role), rows) for role, rows in wanted.items()}
+    tokens = {role: _tokens(_tokenizer_of(backends, role), rows) for role, rows in wanted.items()}
     # what the store already answers is no work: checked for the roles whose model is loaded
     stored = {role: _stored(store, backends.get(role), LOGPROBS_KIND,
                             [LogprobRequest(t, p).key() for t, p in rows])
               for role, rows in wanted.items()}  # fmt: skip
-    todo = {role: _tokens(backends.get(role), _missing(rows, stored[role]))
+    todo = {role: _tokens(_tokenizer_of(backends, role), _missing(rows, stored[role]))
             for role, rows in wanted.items()}  # fmt: skip
     rate, source = (
         (None, "no log-prob passes to compute")
@@ -290,6 +290,12 @@ def _per(seconds: float) -> str:
 
 def _kind_key(target: Any, role: str, kind: str) -> str:
     return f"{_key(target)}|{role}|{kind}"
+
+
+def _tokenizer_of(backends: dict[str, Any], role: str) -> Any:
+    """The backend whose tokenizer counts ``role``'s tokens: its own, else for a derived role
+    (acmia's ``target@t=0.5``: the target under another temperature) its base role's."""
+    return backends.get(role) or backends.get(role.partition("@")[0])
 
 
 def _tokens(backend: Any, rows: dict[tuple[str, str | None], None]) -> int:
