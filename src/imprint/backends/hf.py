@@ -125,10 +125,10 @@ class HFLogprobBackend(Backend):
         self.device = next(model.parameters()).device
         # A bf16/fp16 model on CPU scores with its blocks compiled (fused elementwise work) and
         # its output head in the model's dtype. A float32 head (a float32 copy of the head's
-        # weights) was the default until measured: no score column ranked closer to float32
-        # with it (min_k_pp Spearman 0.99667 either way, 120 held-out texts), and it cost 1.44x
-        # the battery's time on an AMX CPU, where a bf16 GEMM runs ~6x float32's. It stays as an
-        # option for benchmarks/bench_bf16.py.
+        # weights) was the default until measured (bench_bf16.py, 120 held-out texts, AMX CPU,
+        # where a bf16 GEMM runs ~6x float32's): with it the lowest column's Spearman vs float32
+        # went only from 0.99881 to 0.99903 (0.99667 either way with eager blocks), for 1.54x
+        # the battery's time. It stays as an option for that benchmark.
         self.cpu_reduced = self.device.type == "cpu" and model.dtype != torch.float32
         self.float32_head = False
         self._head32: tuple[torch.Tensor, torch.Tensor | None] | None = None
