@@ -1,34 +1,41 @@
-"""SimMIA at N samples per word position against its floor and against the per-text path.
+"""SimMIA at N samples per word position against its floor, as a run answers it and through the
+batched tree.
 
-Three paths, side by side in one process, same model (smollm2-135m), texts (held-out WikiMIA-32
-texts, half members, cut to ``--words`` words), non-member shots P (``--shots`` other
-non-members, cut the same way), N and sampling settings (SimMIA's defaults: N = 100, top-k 50,
-temperature 1, 8 tokens per word, seed 0), each on a fresh in-memory request store:
+Three paths, side by side in one process, same model (smollm2-135m, ``--dtype`` for all three),
+texts (held-out WikiMIA-32 texts, half members, cut to ``--words`` words), non-member shots P
+(``--shots`` other non-members, cut the same way), N and sampling settings (SimMIA's defaults:
+N = 100, top-k 50, temperature 1, 8 tokens per word, seed 0), each on a fresh in-memory request
+store:
 
 - floor: LOSS + ReCaLL's two plain passes, ``token_stats`` over x and over P + x (one pass gives
   every next-token law at the word boundaries: the information SimMIA's single-token words
   need);
-- new: ``SimMIA().score_with_requests`` (the attack as a run calls it: ``next_word`` requests
-  answered by :mod:`imprint.requests.next_word_batch`, one batched tree per context, then every
-  distinct word embedded in one ``embed`` request);
-- old: the per-text path it replaced, transcribed here: one
-  :class:`imprint.requests.next_word.LocalNextWordSampler` per text and context (as each old
-  ``next_word`` request built its own, P's cache included) with the same seeded generators, then
-  one ``embed`` request per text and context.
+- run: ``SimMIA().score_with_requests``, the attack as a run calls it: its ``next_word``
+  requests are answered by ``NextWordRequest.execute``, one
+  :class:`imprint.requests.next_word.LocalNextWordSampler` per request (text and context, P's
+  cache included), then every distinct word embedded in one ``embed`` request;
+- tree: the same ``NextWordRequest`` s (built as ``ModelRequests.next_words`` builds SimMIA's,
+  both contexts) answered by one :func:`imprint.requests.next_word_batch.next_words_batch` call
+  (per context one :class:`~imprint.requests.next_word_batch.BatchedNextWordSampler`, split at
+  ``TREE_WORDS`` word positions), which no run uses; scored as the attack scores (one ``embed``
+  request for every distinct word, ``word_scores``, ``relative_score``).
 
 Model loads (target and MiniLM) are timed once, before the paths (then one warm-up forward),
 and are excluded from every path's time; the ratios are given without them and with the same
 loads added to each path (the target's to all three, MiniLM's to the SimMIA paths only: the floor
 embeds nothing). The roofline of the machine in the same run is a 2048^2 fp32 matrix product
 (GFLOP/s) at the benchmark's thread count. The breakdown says where each SimMIA path spends
-its time: the passes over the texts, tree forwards, the Python of the tree (splitting, decoding
-words), and embedding; it also counts tokens through the model (pass tokens, tree nodes) and
-strings embedded.
+its time (wall seconds and calls of the sampler's methods): the passes over the texts (context
+caches included), tree forwards, top-k of pass rows, the Python of the tree (splitting, decoding
+words), and embedding. Tokens through the model: for the run path the samplers'
+``forwarded_tokens`` (passes + tree nodes) plus each sampler's context (BOS [+ P]); for the tree
+its ``counters`` (contexts, passes, nodes, forwards, sampled tokens read from the pass).
 
-Agreement: max |new - old| of the per-text simmia and simmia_star scores (the same seeded draws;
-only float noise may differ) and the share of word distributions that are identical.
+Agreement: max |run - tree| of the per-text simmia and simmia_star scores (the same seeded
+draws; float noise in the batched products may move a draw) and the share of word distributions
+that are identical.
 
-Run: nice -n 15 python benchmarks/bench_simmia.py [--quick] [--out report.json]
+Run: nice -n 15 python benchmarks/bench_simmia.py [--quick] [--skip-tree] [--out report.json]
 """
 
 from __future__ import annotations
@@ -67,6 +74,7 @@ class Timers:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
         self._undo: list[Callable[[], None]] = []
 
     def wrap(self, owner: Any, name: str, label: str) -> None:
@@ -78,13 +86,35 @@ class Timers:
                 return original(*args, **kwargs)
             finally:
                 self.seconds[label] += time.perf_counter() - started
+                self.calls[label] += 1
 
-        setattr(owner, name, timed)
+        self.patch(owner, name, timed)
+
+    def patch(self, owner: Any, name: str, replacement: Any) -> None:
+        """Set ``owner.name`` to ``replacement`` until ``undo``."""
+        original = getattr(owner, name)
+        setattr(owner, name, replacement)
         self._undo.append(lambda: setattr(owner, name, original))
 
     def undo(self) -> None:
         while self._undo:
             self._undo.pop()()
+
+    def breakdown(self) -> dict[str, dict[str, float]]:
+        return {k: {"s": v, "calls": self.calls[k]} for k, v in self.seconds.items()}
+
+
+def track_instances(timers: Timers, cls: type) -> list[Any]:
+    """Every instance of ``cls`` made until ``timers.undo()`` (to read its counters after)."""
+    made: list[Any] = []
+    init = cls.__init__
+
+    def recorded(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    timers.patch(cls, "__init__", recorded)
+    return made
 
 
 def roofline(threads: int) -> float:
@@ -117,64 +147,9 @@ def run_floor(backend: Any, embedder: Any, texts: list[str], prefix: str) -> dic
     return {"seconds": time.perf_counter() - started, "tokens": {"through_model": tokens}}
 
 
-def run_new(backend: Any, embedder: Any, texts: list[str], prefix: str, attack: Any) -> dict:
-    """The attack as a run calls it, timed by part."""
-    from imprint.requests import next_word_batch as nwb
-
-    requests = fresh_requests(backend, embedder)
-    timers, counters = Timers(), defaultdict(int)
-    cls = nwb.BatchedNextWordSampler
-    for name, label in (
-        ("_pass", "passes over the texts"),
-        ("_forward_nodes", "tree forwards"),
-        ("_read_rows", "top-k of pass rows"),
-        ("_grow_job", "tree Python (split, decode)"),
-    ):
-        timers.wrap(cls, name, label)
-    batch = cls.batch
-
-    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        out = batch(self, *args, **kwargs)
-        for key, value in vars(self.counters).items():
-            counters[key] += value
-        return out
-
-    cls.batch = counted  # type: ignore[method-assign]
-    timers.wrap(requests, "embed", "embedding")
-    timers.wrap(requests, "next_words", "next words (all)")
-    started = time.perf_counter()
-    try:
-        scores = attack.score_with_requests(requests, texts, prefix=prefix)
-    finally:
-        cls.batch = batch  # type: ignore[method-assign]
-        timers.undo()
-    seconds = time.perf_counter() - started
-    embed = requests.runner.counts.of("embedder", "embed")
-    plain, prefixed = attack.distributions(requests, texts, prefix)  # stored: no model call
-    return {
-        "seconds": seconds,
-        "scores": {k: v.tolist() for k, v in scores.items()},
-        "dists": {None: plain, prefix: prefixed},
-        "breakdown_s": dict(timers.seconds),
-        "tokens": {
-            "through_model": counters["context_tokens"]
-            + counters["pass_tokens"]
-            + counters["nodes"],
-            "context": counters["context_tokens"],
-            "passes": counters["pass_tokens"],
-            "tree_nodes": counters["nodes"],
-        },
-        "tree_forwards": counters["forwards"],
-        "on_text_continuations": counters["on_text"],
-        "embed": {"requested": embed.requests, "embedded": embed.executed},
-    }
-
-
-def run_old(backend: Any, embedder: Any, texts: list[str], prefix: str, attack: Any) -> dict:
-    """The per-text path (a transcription of the attack before the batched tree)."""
-    from imprint.attacks.simmia import relative_score, word_scores
-    from imprint.data.words import split_words
-    from imprint.requests.kinds import NextWordRequest
+def run_path(backend: Any, embedder: Any, texts: list[str], prefix: str, attack: Any) -> dict:
+    """The attack as a run calls it (one per-text sampler per next_word request), timed by
+    part."""
     from imprint.requests.next_word import LocalNextWordSampler
 
     requests = fresh_requests(backend, embedder)
@@ -188,28 +163,92 @@ def run_old(backend: Any, embedder: Any, texts: list[str], prefix: str, attack: 
     ):
         timers.wrap(cls, name, label)
     timers.wrap(requests, "embed", "embedding")
-    cfg = attack.sampling_config()
-    tokens = 0
+    samplers = track_instances(timers, cls)
     started = time.perf_counter()
     try:
-        dists: dict[str | None, list[Any]] = {}
-        for ctx in (None, prefix):
-            dists[ctx] = []
-            for text in texts:
-                request = NextWordRequest(
-                    text, ctx, cfg.n, cfg.top_k, cfg.temperature, cfg.max_word_tokens,
-                    cfg.mode, attack.seed, cfg.min_mass,
-                )  # fmt: skip
-                sampler = LocalNextWordSampler(backend, cfg)  # one per request, as before
-                dists[ctx].append(sampler.distributions(text, prefix=ctx, rng=request.rng()))
-                # passes + tree nodes, and the context (BOS [+ P]) each sampler forwards
-                tokens += sampler.forwarded_tokens + 1 + (len(backend.encode(ctx)) if ctx else 0)
+        scores = attack.score_with_requests(requests, texts, prefix=prefix)
+    finally:
+        timers.undo()
+    seconds = time.perf_counter() - started
+    embed = requests.runner.counts.of("embedder", "embed")
+    plain, prefixed = attack.distributions(requests, texts, prefix)  # stored: no model call
+    # each sampler forwards its own context (BOS [+ P]) once, outside forwarded_tokens
+    context = sum(1 + (len(backend.encode(p)) if p else 0) for s in samplers for p in s._ctx)
+    forwarded = sum(s.forwarded_tokens for s in samplers)
+    return {
+        "seconds": seconds,
+        "scores": {k: v.tolist() for k, v in scores.items()},
+        "dists": {None: plain, prefix: prefixed},
+        "breakdown_s": timers.breakdown(),
+        "tokens": {
+            "through_model": context + forwarded,
+            "context": context,
+            "passes_and_tree_nodes": forwarded,
+        },
+        "samplers": len(samplers),
+        "embed": {"requested": embed.requests, "embedded": embed.executed},
+    }
+
+
+def run_tree(backend: Any, embedder: Any, texts: list[str], prefix: str, attack: Any) -> dict:
+    """The batched tree on the run's NextWordRequests, scored as the attack scores."""
+    from imprint.attacks.simmia import embed_all, relative_score, word_scores, word_vocabulary
+    from imprint.data.words import split_words
+    from imprint.requests import next_word_batch as nwb
+    from imprint.requests.kinds import NextWordRequest, require_local
+
+    requests = fresh_requests(backend, embedder)
+    timers = Timers()
+    cls = nwb.BatchedNextWordSampler
+    for name, label in (
+        ("_pass", "passes over the texts"),
+        ("_forward_nodes", "tree forwards"),
+        ("_read_rows", "top-k of pass rows"),
+        ("_grow_job", "tree Python (split, decode)"),
+    ):
+        timers.wrap(cls, name, label)
+    timers.wrap(requests, "embed", "embedding")
+    samplers = track_instances(timers, cls)
+    cfg = attack.sampling_config()
+    contexts: tuple[str | None, str] = (None, prefix)
+    batch = [  # as ModelRequests.next_words builds SimMIA's requests
+        NextWordRequest(
+            text=t,
+            prefix=ctx,
+            n=cfg.n,
+            top_k=cfg.top_k,
+            temperature=cfg.temperature,
+            max_word_tokens=cfg.max_word_tokens,
+            mode=str(cfg.mode),
+            seed=attack.seed,
+            min_mass=cfg.min_mass,
+        )
+        for ctx in contexts
+        for t in texts
+    ]
+    started = time.perf_counter()
+    try:
+        answers = nwb.next_words_batch(require_local(backend, "next-word weights"), batch)
+        dists = {
+            ctx: answers[c * len(texts) : (c + 1) * len(texts)] for c, ctx in enumerate(contexts)
+        }
+        words = [[w.text for w in split_words(text)] for text in texts]
+        vocab = set().union(
+            *(word_vocabulary(w, dists[c][t]) for t, w in enumerate(words) for c in contexts)
+        )
+        vectors = embed_all(requests, vocab)
         out: dict[str, list[float]] = {"simmia": [], "simmia_star": []}
-        for t, text in enumerate(texts):
-            words = [w.text for w in split_words(text)]
+        for t in range(len(texts)):
             plain, prefixed = (
-                word_scores(words, dists[c][t], requests, n=cfg.n, exact_numbers=False)
-                for c in (None, prefix)
+                word_scores(
+                    words[t],
+                    dists[c][t],
+                    None,
+                    n=cfg.n,
+                    exact_numbers=attack.exact_numbers,
+                    vectors=vectors,
+                )
+                for c in contexts
             )
             out["simmia"].append(relative_score(prefixed[0], plain[0]))
             out["simmia_star"].append(relative_score(prefixed[1], plain[1]))
@@ -217,29 +256,49 @@ def run_old(backend: Any, embedder: Any, texts: list[str], prefix: str, attack: 
         timers.undo()
     seconds = time.perf_counter() - started
     embed = requests.runner.counts.of("embedder", "embed")
+    counters: dict[str, int] = defaultdict(int)
+    for sampler in samplers:
+        for key, value in vars(sampler.counters).items():
+            counters[key] += value
     return {
         "seconds": seconds,
         "scores": out,
         "dists": dists,
-        "breakdown_s": dict(timers.seconds),
-        "tokens": {"through_model": tokens},
+        "breakdown_s": timers.breakdown(),
+        "tokens": {
+            "through_model": counters["context_tokens"]
+            + counters["pass_tokens"]
+            + counters["nodes"],
+            "context": counters["context_tokens"],
+            "passes": counters["pass_tokens"],
+            "tree_nodes": counters["nodes"],
+        },
+        "counters": dict(counters),
+        "samplers": len(samplers),
         "embed": {"requested": embed.requests, "embedded": embed.executed},
     }
 
 
-def agreement(new: dict, old: dict) -> dict[str, Any]:
+def agreement(run: dict, tree: dict) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for column in ("simmia", "simmia_star"):
-        a, b = np.array(new["scores"][column]), np.array(old["scores"][column])
+        a, b = np.array(run["scores"][column]), np.array(tree["scores"][column])
         out[f"max_abs_diff_{column}"] = float(np.nanmax(np.abs(a - b))) if a.size else 0.0
     pairs = [
         (x, y)
-        for ctx in old["dists"]
-        for dx, dy in zip(new["dists"][ctx], old["dists"][ctx], strict=True)
+        for ctx in run["dists"]
+        for dx, dy in zip(run["dists"][ctx], tree["dists"][ctx], strict=True)
         for x, y in zip(dx, dy, strict=True)
     ]
     out["identical_word_distributions"] = f"{sum(x == y for x, y in pairs)} of {len(pairs)}"
     return out
+
+
+def ratio(seconds: dict, with_load: dict, top: str, bottom: str) -> dict[str, float]:
+    return {
+        "without_load": round(seconds[top] / seconds[bottom], 2),
+        "with_load": round(with_load[top] / with_load[bottom], 2),
+    }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -261,23 +320,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     attack = SimMIA(n_samples=args.n, n_shots=args.shots, seed=args.seed)
     gflops = roofline(args.threads)
     fresh_requests(backend, embedder).token_stats("target", ["A warm-up forward."])
+    paths = {
+        "floor": lambda: run_floor(backend, embedder, texts, prefix),
+        "run": lambda: run_path(backend, embedder, texts, prefix, attack),
+        "tree": lambda: run_tree(backend, embedder, texts, prefix, attack),
+    }
+    order = ["floor", "run"] if args.skip_tree else ["floor", "run", "tree"]
     runs: dict[str, dict[str, Any]] = {}
-    order = ["floor", "new", "old"] if not args.skip_old else ["floor", "new"]
     for _ in range(args.repeats):
         for name in order:
-            if name == "floor":
-                result = run_floor(backend, embedder, texts, prefix)
-            elif name == "new":
-                result = run_new(backend, embedder, texts, prefix, attack)
-            else:
-                result = run_old(backend, embedder, texts, prefix, attack)
-            parts = {k: round(v, 1) for k, v in result.get("breakdown_s", {}).items()}
+            result = paths[name]()
+            parts = {k: round(v["s"], 1) for k, v in result.get("breakdown_s", {}).items()}
             print(f"{name}: {result['seconds']:.1f} s {parts} {result['tokens']}", flush=True)
             if name not in runs or result["seconds"] < runs[name]["seconds"]:
                 runs[name] = result  # best of the repeats
-    loads = {"floor": target_load, "new": target_load + embed_load, "old": target_load + embed_load}
+    loads = {
+        "floor": target_load,
+        "run": target_load + embed_load,
+        "tree": target_load + embed_load,
+    }
     seconds = {k: round(v["seconds"], 2) for k, v in runs.items()}
     with_load = {k: round(v["seconds"] + loads[k], 2) for k, v in runs.items()}
+    floor_tokens = runs["floor"]["tokens"]["through_model"]
     report: dict[str, Any] = {
         "config": {
             **vars(args),
@@ -289,35 +353,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "roofline_fp32_gflops": round(gflops, 1),
         "seconds_without_load": seconds,
         "seconds_with_load": with_load,
-        "ratio_new_over_floor": {
-            "without_load": round(seconds["new"] / seconds["floor"], 2),
-            "with_load": round(with_load["new"] / with_load["floor"], 2),
-        },
+        "ratio_run_over_floor": ratio(seconds, with_load, "run", "floor"),
         "floor_tokens": runs["floor"]["tokens"],
+        # at the floor's tokens per second, a path could not beat this ratio (work only)
+        "token_ratio_run_over_floor": round(
+            runs["run"]["tokens"]["through_model"] / floor_tokens, 2
+        ),
     }
-    # at the floor's tokens per second, the new path could not beat this ratio (work only)
-    report["token_ratio_new_over_floor"] = round(
-        runs["new"]["tokens"]["through_model"] / runs["floor"]["tokens"]["through_model"], 2
-    )
-    for name in ("new", "old"):
+    if "tree" in runs:
+        report["ratio_tree_over_floor"] = ratio(seconds, with_load, "tree", "floor")
+        report["ratio_tree_over_run"] = ratio(seconds, with_load, "tree", "run")
+        report["token_ratio_tree_over_floor"] = round(
+            runs["tree"]["tokens"]["through_model"] / floor_tokens, 2
+        )
+    for name in ("run", "tree"):
         if name in runs:
             report[name] = {
                 k: v for k, v in runs[name].items() if k not in ("scores", "dists", "seconds")
             }
             report[name]["breakdown_s"] = {
-                k: round(v, 2) for k, v in report[name]["breakdown_s"].items()
+                k: {"s": round(v["s"], 2), "calls": v["calls"]}
+                for k, v in report[name]["breakdown_s"].items()
             }
-    if "old" in runs:
-        report["ratio_old_over_new"] = {
-            "without_load": round(seconds["old"] / seconds["new"], 2),
-            "with_load": round(with_load["old"] / with_load["new"], 2),
-        }
-        report["ratio_old_over_floor"] = {
-            "without_load": round(seconds["old"] / seconds["floor"], 2),
-            "with_load": round(with_load["old"] / with_load["floor"], 2),
-        }
-        report["agreement"] = agreement(runs["new"], runs["old"])
-    report["scores"] = {k: runs[k]["scores"] for k in ("new", "old") if k in runs}
+    if "tree" in runs:
+        report["agreement_run_vs_tree"] = agreement(runs["run"], runs["tree"])
+    report["scores"] = {k: runs[k]["scores"] for k in ("run", "tree") if k in runs}
     return report
 
 
@@ -332,7 +392,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="best of R interleaved runs")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--dtype", default="float32", help="the target's (all three paths)")
-    parser.add_argument("--skip-old", action="store_true", help="floor and new only")
+    parser.add_argument("--skip-tree", action="store_true", help="floor and run path only")
     parser.add_argument("--out", type=Path, default=None, help="write the JSON report here")
     args = parser.parse_args()
     if args.quick:
