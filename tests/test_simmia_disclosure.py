@@ -208,6 +208,24 @@ def test_next_token_laws_match_one_forward_per_prefix(tiny, text, prefix):
     assert again["dists"] == draws["dists"]
 
 
+def test_next_token_laws_forward_the_prefix_once_for_every_text(tiny):
+    # P + x used to go through the model whole for every text: P's KV cache is reused now
+    texts = ["The council met in Seoul.", "首尔市议会讨论了预算。", "Совет обсудил бюджет."]
+    prefix = "A prefix no other test uses.\n\n"  # the backend keeps the last prefix's cache
+    seen: list[int] = []
+    hook = tiny.model.get_input_embeddings().register_forward_hook(
+        lambda module, args, out: seen.append(args[0].numel())
+    )
+    try:
+        requests = in_memory_requests(tiny, embedder=HashEmbedder())
+        settings = dict(n=4, top_k=5, temperature=1.0, mode="sample", min_mass=0.0, seed=0)
+        requests.next_tokens("target", texts, prefix, settings)
+    finally:
+        hook.remove()
+    context = len(tiny.start_ids) + len(tiny.encode(prefix))
+    assert sum(seen) == context + sum(len(tiny.encode(t)) for t in texts)
+
+
 def test_token_disclosure_scores_and_direction_on_tiny_model(tiny):
     texts = ["The quick brown fox jumps over the lazy dog.", "首尔市议会讨论了预算。"]
     attack = SimMIA(disclosure="token", mode="exact", n_samples=10, top_k=0, min_mass=0.0)

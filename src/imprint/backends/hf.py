@@ -363,6 +363,23 @@ class HFLogprobBackend(Backend):
 
         return run
 
+    def hidden_predicting(self, prefix: str | None, ids: Sequence[int], first: int) -> torch.Tensor:
+        """Hidden states (len(ids) - first, d) after the start token and ``prefix``: row r
+        predicts ``ids[first + r]``. A prefix's KV cache is computed once and reused for every
+        text after it. ``first`` >= 1 when there is neither start token nor prefix."""
+        if not prefix:
+            context = len(self.start_ids)
+            if context + first < 1:
+                raise ConfigError("the first token has no context: score from token 1 on")
+            full = torch.tensor([[*self.start_ids, *ids]])
+            hidden = self._hidden(full, torch.ones_like(full), None)[0]
+            return hidden[context + first - 1 : context + len(ids) - 1]
+        cache, last_hidden, prefix_len = self._prefix(prefix)
+        text = torch.tensor([list(ids)])
+        mask = torch.ones(1, prefix_len + len(ids), dtype=torch.long)
+        hidden = self._hidden(text, mask, _expand_cache(cache, 1))[0]
+        return torch.cat([last_hidden[0], hidden[:-1]])[first:]
+
     def _prefix(self, prefix: str) -> tuple[Any, torch.Tensor, int]:
         """KV cache and last hidden state of start token + prefix, computed once per prefix."""
         if prefix not in self._prefix_cache:

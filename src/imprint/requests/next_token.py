@@ -118,7 +118,6 @@ def token_laws(hf: Any, request: NextTokenRequest) -> dict[str, Any]:
     """Answer ``request`` with the local transformers backend ``hf`` (one forward pass)."""
     import torch
 
-    context = context_ids(hf, request.prefix)
     ids = hf.encode(request.text)
     first = request.start  # >= 1: x_1 is never scored, so it always has a context
     out: dict[str, Any] = {
@@ -131,12 +130,9 @@ def token_laws(hf: Any, request: NextTokenRequest) -> dict[str, Any]:
     }
     if len(ids) <= first:
         return out
-    full = torch.tensor([[*context, *ids]], device=hf.device)
-    base = getattr(hf.model, hf.model.base_model_prefix)
-    with torch.no_grad(), hf.attention():
-        hidden = base(input_ids=full).last_hidden_state[0]
-        # row r predicts token r + 1, so x_j (at len(context) + j) is predicted by the row before
-        rows = hidden[len(context) + first - 1 : full.shape[1] - 1]
+    with torch.no_grad():
+        # row j predicts x_j; P's KV cache is computed once for every text after it
+        rows = hf.hidden_predicting(request.prefix, ids, first)
         targets = ids[first:]
         rng = request.rng()
         vocab = int(hf.model.config.vocab_size)
