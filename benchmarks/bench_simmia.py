@@ -219,19 +219,7 @@ def run_tree(backend: Any, embedder: Any, texts: list[str], prefix: str, attack:
     cfg = attack.sampling_config()
     contexts: tuple[str | None, str] = (None, prefix)
     batch = [  # as ModelRequests.next_words builds SimMIA's requests
-        NextWordRequest(
-            text=t,
-            prefix=ctx,
-            n=cfg.n,
-            top_k=cfg.top_k,
-            temperature=cfg.temperature,
-            max_word_tokens=cfg.max_word_tokens,
-            mode=str(cfg.mode),
-            seed=attack.seed,
-            min_mass=cfg.min_mass,
-        )
-        for ctx in contexts
-        for t in texts
+        NextWordRequest.of(t, ctx, cfg, attack.seed) for ctx in contexts for t in texts
     ]
     started = time.perf_counter()
     try:

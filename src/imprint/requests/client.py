@@ -198,20 +198,7 @@ class ModelRequests:
         """SimMIA's next-word weights per word position of each text, after ``prefix``."""
         if self.local(role) is None:
             raise ConfigError(f"next-word weights need a local model in role {role!r}")
-        reqs = [
-            NextWordRequest(
-                text=t,
-                prefix=prefix,
-                n=config.n,
-                top_k=config.top_k,
-                temperature=config.temperature,
-                max_word_tokens=config.max_word_tokens,
-                mode=str(config.mode),
-                seed=seed,
-                min_mass=config.min_mass,
-            )
-            for t in texts
-        ]
+        reqs = [NextWordRequest.of(t, prefix, config, seed) for t in texts]
         return self.runner.run(role, self.fingerprint(role), reqs, self.backend(role))
 
     def next_tokens(

@@ -214,6 +214,22 @@ class NextWordRequest(Request):
     min_mass: float = 1e-4  # in the key only when set otherwise (older keys stay valid)
     batch_size: ClassVar[int] = 4
 
+    @classmethod
+    def of(cls, text: str, prefix: str | None, config: Any, seed: int) -> NextWordRequest:
+        """The request for ``text`` after ``prefix`` under a sampling ``config`` (a
+        :class:`~imprint.requests.next_word.NextWordConfig`)."""
+        return cls(
+            text=text,
+            prefix=prefix,
+            n=config.n,
+            top_k=config.top_k,
+            temperature=config.temperature,
+            max_word_tokens=config.max_word_tokens,
+            mode=str(config.mode),
+            seed=seed,
+            min_mass=config.min_mass,
+        )
+
     def key(self) -> str:
         fields = asdict(self)
         if fields["min_mass"] == 1e-4:
