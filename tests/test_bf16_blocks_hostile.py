@@ -1,0 +1,130 @@
+"""Hostile tests of the CPU bf16 path's compiled transformer blocks (backends/compiled_blocks.py):
+prefixed (KV-cache) scoring, windows, odd texts, errors mid-forward, and that generation, gradients
+and hidden states after scoring see the eager blocks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import make_tiny_model
+
+from imprint.backends.base import ScoreRequest, TokenStats
+from imprint.backends.hf import HFLogprobBackend
+from imprint.requests.hidden_states import HiddenStatesRequest
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "北京是中国的首都。",
+    "مرحبا بالعالم",
+    "😀🎉 emoji only",
+    "x",
+    " ",  # whitespace only: one token
+    "Hurricane Ana was the second tropical cyclone to threaten Hawaii. " * 6,  # > 64 tokens
+]
+PREFIX = "In 2023 the council met in Seoul to discuss the budget."
+
+
+@pytest.fixture(scope="module")
+def tiny4_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_model(tmp_path_factory.mktemp("tiny4"), layers=4)
+
+
+def _bf16(folder: Path) -> HFLogprobBackend:
+    return HFLogprobBackend(str(folder), device="cpu", dtype="bfloat16", max_length=64)
+
+
+def _eagerly(backend: HFLogprobBackend, requests: list[ScoreRequest]) -> list[TokenStats]:
+    os.environ["IMPRINT_NO_COMPILE"] = "1"
+    try:
+        return backend.score(requests)
+    finally:
+        del os.environ["IMPRINT_NO_COMPILE"]
+
+
+def _no_instance_forwards(backend: HFLogprobBackend) -> bool:
+    return all("forward" not in block.__dict__ for block in backend.model.model.layers)
+
+
+def test_odd_texts_windows_and_prefixes_score_as_the_eager_blocks(tiny_model_dir: Path) -> None:
+    backend = _bf16(tiny_model_dir)
+    for requests in (
+        [ScoreRequest(t) for t in TEXTS],
+        [ScoreRequest(t, prefix=PREFIX) for t in TEXTS[:6]],
+        [ScoreRequest(TEXTS[4])],  # batch of one, one-token text
+        [ScoreRequest(TEXTS[6])],  # one text in sliding windows
+        [ScoreRequest(TEXTS[4], prefix=PREFIX)],  # a one-token row after a KV cache
+    ):
+        compiled, eager = backend.score(requests), _eagerly(backend, requests)
+        for x, y in zip(compiled, eager, strict=True):
+            assert np.array_equal(x.token_ids, y.token_ids)
+            np.testing.assert_allclose(x.logp, y.logp, atol=0.05)
+            assert np.isfinite(x.mean_logp).all() and np.isfinite(x.var_logp).all()
+    assert backend.describe()["blocks"] == "compiled"
+    assert _no_instance_forwards(backend)
+
+
+def test_sampling_gradients_and_hidden_states_after_scoring_are_a_fresh_backends(
+    tiny_model_dir: Path,
+) -> None:
+    scored, fresh = _bf16(tiny_model_dir), _bf16(tiny_model_dir)
+    scored.score([ScoreRequest(t) for t in TEXTS])
+    scored.score([ScoreRequest(t, prefix=PREFIX) for t in TEXTS[:3]])
+    args = (["The quick", "北京"], 3, 8)
+    assert scored.text_backend().sample(*args, seed=7) == fresh.text_backend().sample(*args, seed=7)
+    np.testing.assert_array_equal(scored.gradient_norms(TEXTS[:2]), fresh.gradient_norms(TEXTS[:2]))
+    batch = [HiddenStatesRequest(text=t, template="[TEXT]") for t in TEXTS[:3]]
+    for x, y in zip(
+        HiddenStatesRequest.execute(scored, batch),
+        HiddenStatesRequest.execute(fresh, batch),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(x, y)
+    # and scoring after them still compiles
+    scored.score([ScoreRequest(TEXTS[0])])
+    assert scored.describe()["blocks"] == "compiled"
+
+
+def test_an_interrupt_mid_forward_leaves_no_compiled_forward_behind(tiny4_dir: Path) -> None:
+    backend = _bf16(tiny4_dir)
+    requests = [ScoreRequest(t) for t in TEXTS[:3]]
+    before = backend.score(requests)
+
+    def interrupt(*_args: object) -> None:
+        raise KeyboardInterrupt
+
+    hook = backend.model.model.layers[2].register_forward_pre_hook(interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            backend.score(requests)
+    finally:
+        hook.remove()
+    assert _no_instance_forwards(backend)
+    assert backend.describe()["blocks"] == "compiled"
+    for x, y in zip(before, backend.score(requests), strict=True):
+        np.testing.assert_array_equal(x.logp, y.logp)
+
+
+def test_the_manifest_and_fingerprint_follow_the_options(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fp32 = HFLogprobBackend(str(tiny_model_dir), device="cpu", dtype="float32")
+    assert {k: fp32.describe()[k] for k in ("blocks", "head", "reduction")} == {
+        "blocks": "eager",
+        "head": "float32",
+        "reduction": "eager",
+    }
+    bf16 = _bf16(tiny_model_dir)
+    assert {k: bf16.describe()[k] for k in ("blocks", "head", "reduction")} == {
+        "blocks": "compiled",
+        "head": "bfloat16",
+        "reduction": "compiled",
+    }
+    monkeypatch.setenv("IMPRINT_NO_COMPILE", "1")
+    assert bf16.describe()["blocks"] == "eager (IMPRINT_NO_COMPILE=1)"
+    assert bf16.describe()["reduction"] == "eager"
+    monkeypatch.delenv("IMPRINT_NO_COMPILE")
+    bf16.float32_head = True
+    assert bf16.describe()["head"] == "float32"
