@@ -5,10 +5,12 @@ and hidden states after scoring see the eager blocks."""
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from conftest import make_tiny_model
 
 from imprint.backends.base import ScoreRequest, TokenStats
@@ -128,3 +130,69 @@ def test_the_manifest_and_fingerprint_follow_the_options(
     monkeypatch.delenv("IMPRINT_NO_COMPILE")
     bf16.float32_head = True
     assert bf16.describe()["head"] == "float32"
+
+
+def test_a_real_error_on_the_first_call_is_not_taken_for_a_compile_failure(
+    tiny_model_dir: Path,
+) -> None:
+    """An error that is not the compiler's (here: raised by the embedding, before any block)
+    propagates once, without the 'compiling failed' warning, and leaves the blocks compiled."""
+    backend = _bf16(tiny_model_dir)
+    calls = []
+
+    def broken(*_args: object) -> None:
+        calls.append(1)
+        raise ValueError("bad input")
+
+    hook = backend.model.model.embed_tokens.register_forward_pre_hook(broken)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match="bad input"):
+            backend.score([ScoreRequest(TEXTS[0])])
+    hook.remove()
+    assert not [w for w in caught if "scoring eagerly" in str(w.message)]
+    assert calls == [1]  # the forward is not rerun
+    assert _no_instance_forwards(backend)
+    assert backend.describe()["blocks"] == "compiled"
+
+
+def test_prefixed_scoring_does_not_compile_a_graph_per_block(tiny4_dir: Path) -> None:
+    """The KV-cache path must not trace each block on its own: dynamo guards on the block's
+    ``layer_idx`` and on its cache layer's strides, so every block got its own graph, and past
+    ``torch._dynamo.config.recompile_limit`` (8; SmolLM2-135M has 30 blocks) the rest ran
+    eagerly, silently, while the manifest said 'compiled'."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    backend = _bf16(tiny4_dir)
+    backend.score([ScoreRequest(t) for t in TEXTS[:3]])  # the plain graph and the reduction
+    before = counters["stats"]["unique_graphs"]
+    backend.score([ScoreRequest(t, prefix=PREFIX) for t in TEXTS[:3]])
+    assert counters["stats"]["unique_graphs"] - before <= 1  # was 4: one per block
+
+
+def test_a_texts_scores_do_not_depend_on_what_was_scored_before(tiny4_dir: Path) -> None:
+    """Once the blocks' code hit dynamo's recompile limit (here lowered to 3 so that 4 blocks
+    reach it; 8 by default, reached by a ReCaLL pass on any model of 8+ blocks), shapes it had
+    not compiled ran eagerly: the same request scored differently after a prefixed pass than in
+    a fresh process, under one fingerprint."""
+    request = [ScoreRequest(TEXTS[0])]  # batch of one: its own graph (no attention mask)
+    with torch._dynamo.config.patch(recompile_limit=3):
+        torch._dynamo.reset()
+        backend = _bf16(tiny4_dir)
+        first = backend.score(request)
+        torch._dynamo.reset()
+        backend = _bf16(tiny4_dir)
+        backend.score([ScoreRequest(t) for t in TEXTS[:3]])
+        backend.score([ScoreRequest(t, prefix=PREFIX) for t in TEXTS[:3]])
+        after_recall = backend.score(request)
+    np.testing.assert_array_equal(first[0].logp, after_recall[0].logp)
+
+
+def test_the_float32_head_option_changes_a_fingerprint_already_read(tiny_model_dir: Path) -> None:
+    """The fingerprint is memoised on first read; the float32 head, switched on afterwards (as
+    benchmarks/bench_bf16.py toggles it on one backend), kept the bf16 head's fingerprint."""
+    bf16 = _bf16(tiny_model_dir)
+    default = bf16.fingerprint
+    bf16.float32_head = True
+    assert bf16.fingerprint != default

@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch._dynamo.exc import BackendCompilerFailed
 
 from imprint.backends.base import ScoreRequest, TokenStats
 from imprint.backends.hf import HFLogprobBackend
 from imprint.backends.reduce import _checked, chunk_reducer, chunk_rows, reduce_logits, uses_fused
+from imprint.errors import ConfigError
 
 TEXTS = ["Kraków leży nad Wisłą.", "The quick brown fox jumps over the lazy dog " * 4, "北京"]
 
@@ -103,27 +105,27 @@ def test_a_float32_head_is_an_option_with_its_own_fingerprint(tiny_model_dir: Pa
     assert option.fingerprint != default.fingerprint
 
 
-def test_blocks_that_fail_to_compile_score_eagerly_and_say_so(
+def test_blocks_that_fail_to_compile_are_an_error_naming_the_switch(
     tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # compiled and eager bf16 blocks score differently: no silent change of mode
     bf16 = HFLogprobBackend(str(tiny_model_dir), device="cpu", dtype="bfloat16")
-    monkeypatch.setenv("IMPRINT_NO_COMPILE", "1")
-    eager = _scores(bf16)
-    monkeypatch.delenv("IMPRINT_NO_COMPILE")
+    compiled_fingerprint = bf16.fingerprint
     # the process-wide reduction is compiled before torch.compile breaks: only the blocks fail
     reduce = chunk_reducer(torch.device("cpu"), torch.bfloat16)
     reduce(torch.randn(3, 11), torch.tensor([1, 2, 3]))
 
     def broken(fn: object, **kwargs: object) -> object:
         def run(*args: object, **kw: object) -> None:
-            raise RuntimeError("no C++ compiler")
+            raise BackendCompilerFailed(fn, RuntimeError("no C++ compiler"), None)
 
         return run
 
     monkeypatch.setattr(torch, "compile", broken)
-    with pytest.warns(UserWarning, match="scoring eagerly"):
-        fallback = _scores(bf16)
-    assert bf16.describe()["blocks"] == "eager (compilation failed)"
+    with pytest.raises(ConfigError, match="IMPRINT_NO_COMPILE=1"):
+        _scores(bf16)
     assert all("forward" not in block.__dict__ for block in bf16.blocks.blocks)
-    for x, y in zip(eager, fallback, strict=True):  # eager blocks; compiled vs eager reduction
-        np.testing.assert_allclose(x.logp, y.logp, atol=1e-4)
+    monkeypatch.setenv("IMPRINT_NO_COMPILE", "1")  # the switch the error names
+    assert bf16.describe()["blocks"] == "eager (IMPRINT_NO_COMPILE=1)"
+    assert bf16.fingerprint != compiled_fingerprint  # eager scores under their own key
+    assert all(np.isfinite(x.logp).all() for x in _scores(bf16))

@@ -155,12 +155,14 @@ class HFLogprobBackend(Backend):
         self.pad_id: int = int(pad) if pad is not None else self.bos_id
         self._encodings: dict[str, list[int]] = {}
         self._prefix_cache: dict[str, tuple[Any, torch.Tensor, int]] = {}
-        self._fingerprint: str | None = None
+        self._fingerprints: dict[str, str] = {}  # by scoring variant
 
     # -- identity -----------------------------------------------------------------------------
     @property
     def fingerprint(self) -> str:
-        if self._fingerprint is None:
+        # read per call: the float32 head and IMPRINT_NO_COMPILE may change after the first read
+        variant = self._scoring_variant()
+        if variant not in self._fingerprints:
             try:
                 weights = fingerprint_source(resolve_model(self.spec))
             except ConfigError:  # an in-memory model (tests): fingerprint its parameters
@@ -173,10 +175,17 @@ class HFLogprobBackend(Backend):
                 self.start_token.key(),  # a token id, or "none"
                 SCORING_VERSION,
             ]
-            if self.cpu_reduced:  # results of the CPU bf16 path differ from the plain one's
-                parts.append(BF16_PATH + ("+float32-head" if self.float32_head else ""))
-            self._fingerprint = hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
-        return self._fingerprint
+            if variant:  # results of the CPU bf16 path differ from the plain one's
+                parts.append(variant)
+            self._fingerprints[variant] = hashlib.sha256("|".join(parts).encode()).hexdigest()[:20]
+        return self._fingerprints[variant]
+
+    def _scoring_variant(self) -> str:
+        """How the CPU bf16 path scores ("" elsewhere): each variant scores differently."""
+        if not self.cpu_reduced:
+            return ""
+        head = "+float32-head" if self.float32_head else ""
+        return BF16_PATH + head + ("" if self.blocks.on else "+eager-blocks")
 
     def describe(self) -> dict[str, Any]:
         """The manifest entry: what was loaded and how texts are scored."""
@@ -404,7 +413,9 @@ class HFLogprobBackend(Backend):
                     use_cache=past is not None,
                 )
 
-        return self.blocks.run(forward).last_hidden_state
+        # compiled blocks on plain passes only: see backends/compiled_blocks.py
+        output = self.blocks.run(forward) if past is None else forward()
+        return output.last_hidden_state
 
     def attention(self) -> AbstractContextManager[None]:
         """Wrap a forward of this model: shared K/V heads on CPU for the call only."""
