@@ -196,3 +196,49 @@ def test_the_float32_head_option_changes_a_fingerprint_already_read(tiny_model_d
     default = bf16.fingerprint
     bf16.float32_head = True
     assert bf16.fingerprint != default
+
+
+def test_a_tempered_role_follows_the_targets_scoring_variant(
+    tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ACMIA's tempered roles froze the target's fingerprint at creation, so passes made after
+    IMPRINT_NO_COMPILE=1 (eager blocks) were stored under the compiled key (found in review)."""
+    from imprint.backends.tempered import TemperedBackend
+
+    tempered = TemperedBackend(_bf16(tiny_model_dir), 0.5)
+    compiled = tempered.fingerprint
+    monkeypatch.setenv("IMPRINT_NO_COMPILE", "1")
+    assert tempered.fingerprint != compiled
+
+
+def test_a_forward_already_on_a_block_is_put_back_after_the_pass(tiny_model_dir: Path) -> None:
+    """accelerate's hooks live in the block's instance ``forward``: the pass used to delete it."""
+    backend = _bf16(tiny_model_dir)
+    block = backend.model.model.layers[0]
+    calls = []
+    original = block.forward
+
+    def hooked(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    block.forward = hooked
+    backend.score([ScoreRequest(TEXTS[0])])
+    assert block.__dict__["forward"] is hooked
+    del block.__dict__["forward"]
+
+
+def test_too_many_input_variants_are_an_error_not_a_silent_eager_pass(
+    tiny4_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from imprint.backends import compiled_blocks
+    from imprint.errors import ConfigError
+
+    monkeypatch.setattr(compiled_blocks, "RECOMPILE_LIMIT", 1)
+    torch._dynamo.reset()
+    backend = _bf16(tiny4_dir)
+    backend.score([ScoreRequest(TEXTS[0])])  # one graph: batch of one, no padding
+    with pytest.raises(ConfigError, match="IMPRINT_NO_COMPILE=1"):
+        backend.score([ScoreRequest(t) for t in TEXTS[:3]])  # padded batch: a second graph
+    assert _no_instance_forwards(backend)
+    torch._dynamo.reset()

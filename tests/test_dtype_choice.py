@@ -84,7 +84,7 @@ def test_a_failed_gate_says_when_even_rounded_weights_cannot_pass() -> None:
     failing = {**gate({**COLUMNS, "min_k_pp": 0.9988}), "floor": 0.99988}
     choice = choose_dtype("auto", "cpu", weights, flags=SAPPHIRE, gates={"w1": failing})
     assert choice.dtype == "float32"
-    assert "bf16-rounded weights reaches 0.99988" in choice.reason
+    assert "bf16-rounded weights reaches only 0.99988" in choice.reason
     passing_floor = {**gate({**COLUMNS, "min_k_pp": 0.9988}), "floor": 0.99995}
     choice = choose_dtype("auto", "cpu", weights, flags=SAPPHIRE, gates={"w1": passing_floor})
     assert "rounded weights" not in choice.reason  # only said when it explains the failure

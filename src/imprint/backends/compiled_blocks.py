@@ -36,6 +36,9 @@ from imprint.errors import ConfigError
 
 __all__ = ["CompiledBlocks"]
 
+# graphs per block code object; plain passes need 4-5 (batch of one or many, padded or not)
+RECOMPILE_LIMIT = 64
+
 
 class CompiledBlocks:
     """The blocks of ``model``, compiled when ``enabled`` (CPU, reduced-precision weights)."""
@@ -65,6 +68,11 @@ class CompiledBlocks:
         try:
             with self._installed():
                 return forward()
+        except torch._dynamo.exc.FailOnRecompileLimitHit as exc:
+            raise ConfigError(
+                f"the model's compiled blocks met more input variants than torch.compile's "
+                f"recompile limit allows ({exc}); set {NO_COMPILE_ENV}=1 to score them eagerly"
+            ) from exc
         except torch._dynamo.exc.TorchDynamoException as exc:  # inductor's errors included
             if not first:
                 raise
@@ -82,12 +90,20 @@ class CompiledBlocks:
         assert self.blocks is not None
         if self._forwards is None:
             self._forwards = [torch.compile(block.forward, dynamic=True) for block in self.blocks]
-        # an instance attribute shadows the class's forward for this block only, and is removed
-        # again after the pass
+        # an instance attribute shadows the class's forward for this block only; one already
+        # there (accelerate's hooks put theirs there) is put back after the pass
+        before = [block.__dict__.get("forward") for block in self.blocks]
         for block, forward in zip(self.blocks, self._forwards, strict=True):
             block.forward = forward
         try:
-            yield
+            # past the recompile limit dynamo would run the remaining shapes eagerly without a
+            # word (scores that depend on what was compiled before): a high limit, then an error
+            limits = {"recompile_limit": RECOMPILE_LIMIT, "fail_on_recompile_limit_hit": True}
+            with torch._dynamo.config.patch(limits):
+                yield
         finally:
-            for block in self.blocks:
-                block.__dict__.pop("forward", None)
+            for block, old in zip(self.blocks, before, strict=True):
+                if old is None:
+                    block.__dict__.pop("forward", None)
+                else:
+                    block.forward = old

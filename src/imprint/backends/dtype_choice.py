@@ -127,8 +127,7 @@ def _gated(unit: str, fingerprint: str | None, gates: Mapping[str, Any]) -> Dtyp
             f"{where})",
         )
     floor = (
-        f"; float32 with bf16-rounded weights reaches {gate['floor']:.5f}, so no path storing "
-        "bf16 weights can pass"
+        f"; even float32 arithmetic on bf16-rounded weights reaches only {gate['floor']:.5f}"
         if gate.get("floor") is not None and gate["floor"] < GATE_SPEARMAN
         else ""
     )

@@ -30,11 +30,11 @@ class TemperedBackend(HFLogprobBackend):
         self.__dict__.update(base.__dict__)
         self.temperature = float(temperature)
         self.name = f"{base.name}@t={temperature:g}"
-        self._base_fingerprint = base.fingerprint
 
     @property
     def fingerprint(self) -> str:
-        key = f"{self._base_fingerprint}|temperature={self.temperature!r}"
+        # the base's, read per call: it follows the bf16 scoring variant (IMPRINT_NO_COMPILE)
+        key = f"{super().fingerprint}|temperature={self.temperature!r}"
         return hashlib.sha256(key.encode()).hexdigest()[:20]
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:

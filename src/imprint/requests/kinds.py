@@ -249,8 +249,8 @@ class NextWordRequest(Request):
     @classmethod
     def execute(cls, backend: Any, batch: Sequence[Any]) -> list[Any]:
         # The per-text sampler, not next_word_batch's shared tree: at the full benchmark setting
-        # (bench_simmia.py, 8 texts, N = 100) the tree was slower (206 s vs 123 s) and 23 of 564
-        # word distributions differed from this reference; it stays for the benchmark only.
+        # (bench_simmia.py, 8 texts, N = 100, AMX Xeon) the tree took 158.8 s against 79.9 s
+        # and 5 of 564 word distributions differed from this reference; benchmark only.
         from imprint.requests.next_word import LocalNextWordSampler, NextWordConfig
 
         local = require_local(backend, "next-word weights")
