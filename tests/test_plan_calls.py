@@ -155,3 +155,11 @@ def test_the_plan_counts_the_passes_and_calls_of_every_local_attack_it_can_befor
     assert tokens["target@t=0.5"] == tokens["target@t=2"] and low <= tokens["target@t=2"] <= high
     assert executed[("target", "paraphrase")] == 3 * 20
     assert executed[("target", "sample")] == 20 and executed[("embedder", "embed")] == 24
+    # a rerun on the same store: the tempered roles' passes are found there too (they were
+    # never checked, so the plan called them work to do)
+    rerun = CliRunner().invoke(app, [*args[:-1], str(tmp_path / "r2")])
+    assert rerun.exit_code == 0, rerun.output
+    plan = _line(rerun.output, "plan: ")
+    for role in ("target@t=0.5", "target@t=2"):
+        assert f"{role} logprobs 20 passes (~" in plan
+        assert plan.split(f"{role} logprobs 20 passes")[1].split(")")[0].endswith("in the store")

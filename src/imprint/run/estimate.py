@@ -178,7 +178,7 @@ def plan_work(
     passes = {role: len(rows) for role, rows in wanted.items()}
     tokens = {role: _tokens(_tokenizer_of(backends, role), rows) for role, rows in wanted.items()}
     # what the store already answers is no work: checked for the roles whose model is loaded
-    stored = {role: _stored(store, backends.get(role), LOGPROBS_KIND,
+    stored = {role: _stored(store, _role_model(backends, role), LOGPROBS_KIND,
                             [LogprobRequest(t, p).key() for t, p in rows])
               for role, rows in wanted.items()}  # fmt: skip
     todo = {role: _tokens(_tokenizer_of(backends, role), _missing(rows, stored[role]))
@@ -235,10 +235,17 @@ def _stored(store: Any, backend: Any, kind: str, keys: list[str]) -> set[str] | 
 
 
 def _role_model(backends: dict[str, Any], role: str) -> Any:
-    """The model of ``role`` whose fingerprint keys its stored answers: a loaded backend, or the
-    run's embedder (MiniLM, whose fingerprint needs no loading); None otherwise."""
+    """The model of ``role`` whose fingerprint keys its stored answers: a loaded backend, a
+    tempered view of a loaded local target (no reload), or the run's embedder (MiniLM, whose
+    fingerprint needs no loading); None otherwise."""
     if role in backends:
         return backends[role]
+    base, _, temperature = role.partition("@t=")  # ACMIA's tempered target (role target@t=T)
+    local = backends[base].local_model() if temperature and base in backends else None
+    if local is not None:
+        from imprint.backends.tempered import TemperedBackend
+
+        return TemperedBackend(local, float(temperature))
     if role == "embedder":
         from imprint.requests.embed import default_embedder
 
