@@ -35,6 +35,13 @@ from imprint.backends.budget import auto_token_budget
 from imprint.backends.compiled_blocks import CompiledBlocks
 from imprint.backends.dtype_choice import BF16_PATH, DtypeChoice
 from imprint.backends.gradients import gradient_norms
+from imprint.backends.hf_batches import (
+    expand_cache,
+    pad_rows,
+    parameter_digest,
+    stats_slice,
+    to_device,
+)
 from imprint.backends.models import (
     choose_model_dtype,
     describe_model,
@@ -166,7 +173,7 @@ class HFLogprobBackend(Backend):
             try:
                 weights = fingerprint_source(resolve_model(self.spec))
             except ConfigError:  # an in-memory model (tests): fingerprint its parameters
-                weights = _parameter_digest(self.model)
+                weights = parameter_digest(self.model)
             parts = [
                 weights,
                 str(self.model.dtype),
@@ -341,7 +348,7 @@ class HFLogprobBackend(Backend):
         ]
 
     def _forward_plain(self, rows: list[_Row]) -> Finish:
-        input_ids, mask = _pad(rows, self.pad_id)
+        input_ids, mask = pad_rows(rows, self.pad_id)
         hidden = self._hidden(input_ids, mask, None)
         # position p predicts token p + 1
         return self._collect(rows, hidden, input_ids, offset=1)
@@ -363,9 +370,9 @@ class HFLogprobBackend(Backend):
     def _forward_prefixed(self, prefix: str) -> Callable[[list[_Row]], Finish]:
         def run(rows: list[_Row]) -> Finish:
             cache, last_hidden, prefix_len = self._prefix(prefix)
-            input_ids, text_mask = _pad(rows, self.pad_id)
+            input_ids, text_mask = pad_rows(rows, self.pad_id)
             mask = torch.cat([torch.ones(len(rows), prefix_len, dtype=torch.long), text_mask], 1)
-            hidden = self._hidden(input_ids, mask, _expand_cache(cache, len(rows)))
+            hidden = self._hidden(input_ids, mask, expand_cache(cache, len(rows)))
             # the prefix's last state predicts text token 0; text position p predicts p + 1
             hidden = torch.cat([last_hidden.expand(len(rows), 1, -1), hidden], dim=1)
             return self._collect(rows, hidden, input_ids, offset=0)
@@ -386,7 +393,7 @@ class HFLogprobBackend(Backend):
         cache, last_hidden, prefix_len = self._prefix(prefix)
         text = torch.tensor([list(ids)])
         mask = torch.ones(1, prefix_len + len(ids), dtype=torch.long)
-        hidden = self._hidden(text, mask, _expand_cache(cache, 1))[0]
+        hidden = self._hidden(text, mask, expand_cache(cache, 1))[0]
         return torch.cat([last_hidden[0], hidden[:-1]])[first:]
 
     def _prefix(self, prefix: str) -> tuple[Any, torch.Tensor, int]:
@@ -461,82 +468,23 @@ class HFLogprobBackend(Backend):
         # (nonzero must learn the count); the targets never leave the host
         flat = select.reshape(-1).nonzero()[:, 0]
         targets = shifted.reshape(-1)[flat]
-        chosen = hidden.reshape(-1, hidden.shape[-1]).index_select(0, _to(flat, hidden.device))
+        chosen = hidden.reshape(-1, hidden.shape[-1]).index_select(
+            0, to_device(flat, hidden.device)
+        )
         stats = reduce_hidden(
-            chosen, _to(targets, hidden.device), self.head, vocab_size=self.model.config.vocab_size
+            chosen,
+            to_device(targets, hidden.device),
+            self.head,
+            vocab_size=self.model.config.vocab_size,
         )
         bounds = np.cumsum([0, *(hi - lo).tolist()])
 
         def finish() -> list[TokenStats]:  # holds the small results only, never ``hidden``
             arrays = {**to_host(stats), "token_ids": targets.numpy()}  # one or two copies
             spans = zip(bounds[:-1], bounds[1:], strict=True)
-            return [_stats_from(arrays, slice(a, b)) for a, b in spans]
+            return [stats_slice(arrays, slice(a, b)) for a, b in spans]
 
         return finish
-
-
-def _to(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A host tensor on ``device``, copied asynchronously from pinned memory on CUDA."""
-    if device.type != "cuda":
-        return tensor
-    return tensor.pin_memory().to(device, non_blocking=True)
-
-
-def _pad(rows: Sequence[_Row], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded ids (rows, width) and their attention mask (filled in numpy: a tensor
-    per row cost ~0.1 ms each, a visible share of a GPU forward)."""
-    width = max(len(row.ids) for row in rows)
-    input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
-    mask = np.zeros((len(rows), width), dtype=np.int64)
-    for r, row in enumerate(rows):
-        input_ids[r, : len(row.ids)] = row.ids
-        mask[r, : len(row.ids)] = 1
-    return torch.from_numpy(input_ids), torch.from_numpy(mask)
-
-
-def _stats_from(arrays: dict[str, np.ndarray], sl: slice) -> TokenStats:
-    return TokenStats(
-        token_ids=arrays["token_ids"][sl].astype(np.int32),
-        logp=arrays["logp"][sl].astype(np.float32),
-        mean_logp=arrays["mean_logp"][sl].astype(np.float32),
-        var_logp=np.maximum(arrays["var_logp"][sl], 0).astype(np.float32),
-        rank=arrays["rank"][sl].astype(np.int32),
-        argmax=arrays["argmax"][sl].astype(np.int32),
-        top1_logp=arrays["top1_logp"][sl].astype(np.float32),
-    )
-
-
-def _expand_cache(cache: Any, batch: int) -> Any:
-    """A batch-sized cache over a batch-1 prefix cache, without copying it.
-
-    Each layer's keys and values become broadcast views (``expand``); the model's first
-    ``update`` concatenates the new tokens onto them, which is the one copy a prefixed pass
-    cannot avoid. The stored prefix cache is never modified (layers are shallow copies). Caches
-    without ``layers`` fall back to a deep copy repeated along the batch."""
-    import copy
-
-    if not all(hasattr(layer, "keys") for layer in getattr(cache, "layers", [None])):
-        expanded = copy.deepcopy(cache)
-        if batch > 1:
-            expanded.batch_repeat_interleave(batch)
-        return expanded
-    expanded = copy.copy(cache)
-    expanded.layers = []
-    for layer in cache.layers:
-        view = copy.copy(layer)
-        if getattr(layer, "is_initialized", True) and layer.keys is not None:
-            view.keys = layer.keys.expand(batch, *layer.keys.shape[1:])
-            view.values = layer.values.expand(batch, *layer.values.shape[1:])
-        expanded.layers.append(view)
-    return expanded
-
-
-def _parameter_digest(model: Any) -> str:
-    digest = hashlib.sha256()
-    for name, param in sorted(model.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(param.detach().float().cpu().numpy().tobytes()[:4096])
-    return digest.hexdigest()[:16]
 
 
 def _local_folder(spec: str) -> str | None:

@@ -188,23 +188,9 @@ def progress_bars(*, enabled: bool = True) -> Iterator[ProgressFn]:
     if not enabled:
         yield lambda label, total: lambda n: None
         return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from imprint.report.progress import rich_bars
 
-    bars = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-    )
+    bars = rich_bars(console, unit=None)
 
     def factory(label: str, total: int) -> Callable[[int], None]:
         task = bars.add_task(label, total=total)

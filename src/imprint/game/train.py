@@ -191,25 +191,9 @@ def train(
 
 
 def _training_bar(console: Any, progress: bool) -> Any:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from imprint.report.progress import rich_bars
 
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("batches"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        disable=not progress,
-    )
+    return rich_bars(console, unit="batches", disable=not progress)
 
 
 def _one_epoch(

@@ -6,31 +6,33 @@ from collections.abc import Callable
 from typing import Any
 
 
+def rich_bars(console: Any = None, *, unit: str | None = "tokens", **options: Any) -> Any:
+    """A rich ``Progress`` with imprint's columns: description, bar, done/total, ``unit`` (a
+    literal, or a template such as ``"{task.fields[unit]}"``; None: no unit column), elapsed
+    and remaining time. ``options`` go to ``Progress`` (``disable``, ``transient``)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    units = [] if unit is None else [TextColumn(unit)]
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), *units]
+    return Progress(
+        *columns, TimeElapsedColumn(), TimeRemainingColumn(), console=console, **options
+    )
+
+
 class ProgressFactory:
     """Callable ``(label, total) -> advance(n)``; one shared rich Progress for the run."""
 
     def __init__(self, console: Any = None, *, enabled: bool = True) -> None:
         self._progress: Any = None
         if enabled:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("tokens"),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                console=console,
-                transient=False,
-            )
+            self._progress = rich_bars(console, transient=False)
             self._progress.start()
 
     def __call__(self, label: str, total: int) -> Callable[[int], None]:

@@ -230,6 +230,21 @@ class NextWordRequest(Request):
             min_mass=config.min_mass,
         )
 
+    def config(self, **overrides: Any) -> Any:
+        """The request's sampling settings as a :class:`~imprint.requests.next_word.
+        NextWordConfig` (``overrides``: settings that do not change the answer's law)."""
+        from imprint.requests.next_word import NextWordConfig
+
+        return NextWordConfig(
+            n=self.n,
+            top_k=self.top_k,
+            temperature=self.temperature,
+            max_word_tokens=self.max_word_tokens,
+            mode=self.mode,
+            min_mass=self.min_mass,
+            **overrides,
+        )
+
     def key(self) -> str:
         fields = asdict(self)
         if fields["min_mass"] == 1e-4:
@@ -251,20 +266,12 @@ class NextWordRequest(Request):
         # The per-text sampler, not next_word_batch's shared tree: at the full benchmark setting
         # (bench_simmia.py, 8 texts, N = 100, AMX Xeon) the tree took 158.8 s against 79.9 s
         # and 5 of 564 word distributions differed from this reference; benchmark only.
-        from imprint.requests.next_word import LocalNextWordSampler, NextWordConfig
+        from imprint.requests.next_word import LocalNextWordSampler
 
         local = require_local(backend, "next-word weights")
         out = []
         for r in batch:
-            config = NextWordConfig(
-                n=r.n,
-                top_k=r.top_k,
-                temperature=r.temperature,
-                max_word_tokens=r.max_word_tokens,
-                mode=r.mode,
-                min_mass=r.min_mass,
-            )
-            sampler = LocalNextWordSampler(local, config)
+            sampler = LocalNextWordSampler(local, r.config())
             out.append(sampler.distributions(r.text, prefix=r.prefix, rng=r.rng()))
         return out
 

@@ -339,15 +339,7 @@ def next_words_batch(local: Any, batch: Sequence[Any]) -> list[list[WordDist]]:
     out: list[list[WordDist]] = [[] for _ in batch]
     for members in groups.values():
         r = batch[members[0]]
-        config = NextWordConfig(
-            n=r.n,
-            top_k=r.top_k,
-            temperature=r.temperature,
-            max_word_tokens=r.max_word_tokens,
-            mode=r.mode,
-            min_mass=r.min_mass,
-            node_batch=TREE_TOKENS,
-        )
+        config = r.config(node_batch=TREE_TOKENS)
         sampler = BatchedNextWordSampler(local, config)  # P's cache computed once per group
         for part in _by_words(members, [len(split_words(batch[i].text)) for i in members]):
             texts = [batch[i].text for i in part]

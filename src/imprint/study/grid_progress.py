@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from imprint.report.progress import rich_bars
+
 __all__ = ["GridProgress"]
 
 
@@ -15,20 +17,7 @@ class GridProgress:
     def __init__(self, console: Any = None, *, enabled: bool = True) -> None:
         self._bars: Any = None
         if enabled:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._bars = Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[unit]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                console=console,
-            )  # fmt: skip
+            self._bars = rich_bars(console, unit="{task.fields[unit]}")
             self._bars.start()
 
     def __call__(self, label: str, total: int, *, unit: str = "tokens") -> Callable[[int], None]:
