@@ -184,3 +184,66 @@ def test_a_plugin_attack_runs_on_a_plugin_backend_and_a_plugin_benchmark(
     assert manifest["requests"]["target"]["logprobs"]["executed"] == 16  # one pass, both attacks
     metrics = json.loads((out / "metrics.json").read_text())
     assert 0 <= metrics["attacks"]["logp_spread"]["auc"]["estimate"] <= 1
+
+
+OLD_RECIPE = '''
+"""An attack from the previous release's one-file recipe: it overrides score(self, signals)."""
+from dataclasses import dataclass
+
+import numpy as np
+
+from imprint.attacks.base import Attack
+from imprint.signals.needs import Need, SignalSet
+
+
+@dataclass(frozen=True)
+class OldSpread(Attack):
+    summary = "minus the spread of token log p, written for the previous release"
+    paper = "imprint's plugin test"
+
+    def needs(self) -> tuple[Need, ...]:
+        return (Need(),)
+
+    def score(self, signals: SignalSet) -> dict[str, np.ndarray]:
+        return {self.name: np.array([-float(np.std(s.logp)) for s in signals.get()])}
+'''
+
+
+def test_an_attack_overriding_the_old_score_hook_is_refused_at_registration_saying_what_to_rename():
+    """The previous release's recipe overrode ``score(self, signals)``; ``score`` now receives
+    ScoringInputs, so such a class crashed inside the run (AttributeError: 'ScoringInputs'
+    object has no attribute 'get'). It is refused when it is registered, in one line."""
+    from imprint.attacks.base import register
+    from imprint.errors import ConfigError
+
+    namespace: dict[str, object] = {}
+    exec(textwrap.dedent(OLD_RECIPE), namespace)  # noqa: S102 - the plugin's file, verbatim
+    with pytest.raises(ConfigError) as refused:
+        register("old_spread_test")(namespace["OldSpread"])
+    message = str(refused.value)
+    assert "\n" not in message and "old_spread_test" in message
+    assert "score_signals(self, signals)" in message and "rename" in message
+
+
+def test_a_plugin_attack_from_the_old_recipe_is_refused_before_any_work(
+    plugin_env, tiny_model_dir, tmp_path
+):
+    package = Path(plugin_env["PYTHONPATH"].split(os.pathsep)[0]) / "imprint_toy"
+    (package / "old.py").write_text(textwrap.dedent(OLD_RECIPE))
+    (package.parent / "imprint_toy-0.1.dist-info" / "entry_points.txt").write_text(
+        ENTRY_POINTS.replace(
+            "[imprint.backends]", "old_spread = imprint_toy.old:OldSpread\n\n[imprint.backends]"
+        )
+    )
+    ran = _imprint(
+        plugin_env,
+        "run",
+        *("--model", f"toyhf:{tiny_model_dir}", "--data", "toybench:16", "--device", "cpu"),
+        *("--attacks", "loss,old_spread", "--no-blind", "--out", str(tmp_path / "run")),
+        *("--cache", str(tmp_path / "s.sqlite")),
+    )
+    assert ran.returncode != 0
+    output = ran.stderr + ran.stdout  # the run prints its one-line error on stdout
+    error = [line for line in output.splitlines() if "old_spread" in line]
+    assert len(error) == 1 and "rename" in error[0] and "score_signals" in error[0], output
+    assert "Traceback" not in output and not (tmp_path / "run" / "scores.parquet").exists()

@@ -17,6 +17,7 @@ names typed as ``type[Attack]``.
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 import re
 import warnings
@@ -95,8 +96,28 @@ def _check_attack(name: str, obj: Any) -> type[Any]:
         raise ConfigError(
             f"attack {name!r} must be a subclass of imprint.attacks.Attack, got {obj!r}"
         )
+    _refuse_old_score_hook(name, obj)
     obj.name = name  # the column it writes; a subclass of a registered attack gets its own
     return obj
+
+
+def _refuse_old_score_hook(name: str, cls: type[Any]) -> None:
+    """The previous release's recipe overrode ``score(self, signals)``; ``score`` now receives
+    :class:`~imprint.attacks.contract.ScoringInputs`, so such a class would crash inside the run
+    (``'ScoringInputs' object has no attribute 'get'``). Refused here, saying what to rename."""
+    owner = next(c for c in cls.__mro__ if "score" in vars(c))
+    if owner.__module__.startswith("imprint.attacks."):
+        return  # the contract's entry point, or a built-in override that takes ScoringInputs
+    params = list(inspect.signature(owner.score).parameters.values())[1:2]
+    annotation = str(params[0].annotation) if params else ""
+    if params and (
+        params[0].name == "signals" or ("SignalSet" in annotation and "Scoring" not in annotation)
+    ):
+        raise ConfigError(
+            f"attack {name!r} ({cls.__qualname__}) overrides score(self, signals), the previous "
+            "release's hook: rename that method to score_signals(self, signals) (score now "
+            "receives ScoringInputs; see docs/extending.md)"
+        )
 
 
 def _scan_package() -> None:
