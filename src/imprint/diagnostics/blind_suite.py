@@ -36,6 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from imprint.diagnostics import blind as sok
+from imprint.diagnostics.blind_verdict import BlindVerdict, blind_verdict
 from imprint.diagnostics.dates import find_dates
 from imprint.diagnostics.greedy import fit_greedy_ngrams
 from imprint.errors import ConfigError, DataError
@@ -52,6 +53,7 @@ __all__ = [
     "selected_summary",
     "selection_rule",
     "strongest_blind",
+    "suite_verdict",
 ]
 
 TOP_K = 10
@@ -416,32 +418,34 @@ def selected_summary(
     return best, (best.adjusted if m > 1 and best.adjusted else best.summary), m
 
 
-def blind_suite_warning(
-    results: Sequence[BlindSuiteResult], *, delta: float = sok.BLIND_WARN_DELTA
-) -> str | None:
-    """A warning naming the strongest blind classifier when ``|AUC - 0.5| > delta``, else None;
-    its interval is the selection-adjusted one (:func:`selected_summary`)."""
+def suite_verdict(results: Sequence[BlindSuiteResult]) -> BlindVerdict | None:
+    """The three-state blind verdict (:func:`imprint.diagnostics.blind_verdict.blind_verdict`)
+    of the strongest classifier's selection-adjusted AUC interval; None if none was fitted."""
     selected = selected_summary(results)
-    if selected is None or abs(selected[0].auc - 0.5) <= delta:
+    if selected is None:
         return None
     best, summary, m = selected
-    interval = summary.auc
+    return blind_verdict(
+        summary.auc, classifier=best.name, n_classifiers=m, confidence=summary.confidence
+    )
+
+
+def blind_suite_warning(results: Sequence[BlindSuiteResult]) -> str | None:
+    """The run warning: the verdict's reason when its state is ``shift`` (the strongest
+    classifier's selection-adjusted interval lies above 0.5), with its TPR at 1 % FPR and most
+    telling features; None in the other states (:func:`suite_verdict`)."""
+    verdict = suite_verdict(results)
+    selected = selected_summary(results)
+    if verdict is None or selected is None or verdict.state != "shift":
+        return None
+    best, summary, _ = selected
     tpr = summary.tpr_at_fpr.get(0.01)
-    tpr_text = f", TPR {tpr.estimate:.1%} at 1 % FPR" if tpr is not None else ""
+    tpr_text = f" TPR {tpr.estimate:.1%} at 1 % FPR." if tpr is not None else ""
     if 0.01 in summary.tpr_at_fpr and unresolvable((0.01,), summary.n_nonmembers):
-        tpr_text = f", TPR at 1 % FPR not measurable with {summary.n_nonmembers} non-members"
-    level = f"{100 * summary.confidence:.2f}".rstrip("0").rstrip(".") + " %"
-    how = f"Bonferroni {level} interval, strongest of {m}" if m > 1 else f"{level} interval"
+        tpr_text = f" TPR at 1 % FPR not measurable with {summary.n_nonmembers} non-members."
     words = ", ".join(repr(f) for f, _ in best.top_features[:5])
     hint = f" Most telling features: {words}." if words else ""
-    return (
-        f"Blind baseline {best.name} reaches AUC {interval.estimate:.3f} "
-        f"[{interval.low:.3f}, {interval.high:.3f}] ({how}){tpr_text} without the model "
-        f"(out-of-fold, |AUC - 0.5| > {delta}): members and non-members are distinguishable "
-        "from the text alone (distribution shift), so attack AUCs on this benchmark do not "
-        f"measure membership.{hint} Use a randomized split (privacy game) or a benchmark "
-        "whose blind baselines are near 0.5."
-    )
+    return verdict.reason + tpr_text + hint
 
 
 def selection_rule(m: int) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from imprint.diagnostics.blind_verdict import BlindVerdict, blind_verdict
 from imprint.errors import DataError
 from imprint.evaluation import jsonread as js
 from imprint.evaluation.columns import summary_from_dict
@@ -174,6 +175,16 @@ class BlindSuiteMetrics:
     @property
     def best(self) -> BlindClassifierMetrics:
         return self.baselines[self.strongest]
+
+    def verdict(self) -> BlindVerdict:
+        """The three-state blind verdict of the selection-adjusted interval (the one rule,
+        :func:`imprint.diagnostics.blind_verdict.blind_verdict`)."""
+        return blind_verdict(
+            self.selected.auc,
+            classifier=self.strongest,
+            n_classifiers=self.selection.n_classifiers,
+            confidence=self.selection.confidence,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out = self.best.to_dict(with_warning=False)

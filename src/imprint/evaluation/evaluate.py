@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from imprint.data import Sample
-from imprint.diagnostics import BLIND_WARN_DELTA
 from imprint.diagnostics.blind_suite import (
     SPREAD_KIND,
     BlindSuiteResult,
@@ -25,6 +24,7 @@ from imprint.diagnostics.blind_suite import (
     selected_summary,
     selection_rule,
 )
+from imprint.diagnostics.blind_verdict import NO_SHIFT_MARGIN, compare_with_text
 from imprint.errors import DataError
 from imprint.evaluation.columns import as_column
 from imprint.evaluation.comparisons import run_comparisons
@@ -141,8 +141,8 @@ def evaluate_blind(
     document) keeps documents whole in folds and resamples; ``unit`` names what the intervals
     resample (default "texts", or "documents" with ``groups``); ``baselines`` the classifiers
     (default all). Unusable input gives :class:`BlindFailure` (why) for both."""
-    blind, suite, _ = _fit_blind(texts, labels, seed=seed, n_bootstrap=n_bootstrap,
-                                 groups=groups, unit=unit, baselines=baselines)  # fmt: skip
+    blind, suite, _, _ = _fit_blind(texts, labels, seed=seed, n_bootstrap=n_bootstrap,
+                                    groups=groups, unit=unit, baselines=baselines)  # fmt: skip
     return blind, suite
 
 
@@ -160,10 +160,14 @@ def _fit_blind(
     unit: str | None,
     baselines: Sequence[str] | None = None,
 ) -> tuple[
-    BlindClassifierMetrics | BlindFailure, BlindSuiteMetrics | BlindFailure, RocCurve | None
+    BlindClassifierMetrics | BlindFailure,
+    BlindSuiteMetrics | BlindFailure,
+    RocCurve | None,
+    np.ndarray | None,
 ]:
     """:func:`evaluate_blind`, plus the strongest classifier's ROC with its band (from its
-    out-of-fold scores, resampled as the attacks' columns are), for the report's dashed curve."""
+    out-of-fold scores, resampled as the attacks' columns are), for the report's dashed curve,
+    and those out-of-fold scores (shape (n,)) for the attacks' paired comparison with them."""
     unit = unit or ("texts" if groups is None else "documents")
     try:
         results = run_blind_suite(
@@ -175,12 +179,12 @@ def _fit_blind(
             groups=None if groups is None else groups.tolist(),
         )
     except DataError as err:
-        return BlindFailure(str(err)), BlindFailure(str(err)), None
+        return BlindFailure(str(err)), BlindFailure(str(err)), None, None
     selected = selected_summary(results)
     if selected is None:
         errors = "; ".join(f"{r.name}: {r.error}" for r in results)
         failure = BlindFailure(f"no blind baseline could be fitted ({errors})")
-        return failure, failure, None
+        return failure, failure, None, None
     best, summary, m = selected
     curve = roc_with_band(labels, np.asarray(best.scores, dtype=float), n_bootstrap=n_bootstrap,
                           seed=seed, groups=groups, resamples=unit)  # fmt: skip
@@ -196,11 +200,12 @@ def _fit_blind(
         baselines=rows,
     )
     sok = rows.get("sok_bag_of_words")
+    oof = np.asarray(best.scores, dtype=float)
     if sok is None:
-        return BlindFailure("not run"), suite, curve
+        return BlindFailure("not run"), suite, curve, oof
     if sok.summary is None:
-        return BlindFailure(sok.error or "not fitted"), suite, curve
-    return replace(sok, adjusted=None), suite, curve
+        return BlindFailure(sok.error or "not fitted"), suite, curve, oof
+    return replace(sok, adjusted=None), suite, curve, oof
 
 
 def evaluate_scores(
@@ -218,10 +223,10 @@ def evaluate_scores(
     curves = {c: roc_with_band(labels, v, **kwargs, resamples=unit) for c, v in scores.items()}
     blind: BlindClassifierMetrics | BlindFailure | None = None
     suite: BlindSuiteMetrics | BlindFailure | None = None
-    blind_curve = None
+    blind_curve = oof = None
     if config.blind:
         texts = [s.text for s in samples]
-        blind, suite, blind_curve = _fit_blind(
+        blind, suite, blind_curve, oof = _fit_blind(
             texts, labels, seed=config.seed, n_bootstrap=config.n_bootstrap,
             groups=kwargs["groups"], unit=None,
         )  # fmt: skip
@@ -229,9 +234,13 @@ def evaluate_scores(
     if config.breakdown:
         breakdown = breakdown_metrics(samples, scores, config.breakdown, **kwargs)
     compared = run_comparisons(samples, scores, **kwargs)  # every pair, on the same samples
-    metrics = RunMetrics(attacks, (), blind, suite, breakdown, BLIND_WARN_DELTA,
+    metrics = RunMetrics(attacks, (), blind, suite, breakdown, NO_SHIFT_MARGIN,
                          comparisons=compared)  # fmt: skip
     metrics = replace(metrics, roc=_drawn(curves), blind_roc=blind_curve)
+    if isinstance(suite, BlindSuiteMetrics) and oof is not None:
+        text = compare_with_text(labels, scores, oof, blind=suite.strongest,
+                                 groups=kwargs["groups"])  # fmt: skip
+        metrics = replace(metrics, blind_verdict=suite.verdict(), text_comparisons=text)
     return replace(metrics, warnings=run_warnings(metrics, int((labels == 0).sum())))
 
 

@@ -14,7 +14,11 @@ Layout (every figure an ``{"estimate", "low", "high"}`` object, NaN written as n
   either is ``{"error": why}`` (:class:`BlindFailure`) when it could not be fitted;
 - ``breakdown``: per value of a meta field, a column -> :class:`MetricSummary` map or
   ``{"error", "n"}`` for a group lacking a class (:class:`SkippedGroup`);
-- ``blind_warn_delta``: the ``|AUC - 0.5|`` above which the blind warning fires;
+- ``blind_warn_delta``: the no-shift margin of the blind verdict (its interval's upper bound
+  must be at most 0.5 + this for ``no_shift``);
+- ``blind_verdict``: the three-state blind verdict and, under ``attacks``, each score column
+  compared with the strongest blind classifier's out-of-fold scores on the same texts
+  (:mod:`imprint.diagnostics.blind_verdict`; the warning, plot, caption and checks read it);
 - ``comparisons``: every pair of score columns compared on the same samples (what is
   resampled, the number of pairs and the Bonferroni correction; :mod:`.comparisons`);
 - ``roc``: ``columns`` (score column -> step ROC with its bootstrap band) and ``blind`` (the
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from imprint.diagnostics.blind import BLIND_WARN_DELTA
+from imprint.diagnostics.blind_verdict import BlindVerdict, TextComparison
 from imprint.errors import ConfigError, DataError
 from imprint.evaluation import jsonread as js
 from imprint.evaluation.blind_results import (
@@ -144,6 +149,18 @@ class RunMetrics:
     # (imprint.evaluation.curves); what the report draws
     roc: dict[str, RocCurve] = field(default_factory=dict)
     blind_roc: RocCurve | None = None
+    # the one reading of the blind baseline (diagnostics.blind_verdict) and each column's
+    # paired comparison with the strongest blind classifier's out-of-fold scores
+    blind_verdict: BlindVerdict | None = None
+    text_comparisons: dict[str, TextComparison] = field(default_factory=dict)
+
+    def verdict(self) -> BlindVerdict | None:
+        """The blind verdict: the recorded one, or (a folder written before it was recorded)
+        the stored suite's by the same rule; None without a fitted suite."""
+        if self.blind_verdict is not None:
+            return self.blind_verdict
+        suite = self.blind_suite
+        return suite.verdict() if isinstance(suite, BlindSuiteMetrics) else None
 
     def warnings_of(self, kind: WarningKind) -> list[str]:
         """The messages of the warnings of ``kind``."""
@@ -165,6 +182,11 @@ class RunMetrics:
         if self.breakdown is not None:
             out["breakdown"] = self.breakdown.to_dict()
         out["blind_warn_delta"] = self.blind_warn_delta
+        if self.blind_verdict is not None:
+            out["blind_verdict"] = {
+                **self.blind_verdict.to_dict(),
+                "attacks": {c: t.to_dict() for c, t in self.text_comparisons.items()},
+            }
         if self.documents is not None:
             out["documents"] = self.documents.to_dict()
         if self.comparisons is not None:
@@ -196,7 +218,28 @@ class RunMetrics:
             documents=_documents(data, where),
             comparisons=js.optional(data, "comparisons", comparisons_from_dict, where),
             **_curves(data, where),
+            **_verdict(data, where),
         )
+
+
+def _verdict(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """``blind_verdict`` and ``text_comparisons`` from metrics.json (absent in older folders:
+    :meth:`RunMetrics.verdict` then reads the stored suite by the same rule)."""
+    raw = data.get("blind_verdict")
+    if raw is None:
+        return {}
+    at = f"{where}.blind_verdict"
+    raw = js.obj(raw, at)
+    try:
+        verdict = BlindVerdict.from_dict(raw)
+        attacks = js.obj(raw.get("attacks", {}), f"{at}.attacks")
+        compared = {c: TextComparison.from_dict(js.obj(v, f"{at}.attacks[{c!r}]"))
+                    for c, v in attacks.items()}  # fmt: skip
+    except (KeyError, TypeError, ValueError) as err:
+        raise DataError(
+            f"{at} is malformed ({type(err).__name__}: {err}); rerun the evaluation"
+        ) from err
+    return {"blind_verdict": verdict, "text_comparisons": compared}
 
 
 def _curves(data: dict[str, Any], where: str) -> dict[str, Any]:
