@@ -68,8 +68,10 @@ def experiment(
     if check_kind(spec.out, "study", overwrite=overwrite):
         # --overwrite is about to empty a folder imprint did not write: the grid's own checks
         # run first, so a grid the run would refuse never costs the user that folder
+        from imprint.study.checks import check_games, raise_all
         from imprint.study.grid import grid_models, prepare_grid
 
+        raise_all(str(spec.source), check_games(spec))
         prepare_grid(spec, grid_models(spec), executor)
         check_inputs_outside(spec.out, _local_inputs(spec), why="--overwrite would delete the "
                              "folder's contents")  # fmt: skip
@@ -114,7 +116,9 @@ def _build_games(spec: Any, *, progress: bool) -> dict[str, dict[int, Path]]:
         return {}
     from imprint.game.build import build_games
     from imprint.game.config import GameConfig
+    from imprint.study.checks import check_games, raise_all
 
+    raise_all(str(spec.source), check_games(spec))  # every game's problem, named, before training
     built = {}
     for sweep in spec.games:
         config = GameConfig(**{**sweep.config, "epochs": max(sweep.epochs)})

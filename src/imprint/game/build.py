@@ -36,7 +36,14 @@ from imprint.game.start import end_token_id, training_start_token
 from imprint.game.texts import load_pool, pool_fingerprint
 from imprint.game.train import check_trainable, encode_sequences, prepare_model, save_model, train
 
-__all__ = ["MANIFEST", "build_game", "build_games", "default_game_dir", "read_manifest"]
+__all__ = [
+    "MANIFEST",
+    "build_game",
+    "build_games",
+    "check_games",
+    "default_game_dir",
+    "read_manifest",
+]
 
 MANIFEST = "game.json"
 DATA = "data.jsonl"
@@ -173,6 +180,20 @@ def build_games(
     what :func:`build_game` makes for it (see :mod:`imprint.game.train`). With ``out`` and
     several counts, game ``e`` goes to ``out/epochs-e``.
     """
+    counts, plan = check_games(config, epochs)
+    targets = _targets(plan, counts, Path(out) if out is not None else None)
+    todo = [e for e in counts if _needs_build(targets[e], _key_for(plan, e), force=force)]
+    if todo:
+        _build(
+            plan, {e: targets[e] for e in todo}, device=device, console=console, progress=progress
+        )
+    return targets
+
+
+def check_games(config: GameConfig, epochs: Sequence[int]) -> tuple[list[int], BuildPlan]:
+    """What :func:`build_games` checks before any model work (every count's config, DP's
+    single count, the pool's size): the sorted counts and the build plan. ``imprint experiment
+    --plan`` calls it too, so a plan refuses the games its run refuses."""
     counts = sorted(set(epochs))
     if not counts:
         raise ConfigError("epochs must list at least one epoch count")
@@ -189,14 +210,7 @@ def build_games(
                 "to the whole run, so an earlier snapshot has another epsilon. Build each count "
                 "on its own"
             )
-    plan = _plan(config)
-    targets = _targets(plan, counts, Path(out) if out is not None else None)
-    todo = [e for e in counts if _needs_build(targets[e], _key_for(plan, e), force=force)]
-    if todo:
-        _build(
-            plan, {e: targets[e] for e in todo}, device=device, console=console, progress=progress
-        )
-    return targets
+    return counts, _plan(config)
 
 
 # -- the build ------------------------------------------------------------------------------------

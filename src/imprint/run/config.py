@@ -71,6 +71,10 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         # checks of the values alone; what needs the registries or files is resolve()'s
+        if not self.attacks:  # '--attacks ""' would score nothing and exit 0
+            raise ConfigError(
+                "--attacks names no attack; name at least one, e.g. --attacks loss,zlib, or all"
+            )
         if self.on_bad not in ("raise", "drop"):
             raise ConfigError(f"--on-bad must be raise or drop, not {self.on_bad!r}")
         if self.shot_holdout < 0:

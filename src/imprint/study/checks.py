@@ -13,7 +13,7 @@ from imprint.errors import ConfigError
 from imprint.run import resolve
 from imprint.study.spec import ModelEntry, Settings, StudySpec
 
-__all__ = ["check_models", "model_place", "raise_all"]
+__all__ = ["check_games", "check_models", "model_place", "raise_all"]
 
 
 def check_models(
@@ -39,6 +39,23 @@ def check_models(
                 found.append(err)
             else:
                 found.append(ConfigError(f"{spec.source}: {model_place(spec, model, err)}: {err}"))
+    return found
+
+
+def check_games(spec: StudySpec) -> list[Exception]:
+    """Every game sweep its build would refuse before training (a DP game swept over several
+    epoch counts, a pool smaller than pool_size + heldout, ...), by the build's own check
+    (:func:`~imprint.game.build.check_games`), one error each naming the file and the game."""
+    from imprint.errors import DataError
+    from imprint.game.build import check_games as check_build
+    from imprint.game.config import GameConfig
+
+    found: list[Exception] = []
+    for i, sweep in enumerate(spec.games):
+        try:
+            check_build(GameConfig(**{**sweep.config, "epochs": max(sweep.epochs)}), sweep.epochs)
+        except (ConfigError, DataError) as err:
+            found.append(type(err)(f"{spec.source}: games[{i}] ({sweep.name}): {err}"))
     return found
 
 

