@@ -94,3 +94,18 @@ def test_experiment_plan_refuses_a_game_its_run_refuses(
         assert code == 2, output
         assert re.search(r"g\.yaml: " + match, output), output
     assert not (tmp_path / "study" / "games").exists()
+
+
+# -- max_length beyond the model's context --------------------------------------------------------
+
+
+def test_a_max_length_beyond_the_context_is_refused_not_clamped(tiny_model_dir: Path) -> None:
+    """It was clamped to the context (128 here) while the manifest's config kept the value."""
+    from imprint.backends.hf import HFLogprobBackend
+
+    with pytest.raises(ConfigError) as refused:
+        HFLogprobBackend(str(tiny_model_dir), device="cpu", max_length=999_999_999)
+    message = str(refused.value)
+    assert "999999999" in message and "128 tokens" in message and "max_length" in message
+    assert "--max-length" in message and "--model-args" in message
+    assert HFLogprobBackend(str(tiny_model_dir), device="cpu", max_length=128).max_length == 128

@@ -145,7 +145,14 @@ class HFLogprobBackend(Backend):
         # K/V per layer: measured ~20 % off a pass after a 1,000-token prefix. Switched on only
         # around this backend's forwards (see attention()), never for the whole process.
         self.share_kv_heads = self.device.type == "cpu"
-        context = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
+        declared = getattr(model.config, "max_position_embeddings", None)
+        context = int(declared or 2048)
+        if max_length is not None and declared and max_length > context:  # never clamped silently
+            raise ConfigError(
+                f"max_length={max_length} exceeds the context of {spec!r} ({context} tokens); "
+                f"set --max-length (or --model-args max_length) to at most {context}, or leave "
+                "it unset for the model's context"
+            )
         self.max_length = min(max_length or context, context)
         self.stride = stride or self.max_length // 2
         # None = auto: 4,096 on CPU, sized from free device memory on CUDA (backends/budget.py)
