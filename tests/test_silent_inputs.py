@@ -109,3 +109,43 @@ def test_a_max_length_beyond_the_context_is_refused_not_clamped(tiny_model_dir: 
     assert "999999999" in message and "128 tokens" in message and "max_length" in message
     assert "--max-length" in message and "--model-args" in message
     assert HFLogprobBackend(str(tiny_model_dir), device="cpu", max_length=128).max_length == 128
+
+
+# -- a text of zero-width characters only is empty -------------------------------------------------
+
+INVISIBLE = "\u200b\u200c\u200d\ufeff"
+
+
+def test_a_text_of_zero_width_characters_only_is_refused_as_empty(tmp_path: Path) -> None:
+    import json
+
+    from imprint.data.loaders import load_file
+    from imprint.errors import DataError
+
+    rows = [{"text": "a member text", "label": 1}, {"text": INVISIBLE, "label": 0},
+            {"text": "a non-member text", "label": 0}]  # fmt: skip
+    path = tmp_path / "zw.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with pytest.raises(DataError, match=r"line 2.*empty.*invisible"):
+        load_file(path)
+    dropped = load_file(path, on_bad="drop")
+    assert len(dropped.samples) == 2 and dropped.dropped == {"empty text": 1}
+
+
+def test_a_zero_width_line_is_skipped_like_an_empty_line_in_every_txt_pool(tmp_path: Path) -> None:
+    from imprint.data.pools import load_shot_pool
+    from imprint.game.texts import load_pool
+
+    pool = tmp_path / "pool.txt"
+    pool.write_text(f"first text here\n\n{INVISIBLE}\n \u2060\u00ad \nsecond text here\n", "utf-8")
+    shots = load_shot_pool("nonmembers", str(pool))
+    assert [s.text for s in shots] == ["first text here", "second text here"]
+    texts, _, _ = load_pool(str(pool), words=None)
+    assert [s.text for s in texts] == ["first text here", "second text here"]
+
+
+def test_is_blank_keeps_visible_text_and_marks_invisible_text() -> None:
+    from imprint.data.text_checks import is_blank
+
+    assert is_blank("") and is_blank(" \t\n") and is_blank(INVISIBLE) and is_blank("\u2060 \x00")
+    assert not is_blank("a\u200b") and not is_blank("\u0301e") and not is_blank("日本")

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from imprint.cli.common import check_out_file, handle_errors, say, write_json
+from imprint.data.text_checks import is_blank
 from imprint.errors import DataError
 
 __all__ = ["duci", "read_texts"]
@@ -46,7 +47,7 @@ def read_texts(path: Path, option: str) -> tuple[list[str], list[str], list[str]
                     f"{option} {path}:{n}: not JSON ({err.msg}); one object a line"
                 ) from None
         text = row.get("text") if isinstance(row, dict) else None
-        if not isinstance(text, str) or not text.strip():
+        if not isinstance(text, str) or is_blank(text):  # zero-width characters only: blank
             raise DataError(
                 f"{option} {path}:{n}: no non-empty 'text' field; add it or drop the row"
             )

@@ -30,7 +30,7 @@ from imprint.data.loaders import (
     load_file,
 )
 from imprint.data.sample import MEMBER, NON_MEMBER, Sample
-from imprint.data.text_checks import find_lone_surrogate
+from imprint.data.text_checks import find_lone_surrogate, is_blank
 from imprint.errors import DataError
 
 
@@ -144,8 +144,8 @@ def _checked(
         raise DataError(f"on_bad must be 'raise' or 'drop', not {on_bad!r}")
     for pos, row in rows:
         if isinstance(row, str):
-            if not row.strip():
-                row = (R_EMPTY, "empty or whitespace-only text; remove it")
+            if is_blank(row):
+                row = (R_EMPTY, "empty, whitespace-only or only invisible characters; remove it")
             elif found := find_lone_surrogate(row):
                 row = (R_SURROGATE, f"a lone UTF-16 surrogate at character {found[1]}; fix it")
         if isinstance(row, str):

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO, Any, Literal, cast
 from xml.etree.ElementTree import Element, ParseError, XMLPullParser
 
-from imprint.data.text_checks import lone_surrogate_problem
+from imprint.data.text_checks import is_blank, lone_surrogate_problem
 from imprint.errors import ConfigError, DataError, MissingDependencyError
 
 __all__ = [
@@ -280,7 +280,7 @@ def _jsonl_doc(
     except DataError as err:
         _bad(str(err), R_BAD_DATE, on_bad, dropped)
         return None
-    if not text.strip():
+    if is_blank(text):
         dropped[R_EMPTY] += 1
         return None
     doc_id = str(record[id_field]) if id_field else where.rsplit(" ", 1)[-1]
@@ -456,7 +456,7 @@ def _finish(
         dropped[R_REDIRECT] += 1
         return None
     text = wikitext_to_plain(raw, hidden_namespaces=hidden) if markup == "strip" else raw
-    if not text.strip():
+    if is_blank(text):
         dropped[R_EMPTY] += 1
         return None
     doc_id = page.page_id or page.title

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from imprint.data.sample import MEMBER, NON_MEMBER, Sample, text_hash
-from imprint.data.text_checks import lone_surrogate_problem
+from imprint.data.text_checks import is_blank, lone_surrogate_problem
 from imprint.errors import DataError, MissingDependencyError
 
 TEXT_FIELDS: tuple[str, ...] = ("text", "input", "content")
@@ -169,8 +169,12 @@ def _make_sample(record: Mapping[str, Any], fields: _Fields, default_id: str) ->
     text = record[fields.text]
     if not isinstance(text, str):
         raise _BadRow(R_NOT_STR, f"text {text!r} is a {type(text).__name__}, not a string")
-    if not text.strip():
-        raise _BadRow(R_EMPTY, "text is empty or whitespace-only; remove the row or fill it in")
+    if is_blank(text):
+        raise _BadRow(
+            R_EMPTY,
+            "text is empty, whitespace-only or only invisible characters (zero-width, "
+            "format or control); remove the row or fill it in",
+        )
     raw_label = record.get(fields.label)
     if raw_label is None or (isinstance(raw_label, str) and not raw_label.strip()):
         raise _BadRow(

@@ -18,6 +18,7 @@ from imprint.data import loaders
 from imprint.data.benchmarks import resolve_data
 from imprint.data.loaders import LABEL_FIELDS, LoadedData
 from imprint.data.sample import MEMBER, NON_MEMBER, Sample
+from imprint.data.text_checks import is_blank
 from imprint.errors import ConfigError, DataError
 
 __all__ = [
@@ -123,7 +124,7 @@ def _text_lines(path: Path, label: int) -> LoadedData:
     samples = tuple(
         Sample(f"{path.stem}:{i}", line.strip(), label)
         for i, line in enumerate(lines, 1)
-        if line.strip()
+        if not is_blank(line)  # an empty line, or one of zero-width characters only
     )
     if not samples:
         raise DataError(f"pool file {path} has no non-empty lines; one text per line")

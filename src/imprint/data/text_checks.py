@@ -3,8 +3,21 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
+
+#: what a blank text may hold besides white space: format characters (zero-width space and
+#: joiners, the byte-order mark, word joiner, soft hyphen: Unicode category Cf) and control
+#: characters (Cc); a model given such a text scores only its start token
+_INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc"})
+
+
+def is_blank(text: str) -> bool:
+    """True when ``text`` shows nothing: empty, white space, or only invisible characters (a
+    text of zero-width characters passed ``not text.strip()``); every loader's empty check."""
+    return all(c.isspace() or unicodedata.category(c) in _INVISIBLE_CATEGORIES for c in text)
+
 
 # JSON's \ud800-style escapes can carry half of a UTF-16 pair; no UTF-8 text (the sample hash,
 # Parquet, the reports) can hold one, so a row with it is refused where it is read.

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from imprint.data.text_checks import is_blank
 from imprint.errors import ConfigError, DataError, MissingDependencyError
 
 __all__ = [
@@ -189,7 +190,7 @@ def iter_documents(
     for doc in docs:
         if doc is None:
             continue
-        if not doc.strip():
+        if is_blank(doc):  # zero-width characters only count as empty too
             stats.skip(R_EMPTY)
             continue
         stats.documents += 1

@@ -19,6 +19,7 @@ from imprint.backends.scoped import seeded_torch
 from imprint.data import LoadedData, Sample, fingerprint_samples, resolve_data
 from imprint.data.loaders import CSV_SUFFIXES, JSONL_SUFFIXES, PARQUET_SUFFIXES
 from imprint.data.pools import load_unlabelled
+from imprint.data.text_checks import is_blank
 from imprint.errors import ConfigError, DataError
 from imprint.game.start import training_start_token
 
@@ -84,7 +85,7 @@ def load_pool(spec: str, *, words: int | None) -> tuple[list[Sample], LoadedData
         samples = [
             Sample(f"{path.stem}:{i}", line.strip(), 0)
             for i, line in enumerate(lines, 1)
-            if line.strip()
+            if not is_blank(line)  # an empty line, or one of zero-width characters only
         ]
         if not samples:
             raise DataError(f"pool file {spec!r} has no non-empty lines")
