@@ -26,3 +26,36 @@ def test_a_reference_that_is_the_target_is_warned_about(tiny_model_dir, tiny_ref
                                      "--out", str(tmp_path / "other")])  # fmt: skip
     assert other.exit_code == 0, other.output
     assert "is the target itself" not in other.output
+
+
+def test_the_twin_reference_warning_names_which_attacks_read_0_5_and_which_do_not():
+    """Issue 37 item 19: the warning said every reference attack reads 0.5 "by construction"
+    while rmia_offline read 0.694 (its offline scaling a keeps the target's own probability in
+    the score). It now names the constant columns and the ones that still vary."""
+    from dataclasses import dataclass
+
+    import numpy as np
+
+    from imprint.attacks import Attack
+    from imprint.run.score import reference_is_target_warnings
+    from imprint.signals.needs import Need
+
+    @dataclass(frozen=True)
+    class Twin(Attack):
+        def needs(self):
+            return (Need(), Need(model="twin"))
+
+        def columns(self):
+            return ("ref[twin]", "mixed_offline")
+
+    class Fingerprinted:
+        fingerprint = "abcdef0123456789"
+
+    scores = {"ref[twin]": np.zeros(6), "mixed_offline": np.arange(6.0), "loss": np.arange(6.0)}
+    backends = {"target": Fingerprinted(), "twin": Fingerprinted()}
+    ((kind, message),) = reference_is_target_warnings(backends, [Twin()], scores)
+    assert kind == "reference_is_target" and "'twin' is the target itself" in message
+    constant, _, varying = message.partition("still vary")
+    assert "constant, AUC 0.5 by construction: ref[twin]" in constant
+    assert "mixed_offline" in varying and "ref[twin]" not in varying and "loss" not in message
+    assert reference_is_target_warnings({"target": Fingerprinted()}, [Twin()], scores) == ()

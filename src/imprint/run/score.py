@@ -71,8 +71,7 @@ def score(
     timed = TimedExecutor(executor)  # seconds per (role, kind), for the end line and later plans
     try:
         backends = given if given is not None else load_backends(plan, cache)
-        found = same_as_target(backends)  # before any work: a kind to declare fails here
-        _check_kinds(found)
+        _check_kinds((("reference_is_target", ""),))  # before any work: a kind to declare
         requests = model_requests(
             backends, cache, work, config.token_budget, progress, executor=timed
         )
@@ -97,6 +96,7 @@ def score(
             progress=progress,
             executor=timed,
         )
+        found = reference_is_target_warnings(backends, attacks, scores)
         documents = None
         if inputs.split is not None:  # the aggregators' signals, while the store is open
             texts = [s.text for s in samples]
@@ -149,20 +149,53 @@ def _check_kinds(found: tuple[tuple[str, str], ...]) -> None:
             raise AssertionError(f"run warning of unknown kind {kind!r}")  # a kind to declare
 
 
-def same_as_target(backends: dict[str, Backend]) -> tuple[tuple[str, str], ...]:
-    """A ``reference_is_target`` warning for each reference model whose content fingerprint
-    equals the target's: a reference attack against the same model scores every text 0
-    (AUC 0.500 [0.500, 0.500]), which says nothing about membership."""
+def identical_references(backends: dict[str, Backend]) -> tuple[str, ...]:
+    """The reference roles whose content fingerprint equals the target's."""
     target = backends.get("target")
     if target is None:
         return ()
     return tuple(
-        ("reference_is_target", f"reference model {role!r} is the target itself (same content "
-         f"fingerprint {target.fingerprint[:12]}); its reference attacks compare the target "
-         "with itself and read 0.5 by construction. Pass a different --ref model")
+        role
         for role, backend in backends.items()
         if role != "target" and backend.fingerprint == target.fingerprint
-    )  # fmt: skip
+    )
+
+
+def reference_is_target_warnings(
+    backends: dict[str, Any], attacks: list[Attack], scores: dict[str, np.ndarray]
+) -> tuple[tuple[str, str], ...]:
+    """A ``reference_is_target`` warning for each reference model that is the target itself,
+    naming, from the scores, the columns reading it that are constant (the target against
+    itself: AUC 0.500 by construction) and those that still vary (rmia_offline: its offline
+    scaling ((1 + a) Pr_ref + (1 - a)) / 2 is not Pr_target, so the ratio follows the target's
+    own probability)."""
+    out = []
+    for role in identical_references(backends):
+        columns = [c for a in attacks if any(n.model == role for n in a.needs())
+                   for c in a.columns() if c in scores]  # fmt: skip
+        constant = [c for c in columns if _constant(scores[c])]
+        varying = [c for c in columns if c not in constant]
+        parts = [f"reference model {role!r} is the target itself (same content fingerprint "
+                 f"{backends['target'].fingerprint[:12]})"]  # fmt: skip
+        if constant:
+            parts.append("the target scored against itself, constant, AUC 0.5 by construction: "
+                         + ", ".join(constant))  # fmt: skip
+        if varying:
+            parts.append(
+                "still vary, because they combine the reference with other terms (rmia_offline's "
+                "offline scaling a, population texts, a fitted model) and so rank texts by the "
+                "target's own probabilities, not by what a different model adds: "
+                + ", ".join(varying)
+            )
+        parts.append("pass a different --ref model (or --references set)")
+        out.append(("reference_is_target", "; ".join(parts)))
+    return tuple(out)
+
+
+def _constant(values: np.ndarray) -> bool:
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    return finite.size == 0 or bool(np.ptp(finite) == 0)
 
 
 def describe_models(plan: RunPlan, backends: dict[str, Backend]) -> dict[str, Any]:
