@@ -48,6 +48,8 @@ KINDS = {
     "perturb": "an imprint perturb folder",
     "overlap": "an n-gram index folder",
     "game": "a privacy game folder",
+    "canaries": "an imprint canaries folder",  # holds the secret mask: never replaced
+    "audit": "an imprint audit folder",
 }
 
 
@@ -71,6 +73,8 @@ def output_kind(folder: Path) -> str | None:
         return str(marked)
     if (folder / "game.json").is_file():
         return "game"
+    if (earlier := _earlier_audit_kind(folder)) is not None:
+        return earlier
     if (folder / "cells").is_dir() and any(
         (folder / name).exists() for name in ("invocations.jsonl", "runs", "cache.sqlite")
     ):
@@ -81,6 +85,18 @@ def output_kind(folder: Path) -> str | None:
         return None
     if isinstance(manifest, dict) and manifest.get("kind") == "imprint temporal benchmark":
         return "temporal"
+    return None
+
+
+def _earlier_audit_kind(folder: Path) -> str | None:
+    """Canaries and audit folders written before the marker, by their own JSON files."""
+    for name, key, kind in (("mask.json", "imprint_canary_mask", "canaries"),
+                            ("audit.json", "imprint_audit", "audit")):  # fmt: skip
+        try:
+            if key in json.loads((folder / name).read_text(encoding="utf-8")):
+                return kind
+        except (OSError, ValueError, TypeError):
+            continue
     return None
 
 

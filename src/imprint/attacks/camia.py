@@ -347,6 +347,7 @@ def combine(p: np.ndarray, method: str = "fisher") -> np.ndarray:
 @register("camia")
 @dataclass(frozen=True)
 class CAMIA(Attack):
+    takes_held_out: ClassVar[bool] = True
     vocab_stats: ClassVar[bool] = False  # per-token log p only: vLLM serves it
     n_reference: int = 10
     combine: str = "fisher"

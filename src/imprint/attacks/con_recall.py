@@ -43,6 +43,7 @@ def con_recall_score(
 @register("con_recall")
 @dataclass(frozen=True)
 class ConRecall(Attack):
+    takes_held_out: ClassVar[bool] = True
     vocab_stats: ClassVar[bool] = False  # per-token log p only: vLLM serves it
     n_shots: int = 10
     gamma: float = 0.5

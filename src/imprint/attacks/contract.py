@@ -129,6 +129,9 @@ class Attack:
     # one sentence each, what differs and why; printed by ``imprint attacks``, written to the
     # manifest (``attack_deviations``) and listed in the README
     deviations: ClassVar[tuple[str, ...]] = ()
+    # takes the run's held-out non-members (shots, fitting texts: imprint.attacks.shots), which
+    # leave the evaluation; a command that must score every text (imprint audit) refuses it
+    takes_held_out: ClassVar[bool] = False
 
     @classmethod
     def unavailable_reason(cls, run: RunContext) -> str | None:

@@ -101,6 +101,7 @@ def _auc(labels: np.ndarray, scores: np.ndarray) -> float:
 @register("probe")
 @dataclass(frozen=True)
 class Probe(Attack):
+    takes_held_out: ClassVar[bool] = True
     access: ClassVar[Access] = Access.WHITE_BOX
     n_train: int = 10
     ft_epochs: int = 2

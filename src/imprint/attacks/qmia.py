@@ -108,6 +108,7 @@ def principal_components(x: np.ndarray, k: int) -> Any:
 @register("qmia")
 @dataclass(frozen=True)
 class QMIA(Attack):
+    takes_held_out: ClassVar[bool] = True
     vocab_stats: ClassVar[bool] = False  # per-token log p only: vLLM serves it
     alpha: float = 0.1
     n_train: int = 10

@@ -58,6 +58,7 @@ def check_shots(attack: str, n_shots: int, separator: str) -> None:
 @register("recall")
 @dataclass(frozen=True)
 class Recall(Attack):
+    takes_held_out: ClassVar[bool] = True
     vocab_stats: ClassVar[bool] = False  # per-token log p only: vLLM serves it
     n_shots: int = 10
     separator: str = "\n\n"

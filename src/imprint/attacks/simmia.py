@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -153,6 +153,7 @@ def word_scores(
 @register("simmia")
 @dataclass(frozen=True)
 class SimMIA(ModelCallAttack):
+    takes_held_out: ClassVar[bool] = True
     n_samples: int = 100
     n_shots: int = 7
     separator: str = "\n\n"

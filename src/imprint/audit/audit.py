@@ -11,6 +11,9 @@ computed at ``beta / (attacks x grid)``, so the reported maximum holds at ``1 - 
 from __future__ import annotations
 
 import json
+import math
+import os
+import secrets
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,8 +32,6 @@ __all__ = ["AUDIT", "AuditResult", "audit_game", "audit_model", "bounds_for", "g
 AUDIT = "audit.json"
 PLOT = "audit_bound.png"
 LABELLED = "canaries-labelled.jsonl"
-#: What an audit folder holds (an interrupted audit's folder too): only these are replaced.
-OWN = {AUDIT, PLOT, LABELLED, "run"}
 DEFAULT_ATTACKS = ("loss", "zlib", "min_k", "min_k_pp")
 
 
@@ -100,28 +101,89 @@ def bounds_for(
     )  # fmt: skip
 
 
-def _check_out(out: Path, *, overwrite: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file; pass a folder path")
-    if out.is_dir() and any(out.iterdir()):
-        if not {p.name for p in out.iterdir()} <= OWN:
-            raise ConfigError(f"--out {out} is not empty and holds no audit; pass a new folder")
-        if not overwrite:
-            raise ConfigError(f"--out {out} holds an audit; pass --overwrite to replace it")
+def check_out(out: Path, *, overwrite: bool, inputs: Sequence[tuple[str, str]] = ()) -> Path:
+    """Refuse, before any work, an ``--out`` the audit cannot or must not replace whole (the
+    shared rule of :func:`imprint.outdir.check_kind`: another imprint output, e.g. the canaries
+    with their secret mask, never; a folder imprint did not write or an earlier audit only with
+    ``overwrite``), one holding an input, or one where nothing can be made. Returns it absolute.
+    """
+    from imprint.outdir import check_inputs_outside, check_kind, check_writable, output_kind
+
+    out = Path(os.path.abspath(out))
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise ConfigError(f"--out {out} is a file or a link; pass a folder path (a new one)")
+    if out == Path.cwd() or out in Path.cwd().parents:
+        raise ConfigError(f"--out {out} is the current folder or one above it; pass a new folder")
+    check_kind(out, "audit", overwrite=overwrite)
+    if not overwrite and output_kind(out) == "audit":
+        raise ConfigError(f"--out {out} holds an earlier audit; pass a new folder, or add "
+                          "--overwrite to replace it")  # fmt: skip
+    check_inputs_outside(out, inputs, why="the audit replaces its --out folder whole")
+    check_writable(out)
+    return out
+
+
+def check_attacks(names: Sequence[str]) -> tuple[str, ...]:
+    """The ``--attack`` names, refused before any work when unknown or when the attack takes
+    texts out of the evaluation (held-out shots): an audit's bound needs every canary scored."""
+    from imprint.attacks.base import get_attack_class
+
+    if not names:
+        raise ConfigError("--attack names no attack; pass e.g. --attack loss,zlib")
+    for name in names:
+        if name == "all":
+            continue  # expanded by the run to what it can serve: never a shot-taking attack
+        try:
+            cls = get_attack_class(name)
+        except ConfigError as err:
+            raise ConfigError(f"--attack: {err}") from None
+        if cls.takes_held_out:
+            raise ConfigError(
+                f"--attack {name}: it takes held-out non-members (its shots or fitting texts) "
+                "out of the evaluation, and an audit scores every canary (the bound counts "
+                f"them all). Pass attacks that need only the model, e.g. --attack "
+                f"{','.join(DEFAULT_ATTACKS)}"
+            )
+    return tuple(dict.fromkeys(names))
+
+
+def check_grid(grid: Sequence[int] | None, m: int) -> tuple[int, ...] | None:
+    """``--guesses``: distinct numbers in 1..m (a number listed twice would be paid for twice in
+    the Bonferroni correction), checked before any work."""
+    if grid is None:
+        return None
+    if len(set(grid)) != len(grid):
+        raise ConfigError(f"--guesses {','.join(map(str, grid))} lists a number twice; list "
+                          "each number of guesses once")  # fmt: skip
+    if not grid or any(g < 1 or g > m for g in grid):
+        raise ConfigError(f"--guesses {','.join(map(str, grid))}: each must be in 1..{m} (the "
+                          "canaries), e.g. --guesses 10,20")  # fmt: skip
+    return tuple(grid)
+
+
+def check_delta(delta: float, claimed: dict[str, Any] | None) -> None:
+    """``--delta`` in [0, 1) and the claim's own delta (before any work)."""
+    if not (math.isfinite(delta) and 0 <= delta < 1):
+        raise ConfigError(f"--delta {delta}: use a number in [0, 1), e.g. --delta 1e-5")
+    if claimed is not None and claimed.get("delta") != delta:
+        raise ConfigError(
+            f"the bound's delta {delta:g} must be the claim's ({claimed.get('delta')}): "
+            "give the delta your training claims (imprint audit --delta D)"
+        )
 
 
 def _score(
     model: str,
     canaries: CanarySet,
-    out: Path,
+    folder: Path,
     attacks: Sequence[str],
     run: dict[str, Any],
-    console: Any,
 ) -> dict[str, np.ndarray]:
-    """Each attack's score per canary (file order), from one ordinary run on the canaries."""
+    """Each attack's score per canary (file order), from one ordinary run on the canaries in
+    ``folder`` (the audit's staging folder)."""
     from imprint.run import RunConfig, execute_run
 
-    data = out / LABELLED
+    data = folder / LABELLED
     with data.open("w", encoding="utf-8") as fh:
         for i, t, b in zip(canaries.ids, canaries.texts, canaries.included, strict=True):
             fh.write(json.dumps({"id": i, "text": t, "label": int(b)}, ensure_ascii=False) + "\n")
@@ -132,12 +194,13 @@ def _score(
     config = RunConfig(
         model=model,
         data=str(data),
-        out=out / "run",
+        out=folder / "run",
         attacks=tuple(attacks),
         blind=False,
         dedupe=False,
         overwrite=True,
         shared_args=shared,
+        shot_holdout=0,  # every canary is scored: no attack here takes shots (check_attacks)
         **run,
     )
     from rich.console import Console
@@ -147,10 +210,25 @@ def _score(
     # a data file's rows get file:line ids; the canary's own id is kept in meta
     position = {str(s.meta.get("id", s.id)): k for k, s in enumerate(result.samples)}
     missing = [i for i in canaries.ids if i not in position]
-    if missing:
+    if missing:  # a guard: nothing in an audit's run leaves a canary out
         raise DataError(f"{len(missing)} canaries were not scored (e.g. {missing[0]!r})")
     order = np.array([position[i] for i in canaries.ids])
     return {name: np.asarray(s, dtype=float)[order] for name, s in result.scores.items()}
+
+
+def _publish(staged: Path, out: Path, *, overwrite: bool) -> None:
+    """Move the finished audit into place: an empty ``out``, or (checked again now) a folder
+    ``overwrite`` may replace, is moved aside and removed once the audit is there."""
+    from imprint.outdir import discard
+
+    check_out(out, overwrite=overwrite)
+    if out.exists():
+        aside = out.parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
+        os.rename(out, aside)
+        os.rename(staged, out)
+        discard(aside)
+    else:
+        os.rename(staged, out)
 
 
 def audit_model(
@@ -167,33 +245,52 @@ def audit_model(
     overwrite: bool = False,
     run: dict[str, Any] | None = None,
     console: Any = None,
+    inputs: Sequence[tuple[str, str]] = (),
 ) -> AuditResult:
     """Score ``canaries`` on ``model`` with ``attacks``, write ``OUT/audit.json`` and the plot.
 
     ``claimed``: the DP guarantee to compare with (``{"epsilon": E, "delta": D}``); ``delta``
     is the delta of the bound (the claimed one). ``repetitions``: copies of each included
     canary in training (1 for ``imprint canaries make``'s). ``run``: more RunConfig fields, and
-    ``device`` (given to every model as the command line's ``--device`` is).
+    ``device`` (given to every model as the command line's ``--device`` is). ``inputs``: more
+    ``(flag, path)`` the audit reads (the canaries, a game), never inside ``out``. Everything is
+    checked before any work, and ``out`` is written whole or not at all.
     """
-    out = Path(out)
-    _check_out(out, overwrite=overwrite)
+    from imprint.backends.models import default_cache_path
+    from imprint.outdir import discard, mark_output, staging_dir
+    from imprint.requests.store import check_store_path
+
+    # every check before any work: a failed audit leaves nothing, so its rerun is not refused
+    out = check_out(Path(out), overwrite=overwrite, inputs=[("--model", model), *inputs])
     if len(canaries.ids) < 2 or canaries.included.all() or not canaries.included.any():
         raise DataError("the canaries need both included and excluded ones (about half each)")
+    attacks, grid = check_attacks(attacks), check_grid(grid, len(canaries.ids))
+    check_delta(delta, claimed)
+    if not 0 < beta < 1:
+        raise ConfigError(f"--confidence {1 - beta}: use a number in (0, 1), e.g. 0.95")
+    check_store_path(Path((run or {}).get("cache") or default_cache_path()))
     started = time.time()
-    out.mkdir(parents=True, exist_ok=True)
-    scores = _score(model, canaries, out, attacks, dict(run or {}), console)
-    result = bounds_for(
-        scores, canaries.included, beta=beta, delta=delta, grid=grid, claimed=claimed,
-        repetitions=repetitions,
-    )  # fmt: skip
-    record = {
-        "imprint_audit": 1,
-        "model": model,
-        **result.to_dict(),
-        "wall_s": round(time.time() - started, 2),
-    }
-    (out / AUDIT).write_text(json.dumps(record, indent=2), encoding="utf-8")
-    plot_bound(result, out / PLOT)
+    staged = staging_dir(out)  # written whole or not at all (imprint.outdir)
+    try:
+        scores = _score(model, canaries, staged, attacks, dict(run or {}))
+        result = bounds_for(
+            scores, canaries.included, beta=beta, delta=delta, grid=grid, claimed=claimed,
+            repetitions=repetitions,
+        )  # fmt: skip
+        record = {
+            "imprint_audit": 1,
+            "model": model,
+            **result.to_dict(),
+            "wall_s": round(time.time() - started, 2),
+        }
+        text = json.dumps(record, indent=2, allow_nan=False)  # strict JSON, never NaN
+        (staged / AUDIT).write_text(text, encoding="utf-8")
+        plot_bound(result, staged / PLOT)
+        mark_output(staged, "audit")
+        _publish(staged, out, overwrite=overwrite)
+    except BaseException:
+        discard(staged)
+        raise
     print_audit(result, console=console)
     return result
 
@@ -201,21 +298,22 @@ def audit_model(
 def audit_game(folder: Path, out: Path, **options: Any) -> AuditResult:
     """Audit a game built with one-run canaries (``--canary-inclusion bernoulli``); the DP
     claim, if any, is read from ``game.json``."""
-    from imprint.game.build import read_manifest
+    from imprint.game.build import manifest_problem, read_manifest
 
-    manifest = read_manifest(Path(folder))
-    if manifest is None:
-        raise DataError(f"{folder} is not a complete game folder (no game.json)")
+    folder = Path(folder)
+    if not folder.is_dir() or (problem := manifest_problem(folder)) is not None:
+        why = "it is not a folder" if not folder.is_dir() else problem
+        raise DataError(f"--game {folder} is not a complete game folder ({why}); build one with "
+                        "imprint game build --canary-inclusion bernoulli --out DIR")  # fmt: skip
+    manifest = read_manifest(folder)
+    assert manifest is not None  # manifest_problem said it is complete
     config = manifest["config"]
     if config.get("canary_inclusion", "split") != "bernoulli":
         raise ConfigError(
             f"game {folder} split its canaries into fixed halves; the one-run bound needs each "
             "canary in by its own coin. Build it with --canary-inclusion bernoulli"
         )
-    rows = [json.loads(x) for x in (Path(folder) / "data.jsonl").read_text().splitlines()]
-    canaries = [r for r in rows if r["meta"]["kind"] == "canary"]
-    included = np.array([r["label"] == 1 for r in canaries], dtype=bool)
-    ids, texts = tuple(r["id"] for r in canaries), tuple(r["text"] for r in canaries)
+    ids, texts, included = _game_canaries(folder)
     dp = manifest.get("dp")
     claimed = None
     if dp:  # the accountant's epsilon as trained, and the target asked for
@@ -233,5 +331,29 @@ def audit_game(folder: Path, out: Path, **options: Any) -> AuditResult:
         out,
         claimed=claimed,
         repetitions=int(repetitions),
+        inputs=[("--game", str(folder))],
         **options,
     )
+
+
+def _game_canaries(folder: Path) -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
+    """The game's canaries (ids, texts, trained-on mask) from its data.jsonl, which must be the
+    data the game was built with (game.json's data_fingerprint: an edited label would move a
+    canary between in and out, and the bound would be about labels, not training)."""
+    from imprint.data import Sample
+    from imprint.data.loaders import json_objects
+    from imprint.game.build import DATA
+    from imprint.game.schemes import check_game_data
+
+    rows = [row for _, row in json_objects(folder / DATA)]
+    try:
+        samples = [Sample(r["id"], r["text"], r["label"]) for r in rows]
+        canaries = [r for r in rows if r["meta"]["kind"] == "canary"]
+    except (KeyError, TypeError, ValueError) as err:
+        raise DataError(
+            f"--game {folder}: {folder / DATA} is not a game's data ({err!r} missing or "
+            "malformed); rebuild the game with --force"
+        ) from None
+    check_game_data(folder, samples, f"--game {folder}")
+    included = np.array([r["label"] == 1 for r in canaries], dtype=bool)
+    return tuple(r["id"] for r in canaries), tuple(r["text"] for r in canaries), included

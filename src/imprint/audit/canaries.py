@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from imprint.errors import ConfigError, DataError
+from imprint.outdir import mark_output
 
 __all__ = [
     "CANARIES",
@@ -134,6 +135,7 @@ def write_canaries(out: Path, texts: list[str], *, seed: int, info: dict[str, An
         **info,
     }
     (out / MASK).write_text(json.dumps(mask, indent=2), encoding="utf-8")
+    mark_output(out, "canaries")  # no other command's --overwrite deletes the secret mask
     return CanarySet(tuple(ids), tuple(texts), included, mask)
 
 
@@ -144,18 +146,26 @@ def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:
+    from imprint.data.loaders import json_objects  # the data loaders' reading, errors and all
+
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError as err:
-            raise DataError(f"{path} line {n} is not JSON ({err})") from err
-        if not isinstance(row, dict) or not isinstance(row.get("text"), str) or "id" not in row:
-            raise DataError(f"{path} line {n}: each canary needs an 'id' and a 'text'")
+    for n, row in json_objects(path):
+        if not isinstance(row.get("text"), str) or "id" not in row:
+            raise DataError(f"{path}: line {n}: each canary needs an 'id' and a 'text'")
         rows.append(row)
     return rows
+
+
+def _included_ids(info: dict[str, Any], mask_path: Path) -> set[str]:
+    """The ids the mask says were trained on; a mask whose ``included`` is not a list of ids
+    (null, a string, a number: edited or damaged) is refused, never read as "none"."""
+    listed = info.get("included")
+    if not isinstance(listed, list) or not all(isinstance(i, str | int) for i in listed):
+        raise DataError(
+            f"mask {mask_path}: 'included' must be the list of canary ids that were trained on, "
+            f"got {json.dumps(listed)[:40]}; pass the mask.json imprint canaries make wrote"
+        )
+    return set(map(str, listed))
 
 
 def load_canaries(folder: Path, *, mask: Path | None = None) -> CanarySet:
@@ -169,8 +179,9 @@ def load_canaries(folder: Path, *, mask: Path | None = None) -> CanarySet:
     ids, texts = [str(r["id"]) for r in rows], [r["text"] for r in rows]
     try:
         info = json.loads(mask_path.read_text(encoding="utf-8"))
-    except ValueError as err:
-        raise DataError(f"mask {mask_path} is not JSON ({err})") from err
+    except ValueError as err:  # a UnicodeDecodeError too
+        raise DataError(f"mask {mask_path} is not JSON ({err}); pass the mask.json imprint "
+                        "canaries make wrote") from err  # fmt: skip
     if not isinstance(info, dict) or info.get("imprint_canary_mask") != MASK_FORMAT:
         raise DataError(f"{mask_path} is not an imprint canary mask (imprint canaries make)")
     found = canary_fingerprint(ids, texts)
@@ -180,7 +191,7 @@ def load_canaries(folder: Path, *, mask: Path | None = None) -> CanarySet:
             f"{info.get('canaries_fingerprint')}, the file is {found}); pass the mask written "
             "with these canaries"
         )
-    inside = set(map(str, info.get("included", [])))
+    inside = _included_ids(info, mask_path)
     if not inside <= set(ids):
         raise DataError(f"mask {mask_path} names {len(inside - set(ids))} id(s) not in {path}")
     included = np.array([i in inside for i in ids], dtype=bool)

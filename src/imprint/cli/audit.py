@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -52,13 +53,19 @@ def make(
     from imprint.audit.canaries import DESIGNS, canary_seeds, make_canary_texts, write_canaries
     from imprint.backends.models import load_causal_lm
     from imprint.errors import ConfigError
+    from imprint.outdir import check_writable
 
     if n < 2:
         raise ConfigError(f"--n {n}: a one-run audit needs at least 2 canaries (hundreds help)")
     if design not in DESIGNS:
         raise ConfigError(f"--design {design!r}: use one of {', '.join(DESIGNS)}")
+    if words < 1:
+        raise ConfigError(f"--words {words}: a canary needs at least 1 word, e.g. --words 12")
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise ConfigError(f"--temperature {temperature}: use a positive number, e.g. 1.5")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"--out {out} exists and is not an empty folder; pass a new folder")
+    check_writable(out)  # before the model loads: a place where no folder can be made
     loaded, tokenizer = load_causal_lm(model, dtype="float32", device=device)
     text_seed, coin_seed = canary_seeds(seed)
     texts = make_canary_texts(
@@ -119,6 +126,13 @@ def audit(
 
     if not 0 < confidence < 1:
         raise ConfigError(f"--confidence {confidence}: use a number in (0, 1), e.g. 0.95")
+    if delta is not None and not (math.isfinite(delta) and 0 <= delta < 1):
+        raise ConfigError(f"--delta {delta}: use a number in [0, 1), e.g. --delta 1e-5")
+    if dp_epsilon is not None and not (math.isfinite(dp_epsilon) and dp_epsilon >= 0):
+        raise ConfigError(
+            f"--dp-epsilon {dp_epsilon}: the epsilon your training claims is a finite number "
+            ">= 0, e.g. --dp-epsilon 8 (an unbounded claim claims nothing: drop --dp-epsilon)"
+        )
     options: dict[str, Any] = {
         "attacks": tuple(parse_list(attack, option="--attack", example="loss,zlib")),
         "beta": 1 - confidence,
@@ -153,5 +167,6 @@ def audit(
                 )
             claimed = {"epsilon": dp_epsilon, "delta": delta}
         found = load_canaries(canaries, mask=mask)
-        audit_model(model, found, out, delta=delta or 0.0, claimed=claimed, **options)
+        read = [("--canaries", str(canaries))] + ([("--mask", str(mask))] if mask else [])
+        audit_model(model, found, out, delta=delta or 0.0, claimed=claimed, inputs=read, **options)
     say(f"audit: {out}/audit.json, plot {out}/audit_bound.png, the run in {out}/run")

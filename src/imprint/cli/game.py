@@ -135,6 +135,12 @@ def build(
     k = options.pop("reference_models")
     if not 0 <= k <= 256:  # checked before the game trains, not after
         raise typer.BadParameter(f"{k}: use 0 (none) to 256", param_hint="--reference-models")
+    if dp_epsilon is not None and not 0 < dp_epsilon < float("inf"):
+        raise typer.BadParameter(
+            f"{dp_epsilon}: DP-SGD's target epsilon is a positive finite number, e.g. 8 (drop "
+            "--dp-epsilon to train without DP)",
+            param_hint="--dp-epsilon",
+        )
     folder = build_game(_game_config(options), out=out, force=force, device=device, console=console)
     say(f"game: {folder}")
     refs = ""
@@ -165,9 +171,14 @@ def _game_config(options: dict[str, Any]) -> Any:
 
 
 def _doc_sequences(unit: str, k: int) -> int:
-    """GameConfig.doc_sequences for ``--unit``: 0 for a game of single texts."""
+    """GameConfig.doc_sequences for ``--unit``: 0 for a game of single texts (so ``--unit
+    document`` needs k >= 1: 0 would silently build a game of single texts)."""
     if unit not in ("sequence", "document"):
         raise typer.BadParameter(f"{unit!r}: use sequence or document", param_hint="--unit")
+    if unit == "document" and k < 1:
+        raise typer.BadParameter(
+            f"{k}: a document has at least 1 sequence (e.g. 10)", param_hint="--doc-sequences"
+        )
     return k if unit == "document" else 0
 
 

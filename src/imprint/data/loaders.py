@@ -310,6 +310,16 @@ def _jsonl_rows(data: bytes) -> Iterator[_Row]:
         yield lineno, record
 
 
+def json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each non-blank line of a JSON-lines file, read as the
+    loaders read one; a line that is not UTF-8, not JSON or not an object raises
+    :class:`DataError` naming the file, the line and the fix."""
+    for lineno, row in _jsonl_rows(path.read_bytes()):
+        if isinstance(row, _BadRow):
+            raise DataError(f"{path}: line {lineno}: {row.detail}")
+        yield lineno, row
+
+
 def _json_array_rows(data: bytes, path: Path) -> Iterator[_Row]:
     try:
         records = json.loads(data.decode("utf-8-sig"))

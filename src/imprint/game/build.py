@@ -35,6 +35,7 @@ from imprint.game.records import make_records
 from imprint.game.start import end_token_id, training_start_token
 from imprint.game.texts import load_pool, pool_fingerprint
 from imprint.game.train import check_trainable, encode_sequences, prepare_model, save_model, train
+from imprint.outdir import check_writable
 
 __all__ = [
     "MANIFEST",
@@ -42,6 +43,7 @@ __all__ = [
     "build_games",
     "check_games",
     "default_game_dir",
+    "manifest_problem",
     "read_manifest",
 ]
 
@@ -62,6 +64,23 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and data.get("complete") else None
+
+
+def manifest_problem(folder: Path) -> str | None:
+    """Why ``folder`` holds no complete game (no manifest, an unreadable or truncated one, an
+    interrupted build's), said so that the error names the real cause; None when it does."""
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        return f"it has no {MANIFEST}"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        return f"its {MANIFEST} cannot be read ({err.strerror or err})"
+    except ValueError as err:  # a UnicodeDecodeError too
+        return f"its {MANIFEST} is not valid JSON (truncated or edited? {err})"
+    if not isinstance(data, dict) or not data.get("complete"):
+        return f"its {MANIFEST} is not a complete game's manifest"
+    return None
 
 
 def _plan(config: GameConfig) -> BuildPlan:
@@ -183,6 +202,9 @@ def build_games(
     counts, plan = check_games(config, epochs)
     targets = _targets(plan, counts, Path(out) if out is not None else None)
     todo = [e for e in counts if _needs_build(targets[e], _key_for(plan, e), force=force)]
+    for e in todo:  # before training, not when the trained game is written
+        where = "--out" if out is not None else "IMPRINT_CACHE_DIR (games go to <cache>/games)"
+        check_writable(targets[e], where)
     if todo:
         _build(
             plan, {e: targets[e] for e in todo}, device=device, console=console, progress=progress

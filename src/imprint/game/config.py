@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -51,8 +52,8 @@ def _positive_int(value: Any, name: str, *, minimum: int = 1) -> None:
 
 
 def _positive_float(value: Any, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ConfigError(f"{name} must be a positive number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise ConfigError(f"{name} must be a positive finite number, got {value!r}")
 
 
 @dataclass(frozen=True)

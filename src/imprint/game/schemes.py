@@ -7,15 +7,16 @@ can be broken down by ``group``, ``kind``, ``repetitions`` or ``split``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from imprint.data import LoadedData, load_file
+from imprint.data import LoadedData, Sample, fingerprint_samples, load_file
 from imprint.errors import ConfigError, DataError
-from imprint.game.build import DATA, HELDOUT, MANIFEST, MODEL, read_manifest
+from imprint.game.build import DATA, HELDOUT, MODEL, manifest_problem, read_manifest
 
-__all__ = ["game_dir", "game_model_spec", "load_game_data", "load_game_heldout"]
+__all__ = ["check_game_data", "game_dir", "game_model_spec", "load_game_data", "load_game_heldout"]
 
 
 def game_dir(arg: str, *, error: type[Exception] = ConfigError) -> Path:
@@ -26,10 +27,9 @@ def game_dir(arg: str, *, error: type[Exception] = ConfigError) -> Path:
             f"game:{arg}: {folder} is not a folder; pass game:DIR with DIR a folder made by "
             "`imprint game build --out DIR`"
         )
-    if read_manifest(folder) is None:
-        what = "has an incomplete or unreadable" if (folder / MANIFEST).exists() else "has no"
+    if (problem := manifest_problem(folder)) is not None:
         raise error(
-            f"game:{arg}: {folder} is not an imprint game ({what} {MANIFEST}); build one with "
+            f"game:{arg}: {folder} is not an imprint game ({problem}); build one with "
             f"`imprint game build --out {folder}` (with --force to replace a broken one)"
         )
     for part in (MODEL, DATA):
@@ -56,7 +56,21 @@ def load_game_data(arg: str, **field_kwargs: Any) -> LoadedData:
         if isinstance(nested, dict):
             meta.update(nested)
         samples.append(replace(s, meta=meta))
+    check_game_data(folder, samples, f"game:{arg}")
     return replace(loaded, samples=tuple(samples), source=f"game:{arg}")
+
+
+def check_game_data(folder: Path, samples: Sequence[Sample], where: str) -> None:
+    """Refuse a game whose ``data.jsonl`` (``samples``, in file order) is not what it was built
+    with: game.json's ``data_fingerprint`` (ids, texts, labels) differs, e.g. a label edited."""
+    manifest = read_manifest(folder)
+    recorded = manifest.get("data_fingerprint") if manifest else None
+    if recorded is not None and fingerprint_samples(samples) != recorded:
+        raise DataError(
+            f"{where}: {folder / DATA} is not the data this game was built with (its ids, texts "
+            f"and labels do not give game.json's data_fingerprint: edited?); restore it, or "
+            f"rebuild the game with `imprint game build --force --out {folder}`"
+        )
 
 
 def load_game_heldout(arg: str, **field_kwargs: Any) -> LoadedData:

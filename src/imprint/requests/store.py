@@ -212,6 +212,22 @@ def _check_file(path: Path) -> None:
         )
 
 
+def check_store_path(path: Path) -> None:
+    """Refuse, before any work, a store path that is not an imprint store (see
+    :func:`_check_file`) or lies where no file can be made (a read-only place): the one check
+    of every command's ``--cache`` and ``IMPRINT_CACHE_DIR``."""
+    from imprint.outdir import check_writable
+
+    _check_file(path)
+    try:
+        check_writable(path, "signal cache")
+    except ConfigError as err:
+        raise ConfigError(
+            f"{err}: pass --cache a file in a writable folder, or set IMPRINT_CACHE_DIR to one "
+            "(the default cache is IMPRINT_CACHE_DIR/signals.sqlite)"
+        ) from None
+
+
 def _check_tables(conn: sqlite3.Connection, path: Path) -> set[str]:
     """Refuse an SQLite file of something else, or an imprint cache of another layout."""
     rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
@@ -242,14 +258,17 @@ def _connect(path: Path | None) -> sqlite3.Connection:
         conn.executescript(_SCHEMA)
         _set_version(conn, path)
         return conn
-    _check_file(path)
+    check_store_path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ConfigError(
             f"signal cache {str(path)!r}: cannot create its folder ({err}); {_FIX}"
         ) from err
-    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
+    try:
+        conn = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
+    except sqlite3.Error as err:  # e.g. a folder where files cannot be made after all
+        raise ConfigError(f"signal cache {str(path)!r} cannot be opened ({err}); {_FIX}") from err
     try:
         _check_tables(conn, path)
         conn.execute("PRAGMA journal_mode=WAL")

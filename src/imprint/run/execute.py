@@ -129,10 +129,12 @@ def _token_scores(scored: Any) -> Any:
 def _check_folders(plan: RunPlan) -> None:
     """A bad --out (or one that holds the run's own inputs) fails before any work."""
     from imprint.outdir import check_inputs_outside, check_out_dir, check_outside
+    from imprint.requests.store import check_store_path
 
     config = plan.config
     check_out_dir(config.out, overwrite=config.overwrite)
     check_outside(config.out, plan.cache_path, "--cache")
+    check_store_path(plan.cache_path)  # a read-only --cache or IMPRINT_CACHE_DIR
     inputs = [("--model", config.model), ("--data", config.data),
               ("--references", config.references or "")]  # fmt: skip
     inputs += [(f"--ref {name}", spec) for name, spec in config.refs]
