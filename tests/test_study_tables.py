@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from imprint.metrics import Interval, MetricSummary
-from imprint.study.cells import BLIND, CellRecord, CellStore
+from imprint.study.cells import BLIND, BLIND_SCORES, CellRecord, CellStore
 from imprint.study.grid import GridResult
 from imprint.study.spec import parse_spec
 from imprint.study.table_render import (
@@ -82,9 +82,15 @@ def result(tmp_path: Path) -> GridResult:
          "sweep": {"min_k.k": [0.2]}},
         Path("t.yaml"),
     )  # fmt: skip
+    blind = cell("", "W32", BLIND, {"blind (SoK bag-of-words)": metrics(0.53, 0.46, 0.60, 0.2)},
+                 row="blind baseline")  # fmt: skip
+    # the blind classifier's out-of-fold scores (no signal): each attack is compared with them
+    blind.provenance[BLIND_SCORES] = {
+        "classifier": "sok_bag_of_words", "ids": [f"s{i}" for i in range(240)],
+        "scores": rng.normal(size=240).tolist(),
+    }  # fmt: skip
     cells = [
-        cell("", "W32", BLIND, {"blind (SoK bag-of-words)": metrics(0.53, 0.46, 0.60, 0.2)},
-             row="blind baseline"),
+        blind,
         cell("small", "W32", "loss", {"loss": metrics(0.61, 0.55, 0.67, 0.03)},
              run=runs["small-loss"]),
         cell("small", "W32", "min_k", {"min_k": metrics(0.64, 0.58, 0.70, None)},

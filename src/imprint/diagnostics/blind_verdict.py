@@ -94,6 +94,11 @@ class BlindVerdict:
         return f"{self.classifier} AUC {iv.estimate:.3f} [{iv.low:.3f}, {iv.high:.3f}] ({how})"
 
     @property
+    def summary(self) -> str:
+        """The state and its interval on one line (the terminal's and the band's label)."""
+        return f"blind baseline: {self.headline}: {self.interval_text}"
+
+    @property
     def reason(self) -> str:
         """One sentence: the state, the interval and what follows for the attacks' AUCs."""
         top = 0.5 + self.margin
@@ -107,7 +112,7 @@ class BlindVerdict:
             f"shown, and a shift up to AUC {self.interval.high:.3f} is not ruled out at this n "
             "(more texts narrow it)",
         }[self.state]
-        return f"blind baseline: {self.headline}: {self.interval_text}; {why}."
+        return f"{self.summary}; {why}."
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -146,6 +146,19 @@ def evaluate_blind(
     return blind, suite
 
 
+def evaluate_blind_scores(
+    texts: Sequence[str], labels: np.ndarray, *, seed: int, n_bootstrap: int
+) -> tuple[
+    BlindClassifierMetrics | BlindFailure, BlindSuiteMetrics | BlindFailure, np.ndarray | None
+]:
+    """:func:`evaluate_blind` plus the strongest classifier's out-of-fold scores (shape (n,);
+    None when nothing was fitted): what an attack is compared with, paired, on the same texts
+    (:func:`imprint.diagnostics.blind_verdict.attack_beats_text`)."""
+    blind, suite, _, oof = _fit_blind(texts, labels, seed=seed, n_bootstrap=n_bootstrap,
+                                      groups=None, unit=None)  # fmt: skip
+    return blind, suite, oof
+
+
 #: the blind curve's band is a plain bootstrap of the classifier picked as the best of the suite
 BLIND_CURVE_NOTE = "not selection-adjusted: the strongest blind classifier's own curve"
 

@@ -4,7 +4,8 @@ The demo builds (or reuses) a small game with a generated pool, runs every gray-
 the blind baseline through the run pipeline (the base model serves as the reference model) and
 reports what a sound benchmark should show, *measured*, never assumed:
 
-- the blind baseline is at chance (its interval contains 0.5): the split is random;
+- the blind verdict (:mod:`imprint.diagnostics.blind_verdict`, the report's) shows no shift:
+  the split is random;
 - LOSS finds the members (its AUC interval lies above 0.5);
 - detection rises with the number of times a canary was seen.
 
@@ -334,6 +335,7 @@ def _markdown(demo: DemoResult, config: GameConfig) -> str:
             f"## Game {label} (run folder `{demo.runs[label]}`)",
             "",
             f"- blind baseline AUC: {_fmt(fig['blind'])}",
+            *([f"- {fig['blind_verdict']['reason']}"] if fig.get("blind_verdict") else []),
         ]
         lines += [f"- {name}: {_fmt(auc)}" for name, auc in fig["attacks"].items()]
         lines.append(f"- {_di_line(fig)}")

@@ -48,6 +48,10 @@ def _figures(metrics: RunMetrics) -> dict[str, Any]:
         "blind_strongest_name": suite.strongest if suite else None,
         # how many classifiers it was picked from and the Bonferroni level of its interval
         "blind_selection": suite.selection.to_dict() if suite else None,
+        # the one reading of the blind baseline (three states) and each attack's paired
+        # comparison with the text: what the report's band, caption and warning say too
+        "blind_verdict": _verdict(metrics),
+        "beats_text": {c: t.to_dict() for c, t in metrics.text_comparisons.items()},
         "warnings": [w.message for w in metrics.warnings],
         "warning_kinds": [w.kind for w in metrics.warnings],  # what code tests, never the text
         "attacks": attacks,
@@ -57,8 +61,29 @@ def _figures(metrics: RunMetrics) -> dict[str, Any]:
     }
 
 
-def _contains_half(auc: dict[str, Any] | None) -> bool:
-    return bool(auc and auc["low"] is not None and auc["low"] <= 0.5 <= auc["high"])
+def _verdict(metrics: RunMetrics) -> dict[str, Any] | None:
+    verdict = metrics.verdict()
+    return None if verdict is None else verdict.to_dict()
+
+
+def _state(fig: dict[str, Any]) -> str | None:
+    verdict = fig.get("blind_verdict")
+    return verdict["state"] if verdict else None
+
+
+def _versus_text(fig: dict[str, Any], column: str) -> str:
+    """The paired attack-vs-text decision of ``column``, in words (as the report's caption)."""
+    found = (fig.get("beats_text") or {}).get(column)
+    if not found:
+        return "vs the text: not compared"
+    d = found["diff"]
+    word = "beats the text" if found["beats_text"] else "not shown to beat the text"
+    shown = (
+        "n/a"
+        if d["estimate"] is None
+        else f"{d['estimate']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+    )
+    return f"{word} (AUC - AUC({found['blind']}) = {shown}, paired)"
 
 
 def _above_half(auc: dict[str, Any] | None) -> bool:
@@ -112,21 +137,18 @@ def _picked(fig: dict[str, Any]) -> str:
 
 
 def _chance_and_detection(fig: dict[str, Any], game: str) -> list[dict[str, Any]]:
-    strongest = fig.get("blind_strongest")
+    verdict = fig.get("blind_verdict")
     return [
         _check(
-            f"blind baselines at chance ({game}): SoK forest (out-of-fold interval, BCa widened "
-            "by the Nadeau-Bengio fold spread)"
-            + (f" and the strongest of the suite ({_picked(fig)})" if strongest else "")
-            + " contain 0.5",
-            _contains_half(fig["blind"]) and (not strongest or _contains_half(strongest)),
-            _fmt(fig["blind"])
-            + (f"; {fig['blind_strongest_name']}: {_fmt(strongest)}" if strongest else ""),
+            f"no distribution shift shown ({game}): the blind verdict (strongest of the suite, "
+            f"{_picked(fig)}) is not 'shift'",
+            verdict is not None and verdict["state"] != "shift",
+            verdict["reason"] if verdict else "no blind baseline fitted",
         ),
         _check(
             f"LOSS finds members ({game}): AUC interval above 0.5",
             _above_half(fig["attacks"].get(LEAD)),
-            _fmt(fig["attacks"].get(LEAD)),
+            f"{_fmt(fig['attacks'].get(LEAD))}; {_versus_text(fig, LEAD)}",
         ),
     ]
 
@@ -207,10 +229,10 @@ def _shift_checks(fig: dict[str, Any], sfig: dict[str, Any]) -> list[dict[str, A
     base, shifted = _estimates([fig["attacks"].get(LEAD), sfig["attacks"].get(LEAD)])
     return [
         _check(
-            f"shift: the strongest blind baseline rises above chance ({_picked(sfig)}) and the "
-            "report's shift warning fires",
-            _above_half(after) and "blind_not_at_chance" in sfig.get("warning_kinds", []),
-            f"{fig.get('blind_strongest_name')} {_fmt(before)} -> "
+            f"shift: the blind verdict is 'shift' ({_picked(sfig)}) and the report's shift "
+            "warning fires",
+            _state(sfig) == "shift" and "blind_not_at_chance" in sfig.get("warning_kinds", []),
+            f"{_state(fig)} -> {_state(sfig)}: {fig.get('blind_strongest_name')} {_fmt(before)} -> "
             f"{sfig.get('blind_strongest_name')} {_fmt(after)}; SoK forest "
             f"{_fmt(fig['blind'])} -> {_fmt(sfig['blind'])}",
         ),

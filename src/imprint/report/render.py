@@ -17,6 +17,7 @@ from typing import Any
 from imprint.evaluation.results import BlindClassifierMetrics, BlindSuiteMetrics, RunMetrics
 from imprint.metrics import DEFAULT_FPR_BOUNDS, MetricSummary
 from imprint.metrics.bootstrap import fpr_key
+from imprint.report.blind_band import forest_caption, verdict_lines
 from imprint.report.cells import NOT_MEASURABLE, by_auc, fmt, tpr_cell
 from imprint.report.comparisons import comparison_blocks
 from imprint.report.documents import document_blocks
@@ -35,7 +36,8 @@ FIGURES = {
         "plot-forest",
         "AUC forest plot: each column's AUC with its interval, the blind baseline's band",
         "AUC per column, highest on top, with its interval; the shaded band is the strongest "
-        "blind baseline's interval (no model): an attack inside it does no better than the text.",
+        "blind baseline's interval (no model), labelled with its verdict; the paragraph below "
+        "says which attacks beat the text by a paired test.",
     ),
     "roc.png": (
         "plot-roc",
@@ -192,6 +194,7 @@ def report_blocks(
         ("table", (HEADER, metric_rows(metrics), "attacks")),
         *(("p", note) for note in measurability_notes(metrics)),
         *_figure("forest.png", plots),
+        *_blind_verdict(metrics, "forest.png" in plots),
         *_figure("roc.png", plots),
         *exposed_blocks(exposed or []),
     ]
@@ -219,6 +222,15 @@ def _figure(name: str, plots: list[str]) -> list[Block]:
         return []
     title = {"forest.png": "AUC with intervals", "roc.png": "ROC curves"}[name]
     return [("h2", title), ("img", name)]
+
+
+def _blind_verdict(metrics: RunMetrics, drawn: bool) -> list[Block]:
+    """The forest plot's caption (the blind verdict and the attacks that beat the text), or
+    without the plot the same verdict as a paragraph."""
+    if drawn:
+        return [("p", forest_caption(metrics))]
+    lines = verdict_lines(metrics)
+    return [("p", " ".join(lines))] if lines else []
 
 
 def _warnings(metrics: RunMetrics, manifest: dict[str, Any]) -> list[str]:

@@ -234,9 +234,14 @@ def forest_figure(
     *,
     blind: tuple[str, Interval] | None = None,
     interval_note: str = "95 % bootstrap intervals",
+    verdict: Any = None,
+    beats: Mapping[str, bool] | None = None,
 ) -> Any:
     """AUC with its interval per column (highest on top), chance at 0.5, and the blind
-    baseline's interval as a shaded band: an attack inside it does no better than the text."""
+    baseline's interval as a shaded band labelled with ``verdict``'s state (a
+    :class:`~imprint.diagnostics.blind_verdict.BlindVerdict`). With ``beats`` (column -> shown
+    to beat the text by the paired test) those columns' markers are filled, the others hollow:
+    a marker's place against the band decides nothing."""
     if not aucs:
         raise DataError("plot_auc_forest needs at least one AUC; got an empty mapping")
     plt = _pyplot()
@@ -249,7 +254,7 @@ def forest_figure(
             b.high,
             color="0.8",
             zorder=0,
-            label=f"blind baseline, no model: {name} {b.estimate:.3f} [{b.low:.3f}, {b.high:.3f}]",
+            label=_band_label(name, b, verdict),
         )
         ax.axvline(b.estimate, color=BLIND_COLOUR, ls="--", lw=1)
     ax.axvline(0.5, color="grey", ls=":", lw=1, label="chance (0.5)")
@@ -257,16 +262,15 @@ def forest_figure(
     est = np.array([aucs[n].estimate for n in order])
     low = np.nan_to_num(est - np.array([aucs[n].low for n in order]), nan=0.0)
     high = np.nan_to_num(np.array([aucs[n].high for n in order]) - est, nan=0.0)
-    ax.errorbar(
-        est,
-        y,
-        xerr=np.vstack([np.maximum(low, 0), np.maximum(high, 0)]),
-        fmt="o",
-        color="tab:blue",
-        capsize=2,
-        ms=4,
-        label=f"AUC, {interval_note}",
-    )
+    xerr = np.vstack([np.maximum(low, 0), np.maximum(high, 0)])
+    filled = np.array([beats is None or bool(beats.get(n)) for n in order])
+    for mask, face, what in ((filled, "tab:blue", ""), (~filled, "white", "")):
+        if not mask.any():
+            continue
+        if beats is not None:
+            what = ", beats the text (paired)" if face != "white" else ", not shown to beat it"
+        ax.errorbar(est[mask], y[mask], xerr=xerr[:, mask], fmt="o", color="tab:blue",
+                    mfc=face, capsize=2, ms=4, label=f"AUC, {interval_note}{what}")  # fmt: skip
     ax.set_yticks(y, order, fontsize="small")
     ax.set_xlim(0.0, 1.0)
     ax.set_xlabel("AUC")
@@ -281,12 +285,23 @@ def forest_figure(
     return fig
 
 
+def _band_label(name: str, b: Interval, verdict: Any) -> str:
+    shown = f"{name} {b.estimate:.3f} [{b.low:.3f}, {b.high:.3f}]"
+    state = f" ({verdict.headline})" if verdict is not None else ""
+    return f"blind baseline, no model{state}: {shown}"
+
+
 def plot_auc_forest(
     aucs: Mapping[str, Interval],
     path: str | Path,
     *,
     blind: tuple[str, Interval] | None = None,
     interval_note: str = "95 % bootstrap intervals",
+    verdict: Any = None,
+    beats: Mapping[str, bool] | None = None,
 ) -> Path:
     """:func:`forest_figure` written to ``path`` (PNG); returns the path."""
-    return _save(forest_figure(aucs, blind=blind, interval_note=interval_note), path)
+    fig = forest_figure(
+        aucs, blind=blind, interval_note=interval_note, verdict=verdict, beats=beats
+    )
+    return _save(fig, path)

@@ -20,6 +20,7 @@ from imprint.errors import ConfigError
 from imprint.evaluation.curves import RocCurve, roc_with_band
 from imprint.evaluation.results import BlindSuiteMetrics, RunMetrics
 from imprint.outdir import check_out_dir, discard, mark_output, publish, staging_dir
+from imprint.report.blind_band import forest_inputs, verdict_lines
 from imprint.report.cells import by_auc
 from imprint.report.exposed import exposed_texts
 from imprint.report.plots import plot_auc_forest, plot_roc, plot_score_histograms
@@ -105,14 +106,12 @@ def write_plots(
     aucs = {name: row.auc for name, row in metrics.attacks.items()}
     plots = []
     suite = metrics.blind_suite
-    blind_auc = None
-    if isinstance(suite, BlindSuiteMetrics):
-        blind_auc = (f"{suite.strongest} (selection-adjusted)", suite.selected.auc)
     if aucs:
         units = resampled_units(metrics)
         resamples = "resampling " + " and ".join(units) if units else "resampled unit not recorded"
         note = f"95 % bootstrap intervals, {resamples}"
-        plot_auc_forest(aucs, out / "forest.png", blind=blind_auc, interval_note=note)
+        # the band, its state and the filled markers: the recorded verdict, never re-decided
+        plot_auc_forest(aucs, out / "forest.png", interval_note=note, **forest_inputs(metrics))
         plots.append("forest.png")
     if curves:
         blind = None
@@ -206,6 +205,8 @@ def write_run(
             from imprint.report.documents import document_rich_table
 
             console.print(document_rich_table(metrics.documents))
+        for line in verdict_lines(metrics):  # the blind verdict in every state, not only shift
+            console.print(escape(line))
         for warning in metrics.warnings:
             console.print(f"[bold yellow]warning:[/] {escape(warning.message)}")
         console.print(f"report: {escape(str(out / 'report.html'))}")  # a path may hold [x]

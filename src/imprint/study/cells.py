@@ -28,6 +28,8 @@ BLIND = "blind"  # the attack name of a blind-baseline cell
 #: a blind cell's row of the suite's strongest classifier, whose intervals are Bonferroni-
 #: adjusted for being picked from several (the SoK forest's row is fixed in advance)
 STRONGEST_BLIND = "blind (strongest: "  # + the classifier's name + ")"
+#: a blind cell's provenance key: the strongest classifier's out-of-fold scores by sample id
+BLIND_SCORES = "blind_scores"
 CELL_FORMAT = 1  # bump when a cell's meaning changes: older cells are then recomputed
 
 

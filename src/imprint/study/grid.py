@@ -27,7 +27,14 @@ from imprint.data import Sample, fingerprint_samples
 from imprint.errors import ConfigError, DataError
 from imprint.executors import ExecutorConfig
 from imprint.run import RunConfig, execute_run, load_backends, load_samples, resolve, run_executor
-from imprint.study.cells import BLIND, STRONGEST_BLIND, CellRecord, CellStore, cell_key
+from imprint.study.cells import (
+    BLIND,
+    BLIND_SCORES,
+    STRONGEST_BLIND,
+    CellRecord,
+    CellStore,
+    cell_key,
+)
 from imprint.study.grid_progress import GridProgress
 from imprint.study.spec import AttackVariant, BenchmarkEntry, ModelEntry, StudySpec
 
@@ -234,7 +241,8 @@ def _blind_cells(
     for bench in (b for m in models for b in _benchmarks(spec, m)):
         samples = data[_data_id(bench)]
         fp = fingerprint_samples(samples)
-        key = cell_key({"blind": fp, "name": bench.name, **_settings_key(spec)})
+        # "scores": cells stored before the out-of-fold scores were kept are recomputed
+        key = cell_key({"blind": fp, "name": bench.name, "scores": 1, **_settings_key(spec)})
         out.setdefault(key, (bench, fp, samples))
     return out
 
@@ -247,18 +255,25 @@ def store_blind(
     data_fp: str,
     store: CellStore,
 ) -> CellRecord:
-    """Fit the blind suite on ``bench``'s samples once and store its cell: the SoK forest's row
-    and the strongest model-less classifier (Bonferroni intervals when picked from several)."""
-    from imprint.evaluation.evaluate import evaluate_blind
+    """Fit the blind suite on ``bench``'s samples once and store its cell (:func:`blind_cell`)."""
+    settings = spec.settings
+    record = blind_cell(key, bench.name, samples, data_fp, settings.seed, settings.n_bootstrap)
+    store.put(record)
+    return record
+
+
+def blind_cell(
+    key: str, bench: str, samples: list[Sample], data_fp: str, seed: int, n_bootstrap: int
+) -> CellRecord:
+    """A blind cell: the SoK forest's row, the strongest model-less classifier (Bonferroni
+    intervals when picked from several) and that classifier's out-of-fold scores by sample id,
+    which the tables compare each attack with, paired on the same texts."""
+    from imprint.evaluation.evaluate import evaluate_blind_scores
     from imprint.evaluation.results import BlindClassifierMetrics, BlindSuiteMetrics
 
     labels = np.array([s.label for s in samples])
-    sok, suite = evaluate_blind(
-        [s.text for s in samples],
-        labels,
-        seed=spec.settings.seed,
-        n_bootstrap=spec.settings.n_bootstrap,
-    )
+    texts = [s.text for s in samples]
+    sok, suite, oof = evaluate_blind_scores(texts, labels, seed=seed, n_bootstrap=n_bootstrap)
     columns = {}
     if isinstance(sok, BlindClassifierMetrics) and sok.summary is not None:
         columns["blind (SoK bag-of-words)"] = sok.summary
@@ -269,10 +284,14 @@ def store_blind(
         for f in (sok, suite)
         if not isinstance(f, BlindClassifierMetrics | BlindSuiteMetrics)
     ]
-    provenance = {"data": data_fp, "errors": failed}
-    record = CellRecord(key, "", bench.name, BLIND, "blind baseline", {}, columns, provenance)
-    store.put(record)
-    return record
+    provenance: dict[str, Any] = {"data": data_fp, "errors": failed}
+    if isinstance(suite, BlindSuiteMetrics) and oof is not None:
+        provenance[BLIND_SCORES] = {
+            "classifier": suite.strongest,
+            "ids": [s.id for s in samples],
+            "scores": [None if v != v else float(v) for v in oof],
+        }
+    return CellRecord(key, "", bench, BLIND, "blind baseline", {}, columns, provenance)
 
 
 # -- the runs -------------------------------------------------------------------------------------

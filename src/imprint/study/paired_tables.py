@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from imprint.diagnostics.blind_verdict import TextComparison
 from imprint.errors import DataError
 from imprint.metrics.pairwise import PairedComparisons, compare_scores
 
-__all__ = ["RunCache", "column_comparisons", "winners"]
+__all__ = ["RunCache", "column_comparisons", "text_comparisons", "winners"]
 
 DOC_ID = "doc_id"
 
@@ -93,6 +94,42 @@ def column_comparisons(
     if labels.min() == labels.max():
         return "the shared samples lack members or non-members"
     return compare_scores(labels, columns, groups=groups, n_resamples=0)
+
+
+def text_comparisons(
+    rows: Sequence[tuple[str, Any, str]], blind: Any, runs: RunCache
+) -> dict[str, TextComparison] | str:
+    """Each attack row (``(row label, cell record, score column)``) compared with the blind
+    cell's stored out-of-fold scores on the samples both scored, by the one rule
+    (:func:`~imprint.diagnostics.blind_verdict.attack_beats_text`; Bonferroni over the rows);
+    or why they could not be compared."""
+    from imprint.diagnostics.blind_verdict import attack_beats_text
+    from imprint.study.cells import BLIND_SCORES
+
+    stored = None if blind is None else blind.provenance.get(BLIND_SCORES)
+    if not stored:
+        return (
+            "the blind cell holds no out-of-fold scores (stored by an older imprint: recompute it)"
+        )
+    oof = {
+        str(i): (np.nan if v is None else float(v))
+        for i, v in zip(stored["ids"], stored["scores"], strict=True)
+    }
+    out = {}
+    for label, record, column in rows:
+        run = runs.get(record.provenance.get("run"))
+        if run is None or column not in run.scores or not run.ids:
+            return f"no per-sample scores for {label!r} (its run folder is missing or unreadable)"
+        keep = [k for k, i in enumerate(run.ids) if i in oof]
+        if not keep:
+            return f"{label!r} and the blind baseline share no sample ids"
+        docs = [run.meta[k].get(DOC_ID) for k in keep]
+        groups = np.array(docs).astype(str) if all(d is not None for d in docs) else None
+        out[label] = attack_beats_text(
+            run.labels[keep], run.scores[column][keep], [oof[run.ids[k]] for k in keep],
+            attack=label, blind=str(stored["classifier"]), groups=groups, n_compared=len(rows),
+        )  # fmt: skip
+    return out
 
 
 def winners(comparisons: PairedComparisons, rows: Sequence[str]) -> list[str]:

@@ -4,8 +4,9 @@ self-contained HTML page with a heat-map, and rich tables for the terminal.
 Every name (model, benchmark, attack, parameter) comes from the user's file and is escaped for
 each format: ``|`` and ``*`` in Markdown, ``&``, ``%``, ``_`` ... in LaTeX, ``<`` and ``&`` in
 HTML. An attack is bold (in every format; ``best`` = 1 in the CSV) only when the paired test on
-the same samples shows it better than every other attack of its column and its AUC is above the
-upper bound of every blind row's interval (the strongest blind classifier's selection-adjusted);
+the same samples shows it better than every other attack of its column and it beats the text (its
+scores against the strongest blind classifier's out-of-fold scores on the same texts, DeLong
+paired: :mod:`imprint.diagnostics.blind_verdict`, the run report's rule);
 the TPR reads "n/m" (not measurable) when the column has too few non-members for the FPR bound.
 """
 
@@ -146,9 +147,10 @@ def _legend(fpr: float) -> str:
         "Bold: the attack better than every other attack of its column by DeLong's paired test "
         "on the samples they all scored (its Bonferroni-adjusted interval for each difference, "
         "over the column's pairs, excludes 0); no attack is bold when none is, whatever the point "
-        "estimates, and never when its AUC is not above the upper bound of a blind row's interval "
-        "(the strongest blind classifier's Bonferroni-adjusted for its selection, as the run "
-        "report's forest band). Blind rows (italic): model-less classifiers. n/m: the "
+        "estimates, and never when it is not shown to beat the text (DeLong's paired test of its "
+        "scores against the strongest blind classifier's out-of-fold scores on the same texts, "
+        "Bonferroni over the column's attacks, as the run report's forest plot). Blind rows "
+        "(italic): model-less classifiers. n/m: the "
         f"{fpr_label(fpr)} is not measurable with fewer than {math.ceil(1 / fpr)} non-members."
     )
 

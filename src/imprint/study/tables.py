@@ -5,10 +5,11 @@ benchmarks) as columns; each entry is the AUC with its 95 % bootstrap interval a
 the layout's FPR bound (1 % by default; "not measurable" with fewer non-members than 1/FPR).
 An attack is marked best in its column only when a paired test on the same samples shows it
 better than every other attack of the column (:mod:`.paired_tables`: DeLong, Bonferroni over
-the column's pairs), never for the largest point estimate alone, and not when its AUC is not
-above the upper bound of a blind row's interval (the strongest model-less classifier's interval
-selection-adjusted, as the run report's forest band); the blind baselines are their own rows,
-never marked. Rendering to text formats and writing the files is
+the column's pairs), never for the largest point estimate alone, and not when it is not shown to
+beat the text (DeLong's paired test against the strongest model-less classifier's out-of-fold
+scores on the same texts, stored with the blind cell; :mod:`imprint.diagnostics.blind_verdict`,
+the run report's rule); a column whose blind verdict is ``shift`` gets a warning; the blind
+baselines are their own rows, never marked. Rendering to text formats and writing the files is
 :mod:`.table_render`'s job.
 """
 
@@ -20,11 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from imprint.diagnostics.blind_verdict import BlindVerdict, TextComparison, blind_verdict
 from imprint.metrics import Interval, MetricSummary
 from imprint.metrics.bootstrap import fpr_key
 from imprint.metrics.pairwise import PairedComparisons
 from imprint.study.cells import BLIND, STRONGEST_BLIND, CellRecord
-from imprint.study.paired_tables import RunCache, column_comparisons, winners
+from imprint.study.paired_tables import RunCache, column_comparisons, text_comparisons, winners
 
 __all__ = ["Entry", "Table", "build_tables", "long_rows"]
 
@@ -41,6 +43,7 @@ class Entry:
     n_nonmembers: int
     best: bool = False
     tpr_note: str | None = None
+    confidence: float = 0.95  # the AUC interval's level (a blind row's: Bonferroni-adjusted)
 
     @classmethod
     def of(cls, metrics: MetricSummary, fpr: float) -> Entry:
@@ -48,7 +51,8 @@ class Entry:
         if tpr is not None and math.isnan(tpr.estimate):
             tpr = None
         note = metrics.not_measurable.get(fpr) or (None if tpr else "not computed")
-        return cls(metrics.auc, tpr, metrics.n_members, metrics.n_nonmembers, tpr_note=note)
+        return cls(metrics.auc, tpr, metrics.n_members, metrics.n_nonmembers, tpr_note=note,
+                   confidence=metrics.confidence)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -137,9 +141,12 @@ def _table(title: str, placed: Sequence[tuple[str, CellRecord]], fpr: float, out
     rows: list[str] = []
     blind: list[str] = []
     columns: list[str] = []
+    blind_cells: dict[str, CellRecord] = {}
     for column, record in placed:
         if column not in columns:
             columns.append(column)
+        if record.attack == BLIND:
+            blind_cells[column] = record
         for score_column, metrics in record.columns.items():
             row = score_column if record.attack == BLIND else _row_label(record, score_column)
             target = blind if record.attack == BLIND else rows
@@ -149,55 +156,78 @@ def _table(title: str, placed: Sequence[tuple[str, CellRecord]], fpr: float, out
             if record.attack != BLIND:
                 sources[(row, column)] = (record, score_column)
     found = _mark_best(entries, sources, out)
-    beaten, warned = blind_checks(entries, columns, blind)
+    texts = _versus_text(sources, blind_cells, out)
+    beaten, warned = blind_checks(entries, columns, blind, texts)
     notes = _notes(placed) + _comparison_notes(found) + beaten
     return Table(title, tuple(columns), tuple(rows + blind), entries, tuple(blind), fpr,
                  notes, found, warned)  # fmt: skip
 
 
-def blind_checks(
-    entries: dict[tuple[str, str], Entry], columns: Sequence[str], blind: Sequence[str]
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Per column, the blind rows' intervals, read as the run report's forest band: an attack
-    whose AUC point estimate is not above the upper bound of every blind row's interval (the
-    strongest classifier's Bonferroni-adjusted for its selection from the suite, the SoK
-    forest's its own 95 %) loses its "best" mark (the text alone may do as well); the blind row
-    with the largest AUC point estimate more than BLIND_WARN_DELTA from 0.5 gives the column a
-    warning. Returns (notes, warnings); ``entries`` is updated in place."""
-    from dataclasses import replace
+def _versus_text(
+    sources: dict[tuple[str, str], tuple[CellRecord, str]],
+    blind_cells: dict[str, CellRecord],
+    out: Path,
+) -> dict[str, dict[str, TextComparison] | str]:
+    """Per column, each attack row compared with the blind cell's out-of-fold scores on the
+    same texts (:func:`~imprint.study.paired_tables.text_comparisons`), or why not."""
+    runs = RunCache(out)
+    found: dict[str, dict[str, TextComparison] | str] = {}
+    for column in dict.fromkeys(c for _, c in sources):
+        rows = [(r, *sources[(r, c)]) for (r, c) in sources if c == column]
+        found[column] = text_comparisons(rows, blind_cells.get(column), runs)
+    return found
 
-    from imprint.diagnostics import BLIND_WARN_DELTA
+
+def blind_checks(
+    entries: dict[tuple[str, str], Entry],
+    columns: Sequence[str],
+    blind: Sequence[str],
+    texts: dict[str, dict[str, TextComparison] | str] | None = None,
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Per column, the run report's one rule (:mod:`imprint.diagnostics.blind_verdict`): the
+    column's blind verdict (from the strongest classifier's selection-adjusted row, else the SoK
+    forest's) gives a warning when its state is ``shift``; an attack keeps its "best" mark only
+    when ``texts`` (column -> row -> paired comparison with the blind classifier's out-of-fold
+    scores, or why there is none) shows it beating the text. Returns (notes, warnings);
+    ``entries`` is updated in place."""
+    from dataclasses import replace
 
     notes, warnings = [], []
     for column in columns:
-        found = [(entries[(b, column)].auc, b) for b in blind if (b, column) in entries]
-        found = [(a, b) for a, b in found if not math.isnan(a.estimate)]
-        if not found:
+        verdict = column_verdict(entries, column, blind)
+        if verdict is None:
             continue
-        bound, reach = max(found, key=lambda f: f[0].high)
+        compared = (texts or {}).get(column, "not compared with the text")
         for (row, col), entry in list(entries.items()):
-            if col == column and entry.best and not entry.auc.estimate > bound.high:
+            if col != column or not entry.best:
+                continue
+            versus = compared.get(row) if isinstance(compared, dict) else None
+            if versus is None or not versus.beats_text:
                 entries[(row, col)] = replace(entry, best=False)
-                notes.append(
-                    f"column {column!r}: {row!r} is not marked best: its AUC "
-                    f"{entry.auc.estimate:.3f} is not above the upper bound of the blind "
-                    f"baseline {reach!r}, {_blind_interval(bound, reach)} without the model"
+                why = (
+                    versus.text if versus is not None else f"not compared with the text: {compared}"
                 )
-        auc, name = max(found, key=lambda f: f[0].estimate)
-        if abs(auc.estimate - 0.5) > BLIND_WARN_DELTA:
-            warnings.append(
-                f"column {column!r}: the blind baseline {name!r} reaches AUC "
-                f"{_blind_interval(auc, name)} from the text alone (|AUC - 0.5| > "
-                f"{BLIND_WARN_DELTA}): members and non-members differ in distribution, so this "
-                "column's attack AUCs do not measure membership"
-            )
+                notes.append(f"column {column!r}: {row!r} is not marked best: {why}")
+        if verdict.state == "shift":
+            warnings.append(f"column {column!r}: {verdict.reason}")
     return tuple(notes), tuple(warnings)
 
 
-def _blind_interval(auc: Interval, row: str) -> str:
-    shown = f"{auc.estimate:.3f} [{auc.low:.3f}, {auc.high:.3f}]"
-    adjusted = row.startswith(STRONGEST_BLIND)
-    return shown + (" (selection-adjusted)" if adjusted else "")
+def column_verdict(
+    entries: dict[tuple[str, str], Entry], column: str, blind: Sequence[str]
+) -> BlindVerdict | None:
+    """The column's blind verdict: the strongest classifier's row (its interval Bonferroni over
+    m = 0.05 / (1 - level) classifiers) when the column has one, else the SoK forest's (fixed in
+    advance, m = 1); None without a blind row."""
+    rows = [b for b in blind if (b, column) in entries]
+    strongest = [b for b in rows if b.startswith(STRONGEST_BLIND)]
+    if not rows:
+        return None
+    row = (strongest or rows)[0]
+    entry = entries[(row, column)]
+    m = max(1, round((1 - 0.95) / max(1e-12, 1 - entry.confidence))) if strongest else 1
+    name = row[len(STRONGEST_BLIND) : -1] if strongest else row
+    return blind_verdict(entry.auc, classifier=name, n_classifiers=m, confidence=entry.confidence)
 
 
 def build_tables(result: Any) -> list[Table]:
