@@ -10,6 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from imprint.cli import app
+from imprint.cli.duci import COVERAGE
+from imprint.documents.duci import DEVIATIONS
 
 runner = CliRunner()
 
@@ -78,13 +80,16 @@ def test_duci_command_states_estimate_interval_and_resampling(
     assert "95 % interval [" in text
     assert "two-way percentile bootstrap (200 resamples)" in text
     assert "redraws the documents and the reference models with replacement" in text
-    assert "widened by the between-model spread" in text and "held the truth 30 times of 32" in text
+    assert "Student-t prediction limit from the 4 reference models' rates" in text
+    assert "Coverage measured by simulation at 95 %" in text and COVERAGE in text
+    assert "the authors' text code (1/perplexity score, 'robust' threshold" in text
     assert "warning: the interval is unreliable" not in text
     result = json.loads(out.read_text())
     lo, hi = result["interval"]
     assert lo <= result["estimate"] <= hi and result["n_documents"] == 20
     assert 0 <= result["fpr"] < result["tpr"] <= 1
     assert result["reliable"] and result["degenerate_share"] <= 0.05 and result["model_spread"] > 0
+    assert result["deviations"] == list(DEVIATIONS)  # the differences, in the run's record
     # a target trained on every document: the estimate is high, the interval reaches the truth
     assert result["estimate"] > 0.5 and hi >= 0.95, result
     # a rerun is served by the store and gives the same numbers

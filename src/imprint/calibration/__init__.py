@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from imprint.calibration import baselines, blind_verdicts, documents, hooks, sequences
+from imprint.calibration import baselines, blind_verdicts, documents, duci, hooks, sequences
 from imprint.calibration.core import Row
 
 __all__ = ["SUITE", "Entry", "Row", "run_suite"]
@@ -38,6 +38,7 @@ SUITE: tuple[Entry, ...] = (
     Entry("document_meeus", documents.rows_meeus, 30, 200),
     Entry("blind", baselines.rows_blind, 100, 400),
     Entry("blind_verdict", blind_verdicts.rows_blind_verdict, 40, 400),
+    Entry("duci", duci.rows_duci, 60, 300),
     Entry("transfer", baselines.rows_transfer, 200, 1000),
     Entry("reference_attacks", baselines.rows_reference_attacks, 200, 1000),
     # rows from the modules that own the figures (empty where a module is missing)

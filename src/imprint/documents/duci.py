@@ -27,24 +27,24 @@ documents with replacement (a document's sequences travel together) and the K re
 with replacement, and recomputes tau, TPR, FPR from the drawn ones and p from the target's
 guesses on the drawn documents; this is how well the pool's mean error rates are known. (2)
 The target is one more training run, whose own TPR and FPR differ from the pool's mean as each
-reference model's do, which no resampling of the references shows; so each side of the
-percentile interval is widened about the estimate by sqrt(1 + s^2 / v), v the bootstrap
-variance and s the between-model sd (:func:`model_spread`: the sample sd over the reference
-models of p TPR_j + (1 - p) FPR_j at tau, over TPR - FPR), as a prediction interval for one new
-draw adds the draws' variance. Privacy Meter's ``DUCI.debias_pred`` returns the point estimate
-only (its ``pred_proportions`` judges it by the absolute error over trained targets); the
-interval is imprint's.
+reference model's do, which no resampling of the references shows; so each side is widened to
+sqrt(w^2 + M^2), w the side's percentile half-width and M how far one new model's rates can put
+the estimate on that side (:func:`_model_reach`: a prediction limit, Student's t with K' - 1
+df, for the reference models' rates p TPR_j + (1 - p) FPR_j on the probit scale, over TPR -
+FPR), M taken at the bound p itself (a test inversion over a grid). Privacy Meter's
+``DUCI.debias_pred`` returns the point estimate only (its ``pred_proportions`` judges it by the
+absolute error over trained targets); the interval is imprint's.
 Resamples whose drawn TPR <= FPR have no estimate: they are counted (``degenerate_share``) and
 left out of the percentiles, and above 5 % the result is flagged unreliable (``reliable``).
-Coverage, measured: on known-fraction games of tiny models (``benchmarks/bench_duci.py --seeds
-8``: 40 documents, K = 4, fractions 0/25/50/100 %, the same 32 trained games) the 95 % interval
-held the truth 30 times of 32 (per fraction 7/8/8/7 of 8; mean width 0.83), where the
-document-only bootstrap this replaces held it 23 times (6/5/7/5; width 0.48). By simulation
-(``tests/test_duci.py``: every model, the target too, attackable to its own degree) 0.99 / 0.98 /
-0.88 at p = 0 / 0.5 / 1 (document-only: 0.98 / 0.88 / 0.68); with models alike, 0.98 or more,
-i.e. conservative (the references' spread repeats part of the document noise). On those games
-the estimate was low by 0.17 on average at 100 % (cause not established; not corrected). p is
-not clipped to [0, 1]: the estimator is unbiased only unclipped.
+Coverage, measured by simulation (:mod:`imprint.calibration.duci`, ``python
+benchmarks/bench_calibration.py --only duci``: 60 documents, every model, the target too,
+attackable to its own degree, reference models in complementary pairs, 300 data sets a row):
+0.97-1.00 at p = 0 / 0.5 / 0.75 / 1 with K = 4 and 8 and with a strong signal; the widening
+before issue 37 (the between-model sd at the *estimate*, symmetric, the normal quantile)
+covered 0.88 at p = 1, K = 4, misses all above the interval (a target that learnt less than
+the references reads low, where that sd is small; TPRs near 1 spread downward). The price is
+width (mean 1.83 at p = 1, K = 4, was 1.32): with 4 reference models one more training run is
+that uncertain. p is not clipped to [0, 1]: the estimator is unbiased only unclipped.
 """
 
 from __future__ import annotations
@@ -85,6 +85,16 @@ DEVIATIONS = (
     "The target and each reference model are attacked by the same reference sets (a pair left "
     "out at a time, guesses averaged over the target's attacks); Privacy Meter attacks the "
     "target with all its references and each reference with the others, one fewer.",
+    "The authors' text code (YnezT0311/project_dataset_usage_inference, text_code/modules/duci, "
+    "GPT-2 on BookMIA) scores each sentence by the model's own 1/perplexity (its RMIA runs "
+    "unnormalised, no reference models or population in the score); imprint scores each "
+    "document by offline RMIA against population texts, as Privacy Meter's DUCI, so a text's "
+    "own difficulty is divided out and the references' TPR and FPR transfer to the target.",
+    "The authors' text code picks a 'robust' threshold (the mean threshold over the longest "
+    "run of the top 5 % of TPR - FPR values, its TPR and FPR recomputed there); imprint takes "
+    "the argmax of TPR - FPR, as Privacy Meter, the rule the interval's bootstrap repeats.",
+    "The authors' text code clips the estimate to [0, 1]; imprint does not: the debiased mean "
+    "is unbiased only unclipped, and its interval may pass 0 or 1 (the truth lies in [0, 1]).",
 )
 
 
@@ -217,12 +227,9 @@ def duci(
     boot = _two_way_bootstrap(target, ref_scores, ref_member, n_bootstrap, seed)
     finite = boot[np.isfinite(boot)]
     share = 1.0 - finite.size / n_bootstrap  # resamples with TPR <= FPR: counted, not hidden
-    spread = model_spread(ref_scores, ref_member, thr, tpr, fpr, estimate)
-    alpha = (1.0 - confidence) / 2
-    lo, hi = np.quantile(finite, [alpha, 1 - alpha]) if finite.size > 1 else (np.nan, np.nan)
-    # widen each side about the estimate so the variance is the bootstrap's plus one model's
-    widen = np.sqrt(1.0 + spread**2 / finite.var()) if finite.size > 1 else np.nan
-    lo, hi = estimate - (estimate - lo) * widen, estimate + (hi - estimate) * widen
+    rates = _model_rates(ref_scores, ref_member, thr)
+    spread = _spread(rates, tpr - fpr, np.array([estimate]))[0]
+    lo, hi = _widened_interval(estimate, finite, confidence, rates, tpr - fpr)
     return DuciResult(
         estimate=estimate,
         interval=(float(lo), float(hi)),
@@ -238,6 +245,51 @@ def duci(
         reliable=bool(share <= MAX_DEGENERATE_SHARE and np.isfinite(spread)),
         model_spread=spread,
     )
+
+
+def _widened_interval(
+    estimate: float, boot: np.ndarray, confidence: float, rates: np.ndarray, gap: float
+) -> tuple[float, float]:
+    """The percentile interval of ``boot`` (document and reference-pool noise) with each side
+    widened about the estimate to sqrt(w^2 + M(p)^2): w the side's percentile half-width, M(p)
+    one new model's error on that side at the bound p itself (:func:`_model_reach`). A bound
+    is the furthest p on a fine grid whose distance from the estimate its side covers (a test
+    inversion). This replaces a widening that under-covered at high fractions, misses all
+    above the interval (0.88 at p = 1, K = 4): it took the between-model sd at the *estimate*
+    (it grows with p, and a target that learnt less than the references reads low, where it
+    is small), symmetric (TPRs near 1 spread downward: a target can fall far below the pool,
+    hardly above) and with the normal quantile for an sd from K models."""
+    if boot.size < 2 or rates.shape[1] < 2:  # no between-model spread: flagged unreliable
+        return float("nan"), float("nan")
+    alpha = (1.0 - confidence) / 2
+    q_lo, q_hi = np.quantile(boot, [alpha, 1 - alpha])
+    bounds = []
+    for side, half in ((1.0, max(q_hi - estimate, 0.0)), (-1.0, max(estimate - q_lo, 0.0))):
+        widest = half + float(np.max(_model_reach(rates, gap, np.linspace(0, 1, 101), side, alpha)))
+        p = estimate + side * np.linspace(0.0, widest, 2001)
+        reach = np.sqrt(half**2 + _model_reach(rates, gap, p, side, alpha) ** 2)
+        bounds.append(p[np.abs(p - estimate) <= reach + 1e-12][-1])
+    return float(bounds[1]), float(bounds[0])
+
+
+def _model_reach(
+    rates: np.ndarray, gap: float, p: np.ndarray, side: float, alpha: float
+) -> np.ndarray:
+    """How far one new training run's error can put the estimate from a truth p on ``side``
+    (+1: truth above the estimate, the target's rate below the pool's), in estimate units: the
+    reference models' rates r_j = p TPR_j + (1 - p) FPR_j at tau, on the probit scale (where
+    a Gaussian score's shift acts linearly), give a prediction limit Phi(mu -+ t s) for one
+    more model (Student's t with K' - 1 df: s is estimated from K' models); the reach is its
+    distance from the mean rate, over TPR - FPR. Rates are kept half a count off 0 and 1."""
+    from scipy.stats import norm
+    from scipy.stats import t as student
+
+    q = np.clip(p, 0.0, 1.0)[:, None]
+    r = q * rates[0] + (1 - q) * rates[1]
+    z = norm.ppf(np.clip(r, 0.5 / rates[2], 1 - 0.5 / rates[2]))
+    t = student.ppf(1 - alpha, rates.shape[1] - 1)
+    limit = norm.cdf(z.mean(1) - side * t * z.std(1, ddof=1))
+    return side * (r.mean(1) - limit) / gap
 
 
 def _two_way_bootstrap(
@@ -271,15 +323,28 @@ def model_spread(
     members and non-members) of p TPR_j + (1 - p) FPR_j at tau, over TPR - FPR. A target is one
     more training run, whose rates differ from the pool's as each reference model's do. NaN
     with fewer than 2 such models."""
+    rates = _model_rates(ref_scores, ref_member, thr)
+    return float(_spread(rates, tpr - fpr, np.array([p]))[0])
+
+
+def _model_rates(ref_scores: np.ndarray, ref_member: np.ndarray, thr: float) -> np.ndarray:
+    """Each reference model's TPR_j, FPR_j at tau and the smaller of its member and non-member
+    counts, (3, K') over the K' models with members and non-members."""
     is_in, is_out = ref_member == IN, ref_member == OUT
     usable = is_in.any(axis=1) & is_out.any(axis=1)
-    if usable.sum() < 2:
-        return float("nan")
     hit = ref_scores[usable] >= thr
-    tpr_j = (hit & is_in[usable]).sum(1) / is_in[usable].sum(1)
-    fpr_j = (hit & is_out[usable]).sum(1) / is_out[usable].sum(1)
-    p = min(max(p, 0.0), 1.0)
-    return float(np.std(p * tpr_j + (1 - p) * fpr_j, ddof=1) / (tpr - fpr))
+    n_in, n_out = is_in[usable].sum(1), is_out[usable].sum(1)
+    tpr_j = (hit & is_in[usable]).sum(1) / n_in
+    fpr_j = (hit & is_out[usable]).sum(1) / n_out
+    return np.stack([tpr_j, fpr_j, np.minimum(n_in, n_out)])
+
+
+def _spread(rates: np.ndarray, gap: float, p: np.ndarray) -> np.ndarray:
+    """:func:`model_spread` at each fraction of ``p`` (clipped to [0, 1]); NaN with < 2 models."""
+    if rates.shape[1] < 2:
+        return np.full(p.shape, np.nan)
+    q = np.clip(p, 0.0, 1.0)[:, None]
+    return np.std(q * rates[0] + (1 - q) * rates[1], axis=1, ddof=1) / gap
 
 
 def _held_out_groups(member: np.ndarray) -> list[list[int]]:
