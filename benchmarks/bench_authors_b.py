@@ -239,6 +239,64 @@ def reference_duci(target: np.ndarray, ref_scores: np.ndarray, ref_member: np.nd
     return (preds - fpr[best]) / (tpr[best] - fpr[best])
 
 
+def reference_mimir_informia(target: Any, refs: list[Any], ids: list[int]) -> np.ndarray:
+    """TRANSCRIPTION (comparison only) of the authors' InfoRMIAToken (taojiashu/mimir,
+    mimir/attacks/info_rmia.py) without MIMIR's final negation: per token, log p_t(x) minus the
+    references' MEAN LOG-probability of x, minus sum_v g(v) (log p_t(v) - log g(v)) with
+    log g = the references' mean log-probability (exp of it, not renormalised), in nats."""
+    import torch
+
+    tensor = torch.tensor([ids])
+    with torch.no_grad():
+        log_t = torch.log_softmax(target(input_ids=tensor).logits[0, :-1].double(), -1)
+        log_r = torch.stack(
+            [torch.log_softmax(r(input_ids=tensor).logits[0, :-1].double(), -1) for r in refs]
+        ).mean(0)
+    idx = tensor[0, 1:].unsqueeze(-1)
+    term = (log_r.exp() * (log_t - log_r)).sum(-1)
+    return ((log_t.gather(-1, idx) - log_r.gather(-1, idx)).squeeze(-1) - term).numpy()
+
+
+def informia_authors_agreement(texts: list[str], ks: tuple[int, ...] = (1, 4)) -> dict[str, Any]:
+    """imprint's InfoRMIA against the authors' rule (:func:`reference_mimir_informia`, in bits)
+    on tiny random models sharing a tokenizer: the same with one reference model; with K > 1
+    imprint mixes the references' probabilities, the authors average their log-probabilities."""
+    import tempfile
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from conftest import make_tiny_model
+
+    from imprint.attacks.informia import InfoRMIA
+    from imprint.backends.hf import HFLogprobBackend
+    from imprint.requests.client import in_memory_requests
+
+    tmp = Path(tempfile.mkdtemp())
+    paths = [make_tiny_model(tmp / f"m{i}", seed=10 + i) for i in range(1 + max(ks))]
+    target = HFLogprobBackend(str(paths[0]), start_token="bos")
+    texts = [t for t, n in zip(texts, target.count_tokens(texts), strict=True) if n <= 128][:48]
+    out = {}
+    for k in ks:
+        refs = {f"r{i}": HFLogprobBackend(str(p), start_token="bos") for i, p in
+                enumerate(paths[1 : 1 + k])}  # fmt: skip
+        ours = InfoRMIA(models=tuple(refs)).token_scores(
+            in_memory_requests(target, roles=refs), texts
+        )
+        models = [r.model for r in refs.values()]
+        tok_ours, tok_ref = [], []
+        for text, t in zip(texts, ours, strict=True):
+            ids = [*target.start_ids, *target.encode(text)]
+            tok_ours.append(np.asarray(t["scores"]))
+            tok_ref.append(reference_mimir_informia(target.model, models, ids) / math.log(2))
+        assert all(len(a) == len(b) for a, b in zip(tok_ours, tok_ref, strict=True))
+        out[f"K={k}"] = {
+            "texts": agreement(
+                np.array([a.mean() for a in tok_ours]), np.array([b.mean() for b in tok_ref])
+            ),
+            "tokens": agreement(np.concatenate(tok_ours), np.concatenate(tok_ref)),
+        }
+    return out
+
+
 def duci_agreement(n: int = 60, k: int = 4, seed: int = 0) -> dict[str, Any]:
     from imprint.documents.duci import debias
 
@@ -383,6 +441,7 @@ def main() -> None:
     texts = [" ".join(r["input"].split()[:12]) for r in load_rows(32)[:200]]
     report: dict[str, Any] = {
         "informia": informia_agreement(texts),
+        "informia_authors": informia_authors_agreement(texts),
         "ramia": ramia_agreement(),
         "duci": duci_agreement(),
     }

@@ -32,8 +32,15 @@ Sources: the paper's text was not reachable from this environment. The formula a
 statistic as the paper's published summaries state it (log p(x|theta)/p(x) in bits and the
 correction D_KL(p(z) || p(z|theta))); the token-level form, with the reference's next-token
 distribution as the population, is the one a public implementation uses (Soreseth/Masterthesis,
-``TokenLevelInfoRMIA``), against which ``benchmarks/bench_informia_agreement.py`` checks this
-one. The authors' own code was not found.
+``TokenLevelInfoRMIA``), against which ``benchmarks/bench_authors_b.py`` checks this one. The
+authors' code, found later in the first author's MIMIR fork (taojiashu/mimir,
+``mimir/attacks/info_rmia.py``, ``InfoRMIAToken``), computes the same per-token statistic in
+nats with one reference model (MIMIR's orientation: negated, lower = member); with several it
+averages the references' log-probabilities (the token's, and the next-token law as exp of the
+mean log-probability, not renormalised), where imprint averages their probabilities (a
+mixture, RMIA's Pr(x) = the mean over reference models): the mixture is a distribution, so
+the correction is a KL divergence and E_z log LR(z) = -KL holds, which an unnormalised
+geometric mean does not give. ``benchmarks/bench_authors_b.py`` measures the difference.
 """
 
 from __future__ import annotations
@@ -88,14 +95,23 @@ class InfoRMIA(ModelCallAttack):
         "Memorization Assessment for LLMs, arXiv 2510.05582 (ICLR 2026)"
     )
     deviations = (
-        "The paper's text and the authors' code were not reachable: the formula is taken from "
-        "the paper's published summaries and a public implementation (Soreseth/Masterthesis "
-        "TokenLevelInfoRMIA), and is checked against that implementation only.",
-        "That implementation defaults to temperature 2 and negates the score (it reports "
-        "members scoring lower on pre-trained models); here temperature is 1 and higher = "
-        "member, as the formula's sign gives (log LR(x) above the population's -KL).",
+        "The paper's text was not reachable: the formula is taken from the paper's published "
+        "summaries and a public implementation (Soreseth/Masterthesis TokenLevelInfoRMIA), "
+        "checked against it. The authors' code (the first author's MIMIR fork, "
+        "taojiashu/mimir, mimir/attacks/info_rmia.py InfoRMIAToken) gives the same per-token "
+        "score with one reference model (in nats, negated: MIMIR's lower = member; here bits, "
+        "higher = member).",
+        "Soreseth/Masterthesis defaults to temperature 2 and negates the score (it reports "
+        "members scoring lower on pre-trained models); here temperature is 1 (the authors' "
+        "code has none) and higher = member, as the formula's sign gives (log LR(x) above the "
+        "population's -KL).",
         "With several reference models the reference law is the mean of their next-token "
-        "distributions, all models alike (RMIA's online p(x)); IN/OUT membership is not used.",
+        "probabilities (a mixture, RMIA's Pr(x) = the mean over reference models), all models "
+        "alike, IN/OUT membership unused. The authors' code averages their log-probabilities "
+        "instead (the token's, and exp of the mean log-probability as the law in the KL term, "
+        "not renormalised): kept as the mixture because only a distribution makes the "
+        "correction a KL divergence with E_z log LR(z) = -KL; scores differ (see "
+        "benchmarks/bench_authors_b.py).",
     )
 
     def __post_init__(self) -> None:
