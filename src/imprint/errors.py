@@ -26,3 +26,8 @@ class MissingDependencyError(ImprintError, ImportError):
         super().__init__(
             f"{package!r} is not installed; install it with: pip install 'llm-imprint[{extra}]'"
         )
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run's model work; the message says what the store kept (the CLI prints
+    it and exits 130). Still a ``KeyboardInterrupt``: nothing catches it by mistake."""

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from imprint.errors import ConfigError, ImprintError
+from imprint.errors import ConfigError, ImprintError, RunInterrupted
 
 __all__ = [
     "add_row",
@@ -104,6 +104,9 @@ def handle_errors(command: Callable[P, R]) -> Callable[P, R]:
                 return command(*args, **kwargs)
             except (ImprintError, ValueError) as err:
                 fail(err)
+            except KeyboardInterrupt as err:  # Ctrl-C: what the store kept, exit 130 (SIGINT)
+                say(str(err) if isinstance(err, RunInterrupted) else "interrupted")
+                raise typer.Exit(130) from None
 
     return wrapper
 

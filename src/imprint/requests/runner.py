@@ -4,11 +4,12 @@
 takes, log-prob passes included: the kind's checks run before any work, requests are
 deduplicated by key, looked up in the store, the misses sorted longest first and batched by the
 kind's policy (``count``: ``batch_size`` per batch; ``tokens``: one :meth:`Request.group` per
-batch, rows x longest <= the token budget), then handed to the executor, which calls
-``kind.execute(backend, batch)`` in this process or on a Ray worker's replica of ``role``
-(:mod:`imprint.executors`). Each batch's results are stored in one transaction as they arrive
-(any order), by one writer thread, so the next batch runs while SQLite writes. Counts are kept
-per (role, kind).
+batch, rows x longest <= the token budget, and at most :data:`BATCH_SECONDS` of work at the
+model's rate where it is known, so an interrupt loses seconds, not the run), then handed to the
+executor, which calls ``kind.execute(backend, batch)`` in this process or on a Ray worker's
+replica of ``role`` (:mod:`imprint.executors`). Each batch's results are stored in one
+transaction as they arrive (any order), by one writer thread, so the next batch runs while SQLite
+writes. Counts are kept per (role, kind).
 
 Adding a request kind touches two files: the kind (a frozen dataclass subclassing
 :class:`~imprint.requests.kinds.Request`, with ``kind``, its fields, ``size()``, and a static or
@@ -20,6 +21,7 @@ no change (``tests/test_requests_engine.py`` adds one in a test module).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -33,6 +35,11 @@ from imprint.requests.store import RequestStore
 R = TypeVar("R", bound=Request)
 Progress = Callable[[str, int], Callable[[int], None]]
 DEFAULT_TOKEN_BUDGET = 4096  # used where neither the run nor the backend sets one
+# seconds of work one token batch may hold where the model's rate is known: a batch is stored
+# whole or not at all, so an interrupt loses at most this much (a quiet CPU or a GPU fills its
+# token budget well within it; a loaded CPU or a large model on CPU gets smaller batches)
+BATCH_SECONDS = 10.0
+MIN_BATCH_TOKENS = 256  # below this a forward wastes more than it bounds
 
 
 @dataclass
@@ -93,6 +100,7 @@ class RequestRunner:
         counts: RequestCounts | None = None,
         executor: Executor | None = None,
         token_budget: int | None = None,
+        batch_seconds: float | None = BATCH_SECONDS,
     ) -> None:
         self.store = store
         self.progress = progress
@@ -100,6 +108,10 @@ class RequestRunner:
         # where batches run: this process unless the run hands a Ray executor in
         self.executor: Executor = executor if executor is not None else LocalExecutor()
         self.token_budget = token_budget
+        # tokens/s of log-prob work per model fingerprint: given by the run (its plan's rate)
+        # or measured here on each call's batches; caps a token batch at ``batch_seconds``
+        self.rates: dict[str, float] = {}
+        self.batch_seconds = batch_seconds
 
     def run(
         self,
@@ -134,12 +146,17 @@ class RequestRunner:
         counts.cache_hits += len(found)
         missing = [r for r in unique if r.key() not in found]
         if missing:
-            batches = self._plan(kind, missing, get, batch_size)
+            batches = self._plan(kind, missing, get, batch_size, fingerprint)
             self._execute(role, kind, fingerprint, batches, get, found, counts)
         return [found[k] for k in keys]
 
     def _plan(
-        self, kind: type[Request], missing: list[Any], get: Callable[[], Any], size: int | None
+        self,
+        kind: type[Request],
+        missing: list[Any],
+        get: Callable[[], Any],
+        size: int | None,
+        fingerprint: str = "",
     ) -> list[PlannedBatch]:
         if kind.batching != "tokens":
             n = size or kind.batch_size
@@ -150,7 +167,9 @@ class RequestRunner:
             ]
         backend = get()
         lengths = backend.count_tokens([r.token_text() for r in missing])
-        budget = self.token_budget or backend.batch_tokens or DEFAULT_TOKEN_BUDGET
+        budget = self.batch_budget(
+            fingerprint, self.token_budget or backend.batch_tokens or DEFAULT_TOKEN_BUDGET
+        )
         max_length = backend.max_length
         # longest first by tokens, ties in request order (batches_by_budget sorts stably): the
         # batches, and so the float sums of every forward, are those of the planner before
@@ -166,6 +185,18 @@ class RequestRunner:
                     PlannedBatch(tuple(missing[i] for i in chosen), sum(lengths[i] for i in chosen))
                 )
         return out
+
+    def batch_budget(self, fingerprint: str, budget: int) -> int:
+        """``budget`` halved until it holds at most ``batch_seconds`` of work at the model's
+        known rate (never below :data:`MIN_BATCH_TOKENS`); unchanged while no rate is known.
+        Halving, not the exact figure: runs at about the same speed form the same batches, so
+        their forwards sum the same floats."""
+        rate = self.rates.get(fingerprint)
+        if not rate or not self.batch_seconds:
+            return budget
+        while budget > rate * self.batch_seconds and budget // 2 >= MIN_BATCH_TOKENS:
+            budget //= 2
+        return budget
 
     def _execute(
         self,
@@ -204,6 +235,8 @@ class RequestRunner:
                 if counts.tokens is not None:
                     counts.tokens += batches[index].units
 
+            started = time.perf_counter()
+            tokens_before = counts.tokens or 0
             try:
                 self.executor.run_batches(
                     role,
@@ -217,6 +250,9 @@ class RequestRunner:
             finally:
                 for write in writes:
                     write.result()
+            done = (counts.tokens or 0) - tokens_before
+            if done >= MIN_BATCH_TOKENS:  # this model's rate here, for its next batches
+                self.rates[fingerprint] = done / max(time.perf_counter() - started, 1e-6)
 
 
 def batches_by_budget(

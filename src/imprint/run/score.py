@@ -15,7 +15,7 @@ from imprint.backends.base import TOKENS, Backend
 from imprint.backends.registry import BackendChoice
 from imprint.data import Sample
 from imprint.documents.run_hook import DocumentSignals, document_signals
-from imprint.errors import DataError
+from imprint.errors import DataError, RunInterrupted
 from imprint.executors import Executor
 from imprint.requests.client import ModelRequests
 from imprint.run.estimate import TimedExecutor, WorkPlan, plan_work, record_rates
@@ -66,6 +66,7 @@ def score(
     )
     backends: dict[str, Backend] = {}
     work = WorkReport()
+    work_plan: WorkPlan | None = None
     requests: ModelRequests | None = None
     executor = shared_executor if shared_executor is not None else run_executor(plan)
     timed = TimedExecutor(executor)  # seconds per (role, kind), for the end line and later plans
@@ -83,6 +84,8 @@ def score(
 
             for line in work_plan.lines():
                 console.print(Text(line), soft_wrap=True)
+        if work_plan.tokens_per_s:  # batches of bounded seconds: an interrupt loses little
+            requests.runner.rates[backends["target"].fingerprint] = work_plan.tokens_per_s
         started = time.perf_counter()
         scores = compute_scores(
             attacks,
@@ -107,6 +110,8 @@ def score(
         models = describe_models(plan, backends)
         return Scored(samples, attacks, scores, models, work, documents, work_plan, elapsed,
                       warnings=found, call_seconds=dict(timed.seconds))  # fmt: skip
+    except KeyboardInterrupt as err:  # every finished batch is stored: say how much
+        raise RunInterrupted(kept_line(work_plan, work.to_dict())) from err
     finally:
         if shared_executor is None:
             executor.close()
@@ -117,6 +122,21 @@ def score(
         for backend in backends.values() if given is None else ():
             backend.close()  # an API client's connections
         cache.close()
+
+
+def kept_line(plan: WorkPlan | None, counts: dict[str, dict[str, dict[str, int]]]) -> str:
+    """``interrupted: N of M passes kept in the store; ...``: of the plan's distinct requests,
+    those the store held before plus those this run executed (each stored with its batch)."""
+    resume = "rerun the same command to resume"
+    if plan is None or not plan.calls:
+        return f"interrupted before the model work was planned; {resume}"
+    kept = total = 0
+    for call in plan.calls:
+        done = counts.get(call.role, {}).get(call.kind, {}).get("executed", 0)
+        kept += min(call.count, (call.stored or 0) + done)
+        total += call.count
+    noun = "passes" if all(c.kind == "logprobs" for c in plan.calls) else "model requests"
+    return f"interrupted: {kept:,} of {total:,} {noun} kept in the store; {resume}"
 
 
 def _set_up_attacks(
