@@ -99,8 +99,8 @@ def test_ctrl_c_says_what_was_kept_and_the_rerun_resumes(tmp_path, tiny_model_di
     data = tmp_path / "texts.jsonl"
     rows = [{"text": t, "label": i % 2} for i, t in enumerate(_texts(words=12))]
     data.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    # this device's rate as the plan measures it (a loaded CPU): batches of 256 tokens (10 s
-    # hold 500), a fraction of the 40 texts (one batch of the default budget)
+    # this device's rate as the plan measures it (a loaded CPU): batches of 512 tokens (the
+    # floor; 10 s hold 500), a fraction of the 40 texts (one batch of the default budget)
     monkeypatch.setattr(estimate, "_rate", lambda *a: (50.0, "measured in the test"))
     cache = tmp_path / "signals.sqlite"
     args = ["run", "--model", str(tiny_model_dir), "--data", str(data), "--attacks", "loss",

@@ -39,7 +39,7 @@ DEFAULT_TOKEN_BUDGET = 4096  # used where neither the run nor the backend sets o
 # whole or not at all, so an interrupt loses at most this much (a quiet CPU or a GPU fills its
 # token budget well within it; a loaded CPU or a large model on CPU gets smaller batches)
 BATCH_SECONDS = 10.0
-MIN_BATCH_TOKENS = 256  # below this a forward wastes more than it bounds
+MIN_BATCH_TOKENS = 512  # below this a forward wastes more than it bounds
 
 
 @dataclass
