@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -106,12 +107,13 @@ def test_plan_line_before_the_work_and_the_actual_time_after(tiny_model_dir, tmp
     assert manifest["plan"]["estimate_s"] > 0 and manifest["plan"]["scoring_s"] > 0
 
 
-def test_library_run_refuses_to_replace_an_earlier_run(tiny_model_dir, tmp_path):
+def test_library_run_refuses_to_replace_an_earlier_run_of_another_config(tiny_model_dir, tmp_path):
     config = RunConfig(model=str(tiny_model_dir), data=str(_data(tmp_path)), out=tmp_path / "o",
                        attacks=("loss",), n_bootstrap=20, blind=False, progress=False)  # fmt: skip
     execute_run(config)
-    with pytest.raises(ConfigError, match="already holds an earlier imprint run"):
-        execute_run(config)
+    execute_run(config)  # the same configuration again rewrites its folder (issue 37)
+    with pytest.raises(ConfigError, match="already holds an earlier imprint run of another"):
+        execute_run(dataclasses.replace(config, seed=1))
 
 
 def test_concurrent_runs_to_one_folder_without_overwrite_keep_the_first(tmp_path):

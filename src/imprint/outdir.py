@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from imprint.errors import ConfigError
 
@@ -197,13 +198,49 @@ def check_inputs_outside(out: Path, inputs: Iterable[tuple[str, str | Path]], *,
             )
 
 
-def check_out_dir(out: Path, *, overwrite: bool = False) -> Path:
+#: config fields that do not change what a run computes or reports (the folder itself, the
+#: permission to replace it, the progress display): two runs differing only there are the same
+_NOT_CONFIG = ("out", "overwrite", "progress")
+
+
+def config_differences(out: Path, config: dict[str, Any]) -> list[str] | None:
+    """How the configuration of the run in ``out`` (its manifest's ``config``) differs from
+    ``config`` (a new run's, as JSON), one ``"FIELD: A there, B here"`` per field; [] when they
+    are the same, None when ``out`` holds no run."""
+    if not is_run_folder(out):
+        return None
+    earlier = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["config"]
+    return describe_differences(earlier, config, ignore=_NOT_CONFIG)
+
+
+def describe_differences(
+    earlier: dict[str, Any], config: dict[str, Any], *, ignore: Iterable[str] = ()
+) -> list[str]:
+    """``"FIELD: A there, B here"`` for each field of an earlier output's recorded
+    configuration that differs from ``config`` (JSON values; tuples compare as lists)."""
+    here = json.loads(json.dumps(config))
+    return [
+        f"{key}: {_short(earlier.get(key))} there, {_short(here.get(key))} here"
+        for key in sorted(set(earlier) | set(here))
+        if key not in ignore and earlier.get(key) != here.get(key)
+    ]
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_out_dir(
+    out: Path, *, overwrite: bool = False, config: dict[str, Any] | None = None
+) -> Path:
     """Refuse an output location that cannot or must not become a run folder; return it absolute.
 
     Raises :class:`ConfigError` when ``out`` is a symbolic link or a file, lies under a file, is
     not writable, is the current folder or one above it, is an imprint output of another kind
-    (even with ``overwrite``), or is a non-empty folder imprint did not write (unless
-    ``overwrite``).
+    (even with ``overwrite``), is a non-empty folder imprint did not write (unless
+    ``overwrite``), or holds an earlier run (unless ``overwrite``, or ``config``, the new run's
+    configuration as JSON, equals that run's: the same run again reuses its folder).
     Creates nothing (a probe folder is made and removed).
     """
     out = Path(os.path.abspath(out))
@@ -226,13 +263,25 @@ def check_out_dir(out: Path, *, overwrite: bool = False) -> Path:
         )
     check_kind(out, "run", overwrite=overwrite)  # a run replaces its folder whole
     if not overwrite and is_run_folder(out):  # never lose an earlier run silently
-        raise ConfigError(
-            f"--out {out} already holds an earlier imprint run; pass a new folder (or leave "
-            "--out out: each run gets its own runs/<time>-<model>-<data>), or add --overwrite "
-            "to replace it"
-        )
+        differences = config_differences(out, config) if config is not None else None
+        if differences != []:  # the same configuration again reuses the folder
+            raise ConfigError(_earlier_run(out, differences))
     check_writable(out)  # the run is staged in a sibling folder: it must be creatable there
     return out
+
+
+def _earlier_run(out: Path, differences: list[str] | None) -> str:
+    """The refusal of an --out that holds a run of another (or an unknown) configuration."""
+    which = "an earlier imprint run"
+    if differences:
+        more = "; ..." if len(differences) > 3 else ""
+        which += f" of another configuration ({'; '.join(differences[:3])}{more})"
+    return (
+        f"--out {out} already holds {which}; pass a new folder (or leave --out out: each run "
+        "gets its own runs/<time>-<model>-<data>): every model pass the earlier run made is "
+        "answered by the store there, so only what differs is computed. Or add --overwrite to "
+        "replace it"
+    )
 
 
 RUNS = Path("runs")  # where runs without --out go, relative to the current folder
@@ -306,10 +355,12 @@ def staging_dir(out: Path) -> Path:
     return staged
 
 
-def publish(staged: Path, out: Path, *, overwrite: bool = False) -> None:
-    """Rename the finished ``staged`` folder to ``out``; with ``overwrite``, an earlier run there
-    is moved aside first, and without it a run that took ``out`` meanwhile is kept and this one
-    refused (:func:`check_out_dir`).
+def publish(
+    staged: Path, out: Path, *, overwrite: bool = False, config: dict[str, Any] | None = None
+) -> None:
+    """Rename the finished ``staged`` folder to ``out``; with ``overwrite``, or when it holds a
+    run of the same ``config``, an earlier run there is moved aside first, and otherwise a run
+    that took ``out`` meanwhile is kept and this one refused (:func:`check_out_dir`).
 
     Concurrent publishers race only on renames: each try either lands its whole folder or
     finds ``out`` taken and moves that aside again, so ``out`` is always one run's folder.
@@ -321,7 +372,7 @@ def publish(staged: Path, out: Path, *, overwrite: bool = False) -> None:
         except OSError as err:
             if err.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
                 raise
-        if not _still_replaceable(out, overwrite):
+        if not _still_replaceable(out, overwrite, config):
             continue  # another publisher moved it aside while we looked: try again
         aside = out.parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
         try:
@@ -332,14 +383,14 @@ def publish(staged: Path, out: Path, *, overwrite: bool = False) -> None:
     raise ConfigError(f"--out {out}: could not move the finished run into place; retry")
 
 
-def _still_replaceable(out: Path, overwrite: bool) -> bool:
+def _still_replaceable(out: Path, overwrite: bool, config: dict[str, Any] | None) -> bool:
     """Whether ``out`` may be moved aside now; False when it vanished under a concurrent
     publisher (look again). A refusal is raised only when it repeats: one check may half-see a
     concurrent rename (the folder gone between two of its looks)."""
     refusal: ConfigError | None = None
     for _ in range(3):
         try:
-            check_out_dir(out, overwrite=overwrite)
+            check_out_dir(out, overwrite=overwrite, config=config)
             return True
         except FileNotFoundError:
             return False

@@ -225,13 +225,21 @@ def write_json(path: Path, payload: dict[str, Any]) -> None:
     say(f"wrote {path}")
 
 
-def check_out_file(path: Path | None, *, overwrite: bool = False, option: str = "--out") -> None:
+def check_out_file(
+    path: Path | None,
+    *,
+    overwrite: bool = False,
+    option: str = "--out",
+    config: dict[str, Any] | None = None,
+) -> bool:
     """Refuse, before any work, an output file path that cannot or must not be written: a
     folder, a path under a file or an unwritable folder, a file inside an imprint output folder
     (even with ``overwrite``: that output would be left half replaced), or (without
-    ``overwrite``) an existing file. Creates nothing (a probe folder is made and removed)."""
+    ``overwrite``) an existing file, unless it is a JSON output whose ``"config"`` equals
+    ``config`` (the same command again: True, it is rewritten). Creates nothing (a probe folder
+    is made and removed)."""
     if path is None:
-        return
+        return False
     if path.is_dir():
         raise ConfigError(
             f"{option} {path} is a folder; this command writes one JSON file there. Pass a file "
@@ -244,12 +252,32 @@ def check_out_file(path: Path | None, *, overwrite: bool = False, option: str = 
         raise ConfigError(
             f"{option} {path} is a file of {KINDS[found]}; pass a file path outside it"
         )
+    same = False
     if path.exists() and not overwrite:
-        raise ConfigError(
-            f"{option} {path} already exists; pass a new file path, or add --overwrite to "
-            "replace it"
-        )
+        differences = _recorded_differences(path, config)
+        same = differences == []
+        if not same:
+            which = f" and holds another configuration ({'; '.join(differences or [])})"
+            raise ConfigError(
+                f"{option} {path} already exists{which if differences else ''}; pass a new "
+                "file path, or add --overwrite to replace it"
+            )
     check_writable(path, option)
+    return same
+
+
+def _recorded_differences(path: Path, config: dict[str, Any] | None) -> list[str] | None:
+    """How ``config`` differs from the ``"config"`` recorded in the JSON output at ``path``;
+    None when there is nothing to compare (no ``config``, or a file that records none)."""
+    from imprint.outdir import describe_differences
+
+    if config is None:
+        return None
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8")).get("config")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return describe_differences(earlier, config) if isinstance(earlier, dict) else None
 
 
 def check_out_folder(

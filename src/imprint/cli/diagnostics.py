@@ -79,10 +79,14 @@ def blind(
 
     The texts go through the transforms of ``imprint run`` (exact dedupe; a text under both
     labels is dropped in every copy), so both judge the same samples; drops are printed."""
-    from imprint.diagnostics.blind_suite import blind_suite_warning, run_blind_suite
+    from imprint.diagnostics.blind_suite import blind_suite_warning, run_blind_suite, suite_verdict
     from imprint.diagnostics.inputs import evaluation_samples
 
-    check_out_file(out, overwrite=overwrite)  # a bad --out fails before the suite, not after
+    config = {"command": "blind", "data": data, "seed": seed, "folds": folds,
+              "bootstrap": bootstrap, "baselines": sorted(baseline), "text_field": text_field,
+              "label_field": label_field, "truncate": truncate, "min_words": min_words}  # fmt: skip
+    if check_out_file(out, overwrite=overwrite, config=config):  # before the suite, not after
+        say(f"--out {out} holds the output of this same configuration: it is rewritten")
     found = evaluation_samples(
         data, text_field=text_field, label_field=label_field, truncate=truncate, min_words=min_words
     )
@@ -100,27 +104,33 @@ def blind(
         baselines=baseline or None,
     )
     print_blind(results, f"blind baselines on {data} ({folds}-fold out-of-fold, 95 % CI)")
+    verdict = suite_verdict(results)  # the run report's rule: three states
+    if verdict is not None:
+        say(verdict.summary)
     warning = blind_suite_warning(results)
     if warning:
         warn(warning)
     if out is not None:
-        write_json(out, _blind_payload(data, found, results, warning))
+        write_json(out, _blind_payload(config, found, results, warning))
 
 
 def _blind_payload(
-    data: str, found: Any, results: list[Any], warning: str | None
+    config: dict[str, Any], found: Any, results: list[Any], warning: str | None
 ) -> dict[str, Any]:
-    from imprint.diagnostics.blind_suite import measured_dict, selected_summary
+    from imprint.diagnostics.blind_suite import measured_dict, selected_summary, suite_verdict
 
     selected = selected_summary(results)
+    verdict = suite_verdict(results)
     return {
-        "data": data,
+        "config": config,  # the same command again rewrites this file (check_out_file)
+        "data": config["data"],
         "evaluated": len(found.samples),
         "dropped": found.dropped,
         "strongest": selected[0].name if selected else None,
         # the strongest's metrics with intervals adjusted for picking it (None if none)
         "strongest_adjusted": measured_dict(selected[1]) if selected else None,
         "warning": warning,
+        "verdict": None if verdict is None else verdict.to_dict(),
         "baselines": [r.to_dict() for r in results],
     }
 

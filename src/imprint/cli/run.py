@@ -57,7 +57,8 @@ ModelArgs = Annotated[
 Out = Annotated[
     Path | None,
     typer.Option(
-        help="run folder to write (a new one; an earlier run is replaced only with --overwrite); "
+        help="run folder to write (a new one; an earlier run is rewritten if it has the same "
+        "configuration, else replaced only with --overwrite); "
         "default: a new runs/<YYYYmmdd-HHMMSS>-<model>-<data>, with runs/latest linked to it"
     ),
 ]

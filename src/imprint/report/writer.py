@@ -180,21 +180,24 @@ def write_run(
     only writes and renders it.
 
     The files are written into a hidden sibling folder renamed to ``out`` at the end (see
-    :mod:`imprint.outdir`): ``out`` is a whole run or left as it was.
+    :mod:`imprint.outdir`): ``out`` is a whole run or left as it was. An earlier run there is
+    replaced with ``overwrite``, or when its manifest's config equals ``manifest["config"]``.
     """
     if not isinstance(metrics, RunMetrics):
         raise ConfigError(
             f"write_run takes the RunMetrics that evaluate_scores returns, not a "
             f"{type(metrics).__name__}; for a metrics.json dict use RunMetrics.from_dict(data)"
         )
-    out = check_out_dir(Path(out), overwrite=overwrite)
+    config = to_jsonable(manifest.get("config"))  # the same config again reuses ``out``
+    config = config if isinstance(config, dict) else None
+    out = check_out_dir(Path(out), overwrite=overwrite, config=config)
     staged = staging_dir(out)
     try:
         _write_files(staged, samples, scores, metrics, manifest)
         if extra is not None:
             extra(staged)
         mark_output(staged, "run")
-        publish(staged, out, overwrite=overwrite)
+        publish(staged, out, overwrite=overwrite, config=config)
     finally:
         discard(staged)  # nothing left after a successful publish; the debris of a failed one
     if console is not None:

@@ -58,7 +58,13 @@ def execute_run(
     started = time.time()
     plan = config if isinstance(config, RunPlan) else resolve(config)
     config = plan.config
-    _check_folders(plan)
+    if _check_folders(plan) and console is not None:
+        console.print(
+            f"--out {config.out} holds an earlier run of this same configuration: it is "
+            "rewritten, every model pass it made answered by the store",
+            soft_wrap=True,
+            markup=False,
+        )
     inputs = load_inputs(plan)
     scored = score(plan, inputs, console, backends, progress, executor)
     metrics = evaluate_scores(scored.samples, scored.scores, config=config)
@@ -126,13 +132,21 @@ def _token_scores(scored: Any) -> Any:
     return write
 
 
-def _check_folders(plan: RunPlan) -> None:
-    """A bad --out (or one that holds the run's own inputs) fails before any work."""
-    from imprint.outdir import check_inputs_outside, check_out_dir, check_outside
+def _check_folders(plan: RunPlan) -> bool:
+    """A bad --out (or one that holds the run's own inputs) fails before any work. True when
+    --out holds an earlier run of the same configuration, which this run rewrites."""
+    from imprint.outdir import (
+        check_inputs_outside,
+        check_out_dir,
+        check_outside,
+        config_differences,
+    )
+    from imprint.report.writer import to_jsonable
     from imprint.requests.store import check_store_path
 
     config = plan.config
-    check_out_dir(config.out, overwrite=config.overwrite)
+    as_json = to_jsonable(config)
+    check_out_dir(config.out, overwrite=config.overwrite, config=as_json)
     check_outside(config.out, plan.cache_path, "--cache")
     check_store_path(plan.cache_path)  # a read-only --cache or IMPRINT_CACHE_DIR
     inputs = [("--model", config.model), ("--data", config.data),
@@ -140,6 +154,7 @@ def _check_folders(plan: RunPlan) -> None:
     inputs += [(f"--ref {name}", spec) for name, spec in config.refs]
     inputs += [(f"--pool {name}", spec) for name, spec in config.pools.items()]
     check_inputs_outside(config.out, inputs, why="the run replaces its --out folder whole")
+    return not config.overwrite and config_differences(config.out, as_json) == []
 
 
 __all__ = ["RunResult", "execute_run"]
