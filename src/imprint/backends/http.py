@@ -54,7 +54,7 @@ from imprint.backends.http_checks import (
     APIError,
     check_api_base,
     check_model,
-    list_models,
+    read_models,
 )
 from imprint.backends.http_sampling import (
     SERVERS,
@@ -235,13 +235,17 @@ class OpenAICompatibleBackend(Transport, Backend):
         with self._start_lock:
             if self.dialect is not None:
                 return
-            listed = list_models(self._client, self.base_url, self._quote, self.api_key_env)
+            listed, unlisted = read_models(
+                self._client, self.base_url, self._quote, self.api_key_env
+            )
             names = check_model(listed, self.model, self.base_url)
             dialect, reason = (
                 (self.server, "given (--model-arg server)")
                 if self.server != "auto"
                 else detect_dialect(listed, self.base_url)
             )
+            if unlisted and self.server == "auto":  # said where a field is refused for it
+                reason = f"{unlisted}, so the server's sampling fields are unknown: {reason}"
             self._server_facts = {"detected_by": reason, "served_models": names[:50] or None}
             if self.cache is not None:
                 key = limits_key(self.base_url, self.model, self.mode)
@@ -272,7 +276,10 @@ class OpenAICompatibleBackend(Transport, Backend):
         self.start()
         assert self.dialect is not None
         law = SamplingSpec(temperature, (top_k or 0) if temperature > 0 else 0)
-        fields = sampling_fields(law, self.dialect, None)  # refused here, before any request
+        try:  # refused here, before any request
+            fields = sampling_fields(law, self.dialect, None)
+        except ConfigError as err:
+            raise ConfigError(f"{err} (server: {self._server_facts.get('detected_by')})") from None
         with self._lock:
             self._sent_laws.setdefault(json.dumps(fields, sort_keys=True), fields)
         context = (prompts, max_tokens, stop, fields, task, seed)

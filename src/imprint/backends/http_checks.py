@@ -166,6 +166,16 @@ def choice_text(url: str, choice: dict[str, Any], i: int, chat: bool, quote: Any
 
 def list_models(client: Any, base_url: str, quote: Any, key_env: str | None) -> Any:
     """The ``GET /v1/models`` JSON, or None when the server does not list its models."""
+    return read_models(client, base_url, quote, key_env)[0]
+
+
+def read_models(
+    client: Any, base_url: str, quote: Any, key_env: str | None
+) -> tuple[Any, str | None]:
+    """(the ``GET /v1/models`` JSON, None) or (None, why none: the status of a server that does
+    not list its models, 404 or another 4xx). A rate limit, a server error or a 200 that is not
+    a model list is that endpoint's failure, raised as :class:`APIError` naming it: read as
+    "no list" it came out later as a wrong dialect (SaMIA's top_k refused)."""
     import httpx
 
     url = f"{base_url}/models"
@@ -180,12 +190,26 @@ def list_models(client: Any, base_url: str, quote: Any, key_env: str | None) -> 
             f"{url} answered {response.status_code}: {quote(response.text)}; check the API key "
             f"in ${key_env}"
         )
-    if response.status_code >= 400:
-        return None  # not every server lists its models (then no name check)
+    status = response.status_code
+    if status == 429 or status >= 500:
+        kind = "rate-limited" if status == 429 else "a server error"
+        raise APIError(
+            f"{url} answered {status} ({kind}): {quote(response.text)}; imprint reads the served "
+            "models and the server's sampling fields there before any work: rerun once the "
+            f"server at {base_url} answers it"
+        )
+    if status >= 400:  # not every server lists its models (then no name check)
+        return None, f"GET /v1/models answered {status}"
     try:
-        return response.json()
+        listed = response.json()
     except ValueError:
-        return None
+        listed = None
+    if not (isinstance(listed, dict) and isinstance(listed.get("data"), list)):
+        raise APIError(
+            f"{url} answered {status} but not a model list ({quote(response.text)}); is "
+            f"{base_url} the /v1 root of an OpenAI-compatible server?"
+        )
+    return listed, None
 
 
 def check_model(listed: Any, model: str, base_url: str) -> list[str]:

@@ -52,9 +52,21 @@ class KindCounts:
     executed: int = 0
     batches: int = 0
     tokens: int | None = None
+    # a served backend keeps each answer as it comes (a stopped run's answers survive it): of
+    # the requests it executed, ``sent`` went to the server and ``answered_by_store`` were read
+    # back from its answers (None for backends that keep none of their own)
+    sent: int | None = None
+    answered_by_store: int | None = None
 
     def to_dict(self) -> dict[str, int]:
         return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def add_served(self, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
+        """Count what a served backend's ``usage()`` says it sent and read between two calls."""
+        if before is None or after is None:
+            return
+        self.sent = (self.sent or 0) + after["requests"] - before["requests"]
+        self.answered_by_store = (self.answered_by_store or 0) + after["cached"] - before["cached"]
 
 
 @dataclass
@@ -147,7 +159,11 @@ class RequestRunner:
         missing = [r for r in unique if r.key() not in found]
         if missing:
             batches = self._plan(kind, missing, get, batch_size, fingerprint)
-            self._execute(role, kind, fingerprint, batches, get, found, counts)
+            before = _served_usage(backend)
+            try:
+                self._execute(role, kind, fingerprint, batches, get, found, counts)
+            finally:
+                counts.add_served(before, _served_usage(backend))
         return [found[k] for k in keys]
 
     def _plan(
@@ -280,3 +296,11 @@ def batches_by_budget(
     if current:
         out.append(current)
     return out
+
+
+def _served_usage(backend: Any) -> dict[str, Any] | None:
+    """A served backend's usage (requests sent, answers read from its own store), or None for
+    a backend that keeps no answers (a local model; a :class:`Lazy` one is never loaded here)."""
+    usage = None if isinstance(backend, Lazy) else getattr(backend, "usage", None)
+    found = usage() if callable(usage) else None
+    return found if isinstance(found, dict) and {"requests", "cached"} <= found.keys() else None

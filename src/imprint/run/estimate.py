@@ -436,6 +436,11 @@ def ran_line(
             text = f"{role} {kind} {c.get('executed', 0):,} {noun} executed"
             if c.get("tokens"):
                 text += f" ({_k(int(c['tokens']))} tokens)"
+            if c.get("sent") is not None and c.get("answered_by_store"):  # a resumed served run
+                text += (
+                    f" ({c['sent']:,} sent, {c['answered_by_store']:,} read back from the answers "
+                    "an earlier run kept)"
+                )
             if c.get("cache_hits"):
                 text += f", {c['cache_hits']:,} answered by the store"
             text += f" in {duration(seconds.get((role, kind), 0.0))}"
