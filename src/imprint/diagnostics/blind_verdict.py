@@ -34,6 +34,7 @@ demo's checks, the study tables and metrics.json all take them from here:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -130,7 +131,7 @@ class BlindVerdict:
     def from_dict(cls, data: dict[str, Any]) -> BlindVerdict:
         auc = data["auc"]
         return blind_verdict(
-            Interval(*(float(auc[k]) for k in ("estimate", "low", "high"))),
+            Interval(float(auc["estimate"]), float(auc["low"]), float(auc["high"])),
             classifier=str(data["classifier"]),
             n_classifiers=int(data["n_classifiers"]),
             confidence=float(data["confidence"]),
@@ -203,9 +204,10 @@ class TextComparison:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TextComparison:
         d = data["diff"]
-        iv = Interval(
-            *(math.nan if d[k] is None else float(d[k]) for k in ("estimate", "low", "high"))
+        estimate, low, high = (
+            math.nan if d[k] is None else float(d[k]) for k in ("estimate", "low", "high")
         )
+        iv = Interval(estimate, low, high)
         p = data.get("p_value")
         return cls(
             str(data["attack"]), str(data["blind"]), iv, math.nan if p is None else float(p),
@@ -250,7 +252,7 @@ def attack_beats_text(
 
 def compare_with_text(
     labels: ArrayLike,
-    columns: dict[str, ArrayLike],
+    columns: Mapping[str, ArrayLike],
     blind_scores: ArrayLike,
     *,
     blind: str,
