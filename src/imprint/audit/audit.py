@@ -1,8 +1,10 @@
 """``imprint audit``: score canaries with attacks through the normal run, report the bound.
 
 The canaries (a one-run game's, or a user's canary folder with its mask) are written as a
-labelled data file and scored by :func:`imprint.run.execute_run` like any run (cache, executor,
-attacks all as usual; the run folder is ``OUT/run``). Each attack's scores then give Steinke et
+labelled data file and scored by :func:`imprint.run.execute_run` like any run (cache, executor
+as usual; the run folder is ``OUT/run``), except that every canary is scored: the run holds no
+shots out, and attacks that take held-out texts are refused. Every option is checked before any
+work, and ``OUT`` is written whole or not at all. Each attack's scores then give Steinke et
 al. 2023's one-run bound at every number of guesses in a grid fixed in advance. Taking the best
 (attack, guesses) after seeing the results is a selection, paid for by Bonferroni: every bound is
 computed at ``beta / (attacks x grid)``, so the reported maximum holds at ``1 - beta``.

@@ -152,7 +152,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
     for n, row in json_objects(path):
         if not isinstance(row.get("text"), str) or "id" not in row:
             raise DataError(f"{path}: line {n}: each canary needs an 'id' and a 'text'")
-        rows.append(row)
+        rows.append(dict(row))
     return rows
 
 

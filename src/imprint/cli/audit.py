@@ -116,7 +116,10 @@ def audit(
         str, typer.Option(help="numbers of guesses tried, e.g. 10,50,100 (default: 10,20,50...)")
     ] = "",
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or auto")] = "auto",
-    overwrite: Annotated[bool, typer.Option(help="replace an earlier audit in --out")] = False,
+    overwrite: Annotated[
+        bool,
+        typer.Option(help="replace an earlier audit in --out (or a folder imprint did not write)"),
+    ] = False,
 ) -> None:
     """Empirical epsilon lower bound (Steinke et al. 2023, one run) from membership guesses on
     canaries: on a game (--game DIR) or on your own model (--model M --canaries DIR)."""

@@ -310,7 +310,7 @@ def _jsonl_rows(data: bytes) -> Iterator[_Row]:
         yield lineno, record
 
 
-def json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def json_objects(path: Path) -> Iterator[tuple[int, Mapping[str, Any]]]:
     """``(line number, object)`` for each non-blank line of a JSON-lines file, read as the
     loaders read one; a line that is not UTF-8, not JSON or not an object raises
     :class:`DataError` naming the file, the line and the fix."""
