@@ -120,6 +120,8 @@ def main() -> None:
     # fitted on the run's held-out non-members (the game's 10 held-out texts: the pool below),
     # never on an evaluated text
     attacks += [a for a in ("camia", "qmia", "probe") if a in available_attacks()]
+    if args.heldout < 20:  # qmia's head reads the text only from 20 texts; fewer are refused
+        attacks.remove("qmia")
     if args.attacks:
         attacks = [a for a in attacks if a in args.attacks.split(",")]
     t0 = time.perf_counter()

@@ -92,7 +92,7 @@ def test_camia_qmia_and_probe_score_non_latin_and_long_texts(tiny_model_dir, tmp
             attacks=("loss", "camia", "qmia", "probe"),
             params={
                 "camia": {"n_reference": 4},
-                "qmia": {"n_train": 4, "epochs": 50},
+                "qmia": {"n_train": 4, "texts_per_parameter": 2, "epochs": 50},
                 "probe": {"n_train": 4, "probe_epochs": 50},
             },
             shot_holdout=4,

@@ -85,8 +85,34 @@ def test_qmia_agrees_with_the_leakpro_transcription_on_40_texts(tiny_model_dir, 
 
 
 def test_qmia_fits_on_held_out_non_members_in_a_run(tiny_model_dir, tmp_path):
-    params = {"n_train": 3, "epochs": 50}
-    result = run_fitted_on_held_out(tiny_model_dir, tmp_path, "qmia", params, 3)
-    assert len(result.samples) == 10  # 13 - 3 held-out training non-members
+    params = {"n_train": 4, "texts_per_parameter": 2, "epochs": 50}  # k = 1: the least
+    result = run_fitted_on_held_out(tiny_model_dir, tmp_path, "qmia", params, 4)
+    assert len(result.samples) == 9  # 13 - 4 held-out training non-members
     assert np.all(np.isfinite(result.scores["qmia"]))
     assert result.manifest["requests"]["embedder"]["embed"]["requests"] == 13
+
+
+@pytest.mark.parametrize(("params", "least"), [({"n_train": 10}, 20),
+                                               ({"n_train": 5, "texts_per_parameter": 3}, 6)])  # fmt: skip
+def test_a_training_set_that_fits_only_a_constant_head_is_refused(params, least):
+    """Issue 37 item 8: at 10 training texts (10 per parameter) the head was a constant, so
+    qmia equalled loss (same AUC, same interval, paired difference +0.000 [0, 0]) unsaid."""
+    with pytest.raises(ConfigError) as refused:
+        QMIA(**params)
+    message = str(refused.value)
+    assert "rank every text exactly as loss" in message and "\n" not in message
+    assert f"--param qmia.n_train={least}" in message and f"--shot-holdout {least}" in message
+    assert QMIA(**{**params, "n_train": least}).n_train == least  # the least it fits is taken
+
+
+def test_the_run_refuses_a_constant_qmia_before_any_model_loads(tmp_path):
+    from typer.testing import CliRunner
+
+    from imprint.cli import app
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(f'{{"text": "t {i}", "label": {i % 2}}}\n' for i in range(8)))
+    args = ["run", "--model", str(tmp_path / "no-model"), "--data", str(data), "--attacks",
+            "loss,qmia", "--param", "qmia.n_train=10", "--out", str(tmp_path / "r")]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "--param qmia.n_train=20" in result.output, result.output

@@ -50,7 +50,8 @@ def test_the_plan_counts_sampling_and_embedding_calls_the_run_then_executes(
     data = _data(tmp_path)
     args = ["run", "--model", str(tiny_model_dir), "--data", str(data),
             "--attacks", "loss,samia,qmia", "--param", "samia.n_samples=1",
-            "--param", "qmia.n_train=4", "--shot-holdout", "4", "--bootstrap", "20",
+            "--param", "qmia.n_train=4", "--param", "qmia.texts_per_parameter=2",
+            "--shot-holdout", "4", "--bootstrap", "20",
             "--no-blind", "--cache", str(tmp_path / "store.sqlite")]  # fmt: skip
     first = CliRunner().invoke(app, [*args, "--param", "samia.max_tokens=2", "--out",
                                      str(tmp_path / "r1")])  # fmt: skip
@@ -129,6 +130,7 @@ def test_the_plan_counts_the_passes_and_calls_of_every_local_attack_it_can_befor
     args = ["run", "--model", str(tiny_model_dir), "--data", str(_data(tmp_path, 24)),
             "--attacks", "loss,samia,camia,qmia,acmia,de_cop", "--shot-holdout", "4",
             "--param", "camia.n_reference=4", "--param", "qmia.n_train=4",
+            "--param", "qmia.texts_per_parameter=2",
             "--param", "de_cop.paraphrase_max_tokens=2", "--bootstrap", "20", "--no-blind",
             "--cache", str(tmp_path / "store.sqlite"), "--out", str(tmp_path / "r")]  # fmt: skip
     result = CliRunner().invoke(app, args)

@@ -13,11 +13,15 @@ Adam at weight decay 1e-4, batches of 64) and MIMIR's ``quantile.py`` (a pre-tra
 with a regression head): a linear head on a pre-trained encoder's features, here the frozen
 all-MiniLM-L6-v2 sentence embedding of x (``embed`` requests, stored like every model call),
 trained by Adam (batches of 64) on the pinball loss, on the first k principal components of the
-training embeddings only, with 10 training texts per fitted parameter (a constant head, the
-empirical quantile, at the default 10 texts: more parameters than that interpolate). The
-non-members are the first ``n_train`` (default 10) of the run's held-out non-members
-(``--shot-holdout``; out of every attack's evaluation; or a ``nonmembers`` pool): no evaluated
-text is ever a training text.
+training embeddings only, with 10 training texts per fitted parameter (more parameters than that
+interpolate). The non-members are the first ``n_train`` (default 20) of the run's held-out
+non-members (``--shot-holdout``; out of every attack's evaluation; or a ``nonmembers`` pool): no
+evaluated text is ever a training text.
+
+Minimum fit size: k + 1 = n_train // texts_per_parameter, so below 2 x texts_per_parameter
+training texts (20 at the default) k = 0 and the head is a constant, the empirical quantile:
+LL(x) - q is then LL(x) shifted, ranking every text exactly as ``loss`` (same AUC, interval and
+TPR). Such a configuration is refused, naming the flags to raise.
 """
 
 from __future__ import annotations
@@ -111,7 +115,7 @@ class QMIA(Attack):
     takes_held_out: ClassVar[bool] = True
     vocab_stats: ClassVar[bool] = False  # per-token log p only: vLLM serves it
     alpha: float = 0.1
-    n_train: int = 10
+    n_train: int = 20  # the least that fits a head reading the text (k = 1 component)
     epochs: int = 1000
     lr: float = 1e-2
     weight_decay: float = 1e-4
@@ -127,9 +131,9 @@ class QMIA(Attack):
         "The regressor is a linear head on frozen all-MiniLM-L6-v2 embeddings (MIMIR fine-tunes "
         "funnel-transformer-small, LeakPro the target's backbone): nothing is fine-tuned.",
         "The head reads only the first k principal components of the training embeddings, with "
-        "10 training texts per fitted parameter (k + 1 = n_train // 10; at the default 10 texts "
-        "a constant: the empirical quantile): a 385-parameter head on 10 texts interpolates, and "
-        "its 0.9-quantile was exceeded by 33-67 % of fresh non-members instead of 10 %.",
+        "10 training texts per fitted parameter (k + 1 = n_train // 10; at least 20 texts, "
+        "k = 1): a 385-parameter head on 10 texts interpolates, and its 0.9-quantile was "
+        "exceeded by 33-67 % of fresh non-members instead of 10 %.",
         "Targets are standardised and the head trained 1,000 Adam epochs (batches of 64) at lr "
         "1e-2 (LeakPro: 100 epochs at 1e-3, with many batches per epoch on image data).",
         "LeakPro casts the regression targets to integers (target.long()) and keeps only the "
@@ -138,8 +142,9 @@ class QMIA(Attack):
         "quantile of the loss, the wrong tail for a loss, and returns q - loss under a 'higher "
         "= non-member' comment; imprint fits the (1 - alpha)-quantile of LL and scores LL - q.",
         "alpha = 0.1 by default (MIMIR sets none; LeakPro fits the levels 0.05, 0.25, 0.5, "
-        "0.75, 0.95), fitted on the run's 10 held-out non-members (LeakPro: half the "
-        "population data); raise --shot-holdout and qmia.n_train for a text-dependent head.",
+        "0.75, 0.95), fitted on 20 held-out non-members (LeakPro: half the population data), "
+        "so it needs --shot-holdout 20; fewer than 2 x texts_per_parameter training texts "
+        "(k = 0: a constant head that ranks texts exactly as loss) are refused.",
     )
 
     def __post_init__(self) -> None:
@@ -157,6 +162,15 @@ class QMIA(Attack):
                 "texts_per_parameter >= 1; got "
                 f"n_train={self.n_train}, epochs={self.epochs}, lr={self.lr}, "
                 f"weight_decay={self.weight_decay}, texts_per_parameter={self.texts_per_parameter}"
+            )
+        least = 2 * self.texts_per_parameter
+        if self.n_train < least:  # k = 0: a constant head, so qmia would rank texts as loss does
+            raise ConfigError(
+                f"qmia.n_train={self.n_train} training texts at texts_per_parameter="
+                f"{self.texts_per_parameter} fit only a constant quantile head (k = 0 principal "
+                f"components), so qmia would rank every text exactly as loss; give it at least "
+                f"{least}: --param qmia.n_train={least} with --shot-holdout {least} (or a "
+                "nonmembers pool), or lower --param qmia.texts_per_parameter"
             )
 
     @classmethod

@@ -29,6 +29,7 @@ from imprint.errors import DataError
 from imprint.evaluation.columns import as_column
 from imprint.evaluation.comparisons import run_comparisons
 from imprint.evaluation.curves import RocCurve, roc_with_band
+from imprint.evaluation.degenerate import degenerate_warnings
 from imprint.evaluation.results import (
     BlindClassifierMetrics,
     BlindFailure,
@@ -254,7 +255,8 @@ def evaluate_scores(
         text = compare_with_text(labels, scores, oof, blind=suite.strongest,
                                  groups=kwargs["groups"])  # fmt: skip
         metrics = replace(metrics, blind_verdict=suite.verdict(), text_comparisons=text)
-    return replace(metrics, warnings=run_warnings(metrics, int((labels == 0).sum())))
+    found = run_warnings(metrics, int((labels == 0).sum())) + tuple(degenerate_warnings(scores))
+    return replace(metrics, warnings=found)
 
 
 def _drawn(curves: dict[str, RocCurve | None]) -> dict[str, RocCurve]:

@@ -75,6 +75,7 @@ WarningKind = Literal[
     "data_defects",  # the data as published has duplicates, short texts or split overlap
     "unmatched_reference_ids",  # --references ids that match no sample, accepted by a flag
     "reference_is_target",  # a reference model's content fingerprint equals the target's
+    "degenerate_scores",  # a score column is constant, or ranks texts exactly as another
     "unclassified",  # read from a metrics.json written before warnings had kinds
 ]
 WARNING_KINDS: tuple[str, ...] = get_args(WarningKind)
