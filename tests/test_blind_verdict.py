@@ -83,3 +83,52 @@ def test_warning_size_under_no_shift_quick():
     assert sum(found["new"]) <= 2, sum(found["new"])
     assert sum(found["beats"]) <= 2, sum(found["beats"])
     assert sum(found["old"]) >= 3  # the defect the old rule had, reproduced on the same sets
+
+
+def test_cli_blind_names_its_flags_and_prints_the_verdict(tmp_path):
+    """`imprint blind` refuses a bad --folds/--bootstrap naming the flag (it said 'n_folds' and
+    'n_resamples'), and prints the three-state verdict the run report uses."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from imprint.cli import app
+
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(40)]
+    rows = [{"text": " ".join(rng.choice(words, 10)) + f" u{i}", "label": i % 2} for i in range(60)]
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    few = tmp_path / "few.jsonl"
+    few.write_text("".join(json.dumps(r) + "\n" for r in rows[:6]))
+    base = ["blind", "--baseline", "greedy_ngrams"]
+    for args, flag in (
+        (["--data", str(data), "--folds", "1"], "--folds must be 2 or more"),
+        (["--data", str(data), "--bootstrap", "0"], "--bootstrap must be 1 or more"),
+        (["--data", str(few)], "--folds 5 needs at least 5 texts per class"),
+    ):
+        result = CliRunner().invoke(app, base + args)
+        assert result.exit_code != 0 and flag in " ".join(result.output.split()), result.output
+    out = tmp_path / "b.json"
+    result = CliRunner().invoke(
+        app, base + ["--data", str(data), "--bootstrap", "100", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    verdict = json.loads(out.read_text())["verdict"]
+    assert verdict["state"] in ("no_shift", "inconclusive")
+    assert f"blind baseline: {verdict['headline']}" in " ".join(result.output.split())
+
+
+def test_malformed_blind_verdict_in_metrics_json_is_a_data_error():
+    from imprint.errors import DataError
+    from imprint.evaluation import RunMetrics
+
+    with pytest.raises(DataError, match="blind_verdict"):
+        RunMetrics.from_dict(
+            {
+                "attacks": {},
+                "warnings": [],
+                "warning_kinds": [],
+                "blind_verdict": {"state": "shift"},
+            }
+        )

@@ -85,6 +85,12 @@ def blind(
     config = {"command": "blind", "data": data, "seed": seed, "folds": folds,
               "bootstrap": bootstrap, "baselines": sorted(baseline), "text_field": text_field,
               "label_field": label_field, "truncate": truncate, "min_words": min_words}  # fmt: skip
+    from imprint.errors import ConfigError, DataError
+
+    if folds < 2:  # named by the flag, before any data is read
+        raise ConfigError(f"--folds must be 2 or more, got {folds}")
+    if bootstrap < 1:
+        raise ConfigError(f"--bootstrap must be 1 or more (1000 is customary), got {bootstrap}")
     if check_out_file(out, overwrite=overwrite, config=config):  # before the suite, not after
         say(f"--out {out} holds the output of this same configuration: it is rewritten")
     found = evaluation_samples(
@@ -95,6 +101,12 @@ def blind(
     if found.dropped:
         shown = ", ".join(f"{n} {reason}" for reason, n in found.dropped.items())
         say(f"dropped {sum(found.dropped.values())} of {found.n_loaded} texts: {shown}")
+    counts = [sum(s.label == c for s in found.samples) for c in (1, 0)]
+    if 0 < min(counts) < folds:
+        raise DataError(
+            f"--folds {folds} needs at least {folds} texts per class; {data} has {counts[0]} "
+            f"members and {counts[1]} non-members after dedupe. Add texts or lower --folds"
+        )
     results = run_blind_suite(
         [s.text for s in found.samples],
         [s.label for s in found.samples],
