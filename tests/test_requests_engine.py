@@ -47,6 +47,7 @@ from imprint.requests import (
 from imprint.requests.client import ModelRequests, local_transformers
 from imprint.requests.logprobs import LogprobRequest
 from imprint.requests.next_word import NextWordConfig
+from imprint.requests.store import SCHEMA_VERSION
 from imprint.signals.cache import SignalCache, encode_stats, make_key
 from imprint.signals.needs import Need
 from imprint.signals.plan import run_plan
@@ -357,7 +358,7 @@ def test_a_schema_1_cache_is_migrated_once_and_serves_a_rerun_without_model_call
         tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         version = conn.execute("SELECT version FROM request_schema").fetchall()
     conn.close()
-    assert tables == {"request_results", "request_schema"} and version == [(2,)]
+    assert tables == {"request_results", "request_schema"} and version == [(SCHEMA_VERSION,)]
     assert len(SignalCache(path)) == 8  # opened again: nothing migrated twice
 
 

@@ -45,7 +45,8 @@ MIN_BATCH_TOKENS = 512  # below this a forward wastes more than it bounds
 @dataclass
 class KindCounts:
     """Per (model role, request kind): unique requests, answered from the store, executed,
-    batches; ``tokens`` executed for token-batched kinds (None for the others)."""
+    batches; ``tokens`` executed for token-batched kinds (None for the others); ``damaged``:
+    stored answers that failed their checksum and were computed again (None: none)."""
 
     requests: int = 0
     cache_hits: int = 0
@@ -57,6 +58,7 @@ class KindCounts:
     # back from its answers (None for backends that keep none of their own)
     sent: int | None = None
     answered_by_store: int | None = None
+    damaged: int | None = None
 
     def to_dict(self) -> dict[str, int]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -154,6 +156,7 @@ class RequestRunner:
         if kind.batching == "tokens" and counts.tokens is None:
             counts.tokens = 0
         found = self.store.get_many(fingerprint, unique)
+        self._count_damaged(fingerprint, kind.kind, keys, counts)
         counts.requests += len(unique)
         counts.cache_hits += len(found)
         missing = [r for r in unique if r.key() not in found]
@@ -201,6 +204,17 @@ class RequestRunner:
                     PlannedBatch(tuple(missing[i] for i in chosen), sum(lengths[i] for i in chosen))
                 )
         return out
+
+    def _count_damaged(
+        self, fingerprint: str, kind: str, keys: list[str], counts: KindCounts
+    ) -> None:
+        """Count this call's requests whose stored answer the store found damaged (now, or
+        when the plan looked): they are computed again."""
+        damaged = self.store.damaged.get((fingerprint, kind), set())
+        hit = damaged.intersection(keys)
+        if hit:
+            damaged.difference_update(hit)
+            counts.damaged = (counts.damaged or 0) + len(hit)
 
     def batch_budget(self, fingerprint: str, budget: int) -> int:
         """``budget`` halved until it holds at most ``batch_seconds`` of work at the model's

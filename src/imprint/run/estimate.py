@@ -443,6 +443,8 @@ def ran_line(
                 )
             if c.get("cache_hits"):
                 text += f", {c['cache_hits']:,} answered by the store"
+            if c.get("damaged"):
+                text += f" ({c['damaged']:,} damaged in the store, computed again)"
             text += f" in {duration(seconds.get((role, kind), 0.0))}"
             said = planned.get((role, kind))
             if said is not None:
