@@ -216,7 +216,8 @@ def test_an_attack_overriding_the_old_score_hook_is_refused_at_registration_sayi
     from imprint.attacks.base import register
     from imprint.errors import ConfigError
 
-    namespace: dict[str, object] = {}
+    # as the one-file recipe placed it: a module in imprint.attacks
+    namespace: dict[str, object] = {"__name__": "imprint.attacks.old_spread"}
     exec(textwrap.dedent(OLD_RECIPE), namespace)  # noqa: S102 - the plugin's file, verbatim
     with pytest.raises(ConfigError) as refused:
         register("old_spread_test")(namespace["OldSpread"])

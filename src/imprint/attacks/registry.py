@@ -105,10 +105,8 @@ def _refuse_old_score_hook(name: str, cls: type[Any]) -> None:
     """The previous release's recipe overrode ``score(self, signals)``; ``score`` now receives
     :class:`~imprint.attacks.contract.ScoringInputs`, so such a class would crash inside the run
     (``'ScoringInputs' object has no attribute 'get'``). Refused here, saying what to rename."""
-    owner = next(c for c in cls.__mro__ if "score" in vars(c))
-    if owner.__module__.startswith("imprint.attacks."):
-        return  # the contract's entry point, or a built-in override that takes ScoringInputs
-    params = list(inspect.signature(owner.score).parameters.values())[1:2]
+    owner = next(c for c in cls.__mro__ if "score" in vars(c))  # Attack's own, at the least
+    params = list(inspect.signature(vars(owner)["score"]).parameters.values())[1:2]
     annotation = str(params[0].annotation) if params else ""
     if params and (
         params[0].name == "signals" or ("SignalSet" in annotation and "Scoring" not in annotation)
