@@ -73,6 +73,7 @@ def test_audit_scores_every_canary_at_the_recipes_size(
         (["--attack", "recall"], "--attack recall"),
         (["--attack", "loss,qmia"], "--attack qmia"),
         (["--attack", "nope"], "nope"),
+        (["--attack", "loss,ref"], "imprint audit takes no --ref"),
         (["--guesses", "10,10,10"], "--guesses"),
         (["--guesses", "100"], "--guesses"),
         (["--guesses", "0"], "--guesses"),

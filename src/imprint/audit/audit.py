@@ -128,7 +128,8 @@ def check_out(out: Path, *, overwrite: bool, inputs: Sequence[tuple[str, str]] =
 def check_attacks(names: Sequence[str]) -> tuple[str, ...]:
     """The ``--attack`` names, refused before any work when unknown or when the attack takes
     texts out of the evaluation (held-out shots): an audit's bound needs every canary scored."""
-    from imprint.attacks.base import get_attack_class
+    from imprint.attacks.base import RunContext, get_attack_class
+    from imprint.attacks.shots import HELDOUT_KEY
 
     if not names:
         raise ConfigError("--attack names no attack; pass e.g. --attack loss,zlib")
@@ -146,6 +147,13 @@ def check_attacks(names: Sequence[str]) -> tuple[str, ...]:
                 f"them all). Pass attacks that need only the model, e.g. --attack "
                 f"{','.join(DEFAULT_ATTACKS)}"
             )
+        try:  # the run's own set-up, in an audit's context: no reference models, no pools
+            cls.for_run(RunContext(pools={HELDOUT_KEY: ()}))
+        except ConfigError as err:
+            raise ConfigError(
+                f"--attack {name}: {err}; imprint audit takes no --ref or --references, so pass "
+                f"attacks that need only the model, e.g. --attack {','.join(DEFAULT_ATTACKS)}"
+            ) from None
     return tuple(dict.fromkeys(names))
 
 
