@@ -50,15 +50,15 @@ def runs(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_transfer_arithmetic_by_hand(runs: tuple[Path, Path]):
     a, b = runs
-    result = compare_runs(a, b, fprs=(0.05, 0.1), n_resamples=200)
+    result = compare_runs(a, b, fprs=(0.2, 0.25), n_resamples=200)
     loss = result.attacks["loss"]
-    # 5 % of 20 non-members = 1 false positive allowed: threshold just above 19 (only 20 >= t).
-    # On B's non-members 15..24, the scores above 19 are 20..24: 5 of 10.
-    assert 19 < loss.transfer["5%"]["threshold"] < 19.0001
-    assert loss.transfer["5%"]["fpr_b"] == 0.5
-    assert loss.transfer["5%"]["tpr_b"] == 0.75  # 25, 26, 27 of 18, 25, 26, 27
-    # 10 %: 2 allowed, threshold just above 18; B: 19..24 = 6 of 10.
-    assert loss.transfer["10%"]["fpr_b"] == 0.6
+    # 20 % of 20 non-members = 4 false positives allowed (the fewest the resolution rule takes):
+    # threshold just above 16 (17..20 >= t). On B's non-members 15..24: 17..24, 8 of 10.
+    assert 16 < loss.transfer["20%"]["threshold"] < 16.0001
+    assert loss.transfer["20%"]["fpr_b"] == 0.8
+    assert loss.transfer["20%"]["tpr_b"] == 1.0  # 18, 25, 26, 27 all above 16
+    # 25 %: 5 allowed, threshold just above 15; B: 16..24 = 9 of 10.
+    assert loss.transfer["25%"]["fpr_b"] == 0.9
     assert result.only_in_a == ("only_a",) and result.only_in_b == ("only_b",)
     assert set(result.attacks) == {"loss"}
     assert result.to_dict()["attacks"]["loss"]["transfer"] == loss.transfer  # the JSON form
@@ -111,32 +111,37 @@ def test_cli_compare(runs: tuple[Path, Path], tmp_path: Path):
     out = tmp_path / "cmp.json"
     result = CliRunner().invoke(
         diagnostics_app,
-        ["compare", str(runs[0]), str(runs[1]), "--out", str(out), "--bootstrap", "100"],
-    )
+        ["compare", str(runs[0]), str(runs[1]), "--out", str(out), "--bootstrap", "100",
+         "--fprs", "0.2,0.25"],
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     saved = json.loads(out.read_text())
-    assert saved["attacks"]["loss"]["transfer"]["5%"]["fpr_b"] == 0.5
+    assert saved["attacks"]["loss"]["transfer"]["20%"]["fpr_b"] == 0.8
     assert "loss" in result.output
 
 
 def test_compare_marks_unresolvable_targets_not_measurable(tmp_path: Path, runs: tuple[Path, Path]):
-    # A has 20 non-members: 5 % and 10 % are resolvable, 1 % (needs 100) is not; B's size does
-    # not matter (the threshold is set on A). Nothing at 1 % may be a number, in JSON or table.
+    # A has 20 non-members: 20 % is resolvable (4 false positives), 1 % (needs 400) and 10 %
+    # (needs 40) are not; B's size does not matter (the threshold is set on A). Nothing
+    # unresolvable may be a number, in JSON or table.
     out = tmp_path / "cmp.json"
     result = CliRunner().invoke(
         diagnostics_app,
-        ["compare", str(runs[0]), str(runs[1]), "--out", str(out), "--bootstrap", "50"],
-    )
+        ["compare", str(runs[0]), str(runs[1]), "--out", str(out), "--bootstrap", "50",
+         "--fprs", "0.01,0.1,0.2"],
+    )  # fmt: skip
     assert result.exit_code == 0, result.output
     cell = json.loads(out.read_text())["attacks"]["loss"]["transfer"]["1%"]
     assert cell["threshold"] is None and cell["fpr_b"] is None and cell["tpr_b"] is None
-    assert "at least 100 non-members; there are 20 in run A" in cell["not_measurable"]
+    assert "at least 400 non-members (4 false positives" in cell["not_measurable"]
+    assert "there are 20 in run A" in cell["not_measurable"]
     text = " ".join(result.output.split())
-    assert "not measurable @1%: an FPR of 1 % needs at least 100" in text
-    assert "@5%" not in text and "@10%" not in text  # the resolvable ones carry no note
-    table = compare_runs(*runs, fprs=(0.001, 0.05), n_resamples=50).attacks["loss"]
-    assert "1000 non-members" in table.transfer["0.1%"]["not_measurable"]
-    assert table.transfer["5%"]["fpr_b"] == 0.5 and "not_measurable" not in table.transfer["5%"]
+    assert "not measurable @1%: an FPR of 1 % needs at least 400" in text
+    assert "not measurable @10%: an FPR of 10 % needs at least 40" in text
+    assert "@20%" not in text  # the resolvable one carries no note
+    table = compare_runs(*runs, fprs=(0.001, 0.2), n_resamples=50).attacks["loss"]
+    assert "4000 non-members" in table.transfer["0.1%"]["not_measurable"]
+    assert table.transfer["20%"]["fpr_b"] == 0.8 and "not_measurable" not in table.transfer["20%"]
 
 
 def test_cli_compare_checks_out_before_any_work(
@@ -163,9 +168,9 @@ def test_cli_compare_checks_out_before_any_work(
     assert existing.read_text() == "{}"  # left as it was
     monkeypatch.undo()
     args = ["compare", str(runs[0]), str(runs[1]), "--out", str(existing), "--overwrite"]
-    result = CliRunner().invoke(diagnostics_app, [*args, "--bootstrap", "20"])
+    result = CliRunner().invoke(diagnostics_app, [*args, "--bootstrap", "20", "--fprs", "0.2"])
     assert result.exit_code == 0, result.output
-    assert json.loads(existing.read_text())["attacks"]["loss"]["transfer"]["5%"]["fpr_b"] == 0.5
+    assert json.loads(existing.read_text())["attacks"]["loss"]["transfer"]["20%"]["fpr_b"] == 0.8
 
 
 def _shared_runs(tmp_path: Path, *, docs: bool = False) -> tuple[Path, Path]:

@@ -127,29 +127,29 @@ def _fake_run(path: Path, labels, groups, columns) -> Path:
 
 
 def test_perturbation_table_hand_computed(tmp_path: Path):
-    # 10 natural non-members scored 0..9; at 10 % FPR one false positive is allowed, so the
-    # threshold sits just above 8 (only 9 passes); at 1 % none: just above 9.
+    # 10 natural non-members scored 0..9; at 40 % FPR four false positives are allowed (the
+    # fewest the resolution rule takes), so the threshold sits just above 5 (6..9 pass).
     nonmembers = list(range(10))
     members = [8.5, 9.5, 20, 30]
-    edit1 = [8.7, 9.2, 1.0, 10.0]  # >8: 3 of 4; >9: 2 of 4
+    edit1 = [8.7, 9.2, 1.0, 10.0]  # >5: 3 of 4
     labels = [0] * 10 + [1] * 4 + [0] * 4
     groups = [None] * 10 + ["none"] * 4 + ["edit1"] * 4
     scores = nonmembers + members + edit1
     nan_col = [*scores[:-1], float("nan")]
     run = _fake_run(tmp_path / "run", labels, groups, {"loss": scores, "zlib": nan_col})
-    table = perturbation_table(run, fprs=(0.01, 0.1))
+    table = perturbation_table(run, fprs=(0.01, 0.4))
     assert table.groups == ("members", "nonmembers", "edit1")
     loss = table.to_dict()["attacks"]["loss"]  # the JSON form the CLI writes
     assert loss == table.attacks["loss"].to_dict()
-    # 1 % needs 100 natural non-members (10 here): not measurable, no threshold, no rate
-    assert loss["rates"]["nonmembers"] == {"1%": None, "10%": 0.1}
-    assert loss["rates"]["members"] == {"1%": None, "10%": 1.0}
-    assert loss["rates"]["edit1"] == {"1%": None, "10%": 0.75}
-    assert loss["thresholds"]["1%"] is None and 8 < loss["thresholds"]["10%"] < 8.0001
+    # 1 % needs 400 natural non-members (10 here): not measurable, no threshold, no rate
+    assert loss["rates"]["nonmembers"] == {"1%": None, "40%": 0.4}
+    assert loss["rates"]["members"] == {"1%": None, "40%": 1.0}
+    assert loss["rates"]["edit1"] == {"1%": None, "40%": 0.75}
+    assert loss["thresholds"]["1%"] is None and 5 < loss["thresholds"]["40%"] < 5.0001
     assert list(loss["not_measurable"]) == ["1%"]
-    assert "at least 100 non-members; there are 10" in loss["not_measurable"]["1%"]
+    assert "at least 400 non-members (4 false positives" in loss["not_measurable"]["1%"]
     zlib = table.to_dict()["attacks"]["zlib"]
-    assert zlib["n_nan"]["edit1"] == 1 and zlib["rates"]["edit1"]["10%"] == pytest.approx(2 / 3)
+    assert zlib["n_nan"]["edit1"] == 1 and zlib["rates"]["edit1"]["40%"] == pytest.approx(2 / 3)
     plain = _fake_run(tmp_path / "plain", [0, 1], [None, None], {"loss": [0.0, 1.0]})
     with pytest.raises(DataError, match="imprint perturb"):
         perturbation_table(plain)
@@ -179,15 +179,16 @@ def test_cli_perturb_and_table(tmp_path: Path, wikimia: list[Sample]):
     result = runner.invoke(diagnostics_app, ["perturb-table", str(run)])
     assert result.exit_code == 0, result.output
     saved = json.loads((run / "perturbation_table.json").read_text())
-    assert saved["attacks"]["fake"]["rates"]["edit25"]["10%"] == 1.0
     n_natural = saved["attacks"]["fake"]["n"]["nonmembers"]
-    assert 10 <= n_natural < 20  # so 10 % is measurable, 1 % and 5 % are not
-    assert saved["attacks"]["fake"]["rates"]["edit25"]["1%"] is None
-    assert set(saved["attacks"]["fake"]["not_measurable"]) == {"1%", "5%"}
+    # fewer than 40 natural non-members: not even 10 % allows the 4 false positives the
+    # resolution rule needs, so no rate is a number
+    assert 10 <= n_natural < 40
+    assert saved["attacks"]["fake"]["rates"]["edit25"] == {"1%": None, "5%": None, "10%": None}
+    assert set(saved["attacks"]["fake"]["not_measurable"]) == {"1%", "5%", "10%"}
     text = " ".join(result.output.split())
     assert (
-        "not measurable at target FPR 5%: an FPR of 5 % needs at least 20 non-members; "
-        f"there are {n_natural}" in text
+        "not measurable at target FPR 5%: an FPR of 5 % needs at least 80 non-members (4 false "
+        f"positives at that rate); there are {n_natural}" in text
     )
     assert (run / "perturbation_histograms.png").stat().st_size > 0
 

@@ -137,27 +137,29 @@ def test_roc_hand_example() -> None:
 
 
 def test_tpr_at_fpr_hand_example() -> None:
+    """The read-out itself, on hand-sized data (so with the resolution rule at one false
+    positive: the default needs four allowed, see test_metrics_edge.py)."""
     labels, scores = [1, 1, 0, 0], [0.9, 0.4, 0.5, 0.1]
     assert tpr_at_fpr(labels, scores, 0.0) == 0.5
-    assert tpr_at_fpr(labels, scores, 0.5) == 1.0
-    assert tpr_at_fpr(labels, scores, 1.0) == 1.0
+    assert tpr_at_fpr(labels, scores, 0.5, min_false_positives=1) == 1.0
+    assert tpr_at_fpr(labels, scores, 1.0, min_false_positives=1) == 1.0
     # no interpolation toward (0.5, 1): with 4 non-members, 0.26 allows one false positive
     labels4, scores4 = [1, 1, 0, 0, 0, 0], [0.9, 0.4, 0.5, 0.45, 0.1, 0.05]
-    assert tpr_at_fpr(labels4, scores4, 0.26) == 0.5
+    assert tpr_at_fpr(labels4, scores4, 0.26, min_false_positives=1) == 0.5
 
 
 def test_tpr_at_fpr_unresolvable_is_none_with_reason() -> None:
     """Two non-members cannot resolve an FPR of 49 %: None and the reason, as reports say."""
-    with pytest.warns(NotMeasurableWarning, match="needs at least 3 non-members; there are 2"):
+    with pytest.warns(NotMeasurableWarning, match="needs at least 9 non-members .4 false "):
         assert tpr_at_fpr([1, 1, 0, 0], [0.9, 0.4, 0.5, 0.1], 0.49) is None
-    with pytest.warns(NotMeasurableWarning, match="at least 1000"):
-        assert tpr_at_fpr([1] * 5 + [0] * 999, list(range(1004)), 0.001) is None
+    with pytest.warns(NotMeasurableWarning, match="at least 4000"):
+        assert tpr_at_fpr([1] * 5 + [0] * 3999, list(range(4004)), 0.001) is None
 
 
 def test_tpr_at_fpr_tie_straddling_the_bound() -> None:
     # Two non-members tied with the member: that threshold has FPR 2/20 > 0.05 -> TPR 0.
     labels, scores = [1] + [0] * 20, [5, 5, 5] + [1] * 18
-    assert tpr_at_fpr(labels, scores, 0.05) == 0.0
+    assert tpr_at_fpr(labels, scores, 0.05, min_false_positives=1) == 0.0
     assert tpr_at_fpr(labels, scores, 0.25) == 1.0
 
 

@@ -299,37 +299,37 @@ def test_report_escapes_hostile_names_and_groups(tmp_path):
 # -- item 18: TPR@FPR only where measurable ---------------------------------------------------
 
 
-def test_min_nonmembers_is_one_over_fpr():
-    assert [min_nonmembers(t) for t in (0.001, 0.01, 0.05, 0.1)] == [1000, 100, 20, 10]
+def test_min_nonmembers_allows_four_false_positives():
+    """Issue 37: k = floor(t n) >= 4 false positives, so 4/t non-members (1/t before)."""
+    assert [min_nonmembers(t) for t in (0.001, 0.01, 0.05, 0.1)] == [4000, 400, 80, 40]
 
 
 def test_tpr_at_unresolvable_fpr_is_not_measurable(tmp_path):
     samples, scores, metrics, manifest = _report_inputs(tmp_path, n=124)  # 62 non-members
     row = metrics.to_dict()["attacks"]["loss"]
     assert row["n_nonmembers"] == 62
-    for key in ("tpr@0.1%", "tpr@1%"):
+    for key in ("tpr@0.1%", "tpr@1%", "tpr@5%"):
         assert row[key]["estimate"] is None and "needs at least" in row[key]["not_measurable"]
-    assert "1000 non-members" in row["tpr@0.1%"]["not_measurable"]
-    for key in ("tpr@5%", "tpr@10%"):
-        assert row[key]["estimate"] is not None and "not_measurable" not in row[key]
+    assert "4000 non-members" in row["tpr@0.1%"]["not_measurable"]
+    assert row["tpr@10%"]["estimate"] is not None and "not_measurable" not in row["tpr@10%"]
     out = tmp_path / "run"
     write_run(out, samples, scores, metrics, manifest)
     saved = json.loads((out / "metrics.json").read_text())["attacks"]["loss"]
     assert "62" in saved["tpr@1%"]["not_measurable"]
     md = (out / "report.md").read_text()
     loss_row = next(line for line in md.splitlines() if line.startswith("| loss"))
-    assert loss_row.count("not measurable") == 2
-    assert "TPR@0.1%FPR not measurable: an FPR of 0.1 % needs at least 1000" in md
-    assert "not measurable: an FPR of 1 % needs at least 100" in (out / "report.html").read_text()
+    assert loss_row.count("not measurable") == 3
+    assert "TPR@0.1%FPR not measurable: an FPR of 0.1 % needs at least 4000" in md
+    assert "not measurable: an FPR of 1 % needs at least 400" in (out / "report.html").read_text()
     from rich.console import Console
 
     console = Console(record=True, width=200)
     console.print(rich_table(metrics))
     terminal = console.export_text()
-    assert "not measurable" in terminal and "needs at least 1000" in terminal
+    assert "not measurable" in terminal and "needs at least 4000" in terminal
 
 
-def test_tpr_measurable_from_exactly_one_over_fpr(tmp_path):
-    _, _, metrics, _ = _report_inputs(tmp_path, n=200)  # 100 non-members: 1 % resolvable
+def test_tpr_measurable_from_exactly_four_over_fpr(tmp_path):
+    _, _, metrics, _ = _report_inputs(tmp_path, n=800)  # 400 non-members: 1 % resolvable
     row = metrics.to_dict()["attacks"]["loss"]
     assert row["tpr@1%"]["estimate"] is not None and "not_measurable" in row["tpr@0.1%"]

@@ -34,8 +34,9 @@ ODD = "M|o*d_el & 50% <b>"  # a model name with every format's special character
 NAN = Interval(math.nan, math.nan, math.nan)
 
 
-def metrics(auc: float, low: float, high: float, tpr: float | None, n: int = 120) -> MetricSummary:
-    reasons = {} if tpr is not None else {0.01: "needs 100 non-members"}
+def metrics(auc: float, low: float, high: float, tpr: float | None, n: int = 400) -> MetricSummary:
+    """A stored summary; 400 non-members resolve 1 % (the rule: 4 false positives allowed)."""
+    reasons = {} if tpr is not None else {0.01: "needs 400 non-members"}
     return MetricSummary(
         auc=Interval(auc, low, high),
         tpr_at_fpr={0.01: Interval(tpr, tpr, tpr) if tpr is not None else NAN},
@@ -151,7 +152,7 @@ def test_html_is_self_contained_escaped_and_coloured(result: GridResult):
     assert "<script" not in page and "http" not in page and "src=" not in page
     assert page.count('class="auc best"') == 1
     assert f"background:{heat_colour(0.53)}" in page
-    assert 'title="needs 100 non-members"' in page
+    assert 'title="needs 400 non-members"' in page
 
 
 def test_heat_colour_is_white_at_chance_and_deepens():
@@ -209,7 +210,7 @@ def test_outputs_and_long_parquet(result: GridResult, tmp_path: Path):
     assert {r["metric"]: r["estimate"] for r in loss} == {"auc": 0.70, "tpr@1%": 0.051}
     nm = next(r for r in rows if r["row"] == "min_k (k=0.2)" and r["model"] == "small"
               and r["metric"] != "auc")  # fmt: skip
-    assert nm["not_measurable"] == "needs 100 non-members" and math.isnan(nm["estimate"])
+    assert nm["not_measurable"] == "needs 400 non-members" and math.isnan(nm["estimate"])
 
 
 def test_cells_round_trip_and_a_broken_file_is_recomputed(result: GridResult, tmp_path: Path):
@@ -244,3 +245,13 @@ def test_legend_says_bold_needs_the_paired_test(result: GridResult):
     text = " ".join(to_markdown(build_tables(result), title="T").split())
     assert "by DeLong's paired test on the samples they all scored" in text
     assert "no attack is bold when none is, whatever the point estimates" in text
+
+
+def test_study_table_applies_the_resolution_rule_to_old_run_folders() -> None:
+    """Issue 37: a run folder written under the old rule (1/t non-members) holds a TPR@1 % with
+    120 non-members; the study table shows it as not measurable, with the reason."""
+    from imprint.study.tables import Entry
+
+    entry = Entry.of(metrics(0.6, 0.55, 0.65, 0.03, n=120), 0.01)
+    assert entry.tpr is None and "400 non-members" in (entry.tpr_note or "")
+    assert Entry.of(metrics(0.6, 0.55, 0.65, 0.03), 0.01).tpr is not None

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from imprint.calibration import baselines, blind_verdicts, documents, duci, hooks, sequences
+from imprint.calibration import baselines, blind_verdicts, documents, duci, edges, hooks, sequences
 from imprint.calibration.core import Row
 
 __all__ = ["SUITE", "Entry", "Row", "run_suite"]
@@ -32,6 +32,9 @@ class Entry:
 SUITE: tuple[Entry, ...] = (
     Entry("sequence_iid", sequences.rows_iid, 200, 1000),
     Entry("resolution", sequences.rows_resolution, 50, 200),
+    Entry("tpr_edge", edges.rows_tpr_edge, 200, 1000),
+    Entry("document_tpr_edge", edges.rows_doc_tpr_edge, 200, 1000),
+    Entry("degenerate", edges.rows_degenerate, 200, 1000),
     Entry("sequence_clustered", sequences.rows_clustered, 200, 1000),
     Entry("document_mean", documents.rows_mean, 500, 1000),
     Entry("document_shi", documents.rows_shi, 200, 1000),
@@ -44,6 +47,7 @@ SUITE: tuple[Entry, ...] = (
     # rows from the modules that own the figures (empty where a module is missing)
     Entry("dataset_inference", hooks.rows_dataset_inference, 200, 1000),
     Entry("paired", hooks.rows_paired, 200, 1000),
+    Entry("paired_documents", hooks.rows_paired_documents, 200, 1000),
 )
 
 

@@ -4,7 +4,8 @@
   under the null with correlated sequences (a run's false-positive check is the same test on two
   halves of the non-members, so it shares this size), with heavy tails, and power against shifts;
 - paired AUC comparisons (:mod:`imprint.metrics.paired_calibration`): coverage of the paired
-  interval for AUC(A) - AUC(B) and the size of the paired test, on correlated documents.
+  interval for AUC(A) - AUC(B) and the size of the paired test, on i.i.d. samples and (issue 37)
+  on few correlated documents, where the plain percentile bootstrap was too liberal.
 
 Each hook returns no rows (and says why in its note) when its module is not there, so the suite
 runs on any checkout.
@@ -13,11 +14,12 @@ runs on any checkout.
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from typing import Any
 
 from imprint.calibration.core import Row, info_row
 
-__all__ = ["rows_dataset_inference", "rows_paired"]
+__all__ = ["rows_dataset_inference", "rows_paired", "rows_paired_documents"]
 
 
 def _module(name: str) -> Any | None:
@@ -93,4 +95,29 @@ def rows_paired(n_sims: int, seed: int) -> list[Row]:
                 size.n_sims,
             )
         )
+    return rows
+
+
+#: a small ``--unit document`` run: 15 + 15 documents of 10 sequences, half the noise shared
+PAIRED_DOCS = {"n_members": 15, "n_nonmembers": 15, "seqs_per_doc": 10, "within_doc": 0.5}
+
+
+def rows_paired_documents(n_sims: int, seed: int) -> list[Row]:
+    """Size of the paired comparison of two attacks of equal AUC (0.70) on 15 + 15 documents,
+    resampling documents: DeLong (cluster-robust), the paired bootstrap's expanded percentile
+    interval, and its plain percentile interval (OLD, before issue 37)."""
+    pc = _module("imprint.metrics.paired_calibration")
+    if pc is None or not hasattr(pc, "paired_size"):
+        return []
+    figure = "paired test of equal AUCs on documents (0.70 vs 0.70, 15 + 15 documents x 10)"
+    rows = []
+    for method, label in (("delong", "delong, paired, cluster-robust"),
+                          ("bootstrap", "bootstrap, paired, over documents, expanded percentile"),
+                          ("bootstrap_percentile", "OLD: bootstrap, paired, over documents, "
+                           "percentile")):  # fmt: skip
+        size = pc.paired_size(n_sims, seed=seed, method=method, auc_a=0.7, **PAIRED_DOCS)
+        row = _from_rate(figure, label, "size", size.nominal, size.measured, size.n_sims)
+        if method == "bootstrap_percentile":
+            row = replace(row, expect_pass=False, note="issue 37: too narrow with 15 units")
+        rows.append(row)
     return rows

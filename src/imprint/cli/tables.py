@@ -12,7 +12,8 @@ from imprint.cli.common import add_row, console, say, table
 def fmt_interval(interval: Any) -> str:
     if interval is None or math.isnan(interval.estimate):
         return "-"
-    return f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
+    shown = f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
+    return shown + (" (score bound)" if getattr(interval, "basis", None) else "")
 
 
 def print_blind(results: list[Any], title: str) -> None:

@@ -29,6 +29,7 @@ def summary_from_dict(data: Any, where: str) -> MetricSummary:
     data = js.obj(data, where)
     tprs: dict[float, Interval | None] = {}
     reasons: dict[float, str] = {}
+    ties: dict[float, str] = {}
     for key in filter(js.is_tpr_key, data):
         bound = js.fpr_bound(key)
         cell = js.obj(data[key], f"{where}.{key}")
@@ -37,12 +38,17 @@ def summary_from_dict(data: Any, where: str) -> MetricSummary:
             tprs[bound] = None
         else:
             tprs[bound] = js.interval(cell, f"{where}.{key}")
+        if cell.get("ties") is not None:
+            ties[bound] = js.text(cell["ties"], f"{where}.{key}.ties")
 
     def count(key: str) -> int:
         return js.integer(js.get(data, key, where), f"{where}.{key}")
 
     def maybe_count(key: str) -> int | None:
         return None if data.get(key) is None else js.integer(data[key], f"{where}.{key}")
+
+    def maybe_number(key: str) -> float | None:
+        return None if data.get(key) is None else js.num(data[key], f"{where}.{key}")
 
     def maybe_text(key: str) -> str | None:
         return None if data.get(key) is None else js.text(data[key], f"{where}.{key}")
@@ -60,4 +66,6 @@ def summary_from_dict(data: Any, where: str) -> MetricSummary:
         n_units=maybe_count("n_units"),
         method=maybe_text("method"),
         n_nan=maybe_count("n_nan"),
+        tied_share=maybe_number("tied_share"),
+        tie_decides=ties,
     )

@@ -91,4 +91,5 @@ def comparisons_from_dict(data: Any, where: str) -> PairedComparisons:
         seed=js.integer(js.get(d, "seed", where), f"{where}.seed"),
         correction=js.text(d.get("correction", "bonferroni"), f"{where}.correction"),
         clustered=bool(d.get("clustered", False)),
+        bootstrap=js.text(d.get("bootstrap", "paired_percentile"), f"{where}.bootstrap"),
     )

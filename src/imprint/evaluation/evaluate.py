@@ -30,6 +30,7 @@ from imprint.evaluation.columns import as_column
 from imprint.evaluation.comparisons import run_comparisons
 from imprint.evaluation.curves import RocCurve, roc_with_band
 from imprint.evaluation.degenerate import degenerate_warnings
+from imprint.evaluation.interval_warnings import interval_warnings
 from imprint.evaluation.results import (
     BlindClassifierMetrics,
     BlindFailure,
@@ -47,6 +48,7 @@ from imprint.metrics import (
     UndefinedMetricWarning,
     bootstrap_metrics,
     min_nonmembers,
+    unresolvable,
 )
 
 SKIPPED_GROUP = "needs members and non-members"
@@ -79,20 +81,9 @@ def column_metrics(
 
 
 def mark_unmeasurable(column: MetricSummary) -> MetricSummary:
-    """``column`` with each TPR@t that its non-members cannot resolve (fewer than 1/t) marked
-    not measurable, with the reason: with fewer, the smallest non-zero FPR exceeds t, so the
-    figure would only be the TPR at zero false positives."""
-    n = column.n_nonmembers
-    smallest = f"1/{n} = {100 / n:.2g} %" if n else "none"
-    reasons = {
-        bound: (
-            f"an FPR of {bound * 100:g} % needs at least {min_nonmembers(bound)} non-members; "
-            f"this evaluation has {n} (smallest non-zero FPR {smallest}), so the figure would "
-            "only be the TPR at zero false positives"
-        )
-        for bound in column.tpr_at_fpr
-        if n < min_nonmembers(bound)
-    }
+    """``column`` with each TPR@t that its non-members cannot resolve marked not measurable,
+    with the reason (the one rule of :mod:`imprint.metrics.resolution`)."""
+    reasons = unresolvable(column.tpr_at_fpr, column.n_nonmembers)
     # no number may stand in for an unmeasurable one
     tprs = {b: None if b in reasons else v for b, v in column.tpr_at_fpr.items()}
     return replace(column, tpr_at_fpr=tprs, not_measurable=reasons)
@@ -306,7 +297,7 @@ def run_warnings(metrics: RunMetrics, n_nonmembers: int) -> tuple[RunWarning, ..
                     f"{column}: {row.n_nan} samples had no defined score and were left out",
                 )
             )
-    return tuple(out + _class_warnings(metrics, n_nonmembers))
+    return tuple(out + _class_warnings(metrics, n_nonmembers) + interval_warnings(metrics))
 
 
 def _class_warnings(metrics: RunMetrics, n_nonmembers: int) -> list[RunWarning]:

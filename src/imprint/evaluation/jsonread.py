@@ -58,9 +58,11 @@ def json_float(value: float) -> float | None:
 
 def interval(value: Any, where: str) -> Interval:
     data = obj(value, where)
-    return Interval(
-        *(num(get(data, k, where), f"{where}.{k}") for k in ("estimate", "low", "high"))
+    estimate, low, high = (
+        num(get(data, k, where), f"{where}.{k}") for k in ("estimate", "low", "high")
     )
+    basis = text(data.get("basis"), f"{where}.basis", optional=True)
+    return Interval(estimate, low, high, basis)
 
 
 def fpr_bound(key: str) -> float:

@@ -76,7 +76,10 @@ WarningKind = Literal[
     "unmatched_reference_ids",  # --references ids that match no sample, accepted by a flag
     "reference_is_target",  # a reference model's content fingerprint equals the target's
     "degenerate_scores",  # a score column is constant, or ranks texts exactly as another
+    "attacks_left_out",  # 'all' skipped attacks this run cannot serve (e.g. too few held out)
     "unclassified",  # read from a metrics.json written before warnings had kinds
+    "score_bound",  # a bootstrap collapsed to one value; the interval is a score bound
+    "ties_decide_threshold",  # tied scores straddle a TPR@FPR threshold
 ]
 WARNING_KINDS: tuple[str, ...] = get_args(WarningKind)
 

@@ -93,7 +93,8 @@ def _above_half(auc: dict[str, Any] | None) -> bool:
 def _fmt(auc: dict[str, Any] | None) -> str:
     if not auc or auc.get("estimate") is None:
         return "n/a"
-    return f"{auc['estimate']:.3f} [{auc['low']:.3f}, {auc['high']:.3f}]"
+    shown = f"{auc['estimate']:.3f} [{auc['low']:.3f}, {auc['high']:.3f}]"
+    return shown + (" (score bound: bootstrap collapsed)" if auc.get("basis") else "")
 
 
 def _estimates(aucs: Sequence[dict[str, Any] | None]) -> list[float | None]:

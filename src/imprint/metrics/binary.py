@@ -21,7 +21,7 @@ from imprint.metrics._validation import (
     check_fraction,
     warn_undefined,
 )
-from imprint.metrics.resolution import unresolvable_reason
+from imprint.metrics.resolution import MIN_FALSE_POSITIVES, unresolvable_reason
 
 __all__ = [
     "NotMeasurableWarning",
@@ -128,21 +128,29 @@ def auc(labels: ArrayLike, scores: ArrayLike) -> float:
     return roc_auc_score(labels, scores)
 
 
-def tpr_at_fpr(labels: ArrayLike, scores: ArrayLike, max_fpr: float) -> float | None:
+def tpr_at_fpr(
+    labels: ArrayLike,
+    scores: ArrayLike,
+    max_fpr: float,
+    *,
+    min_false_positives: int = MIN_FALSE_POSITIVES,
+) -> float | None:
     """Largest true-positive rate over ROC points whose false-positive rate is <= ``max_fpr``.
 
     No interpolation: a point is eligible only if its FPR is at most ``max_fpr``; the point
     (0, 0) is always eligible, so the result is 0 when no threshold qualifies.
 
-    One resolution rule (:mod:`imprint.metrics.resolution`), as in every report: with fewer than
-    ``1 / max_fpr`` non-members no false positive is allowed at all, so the figure would only be
-    the TPR at zero false positives. It is then None, with a :class:`NotMeasurableWarning` that
-    gives the reason.
+    One resolution rule (:mod:`imprint.metrics.resolution`), as in every report: the read-out
+    allows ``k = floor(max_fpr n)`` false positives and its threshold's real FPR is about
+    (k+1)/(n+1), so with fewer than ``min_false_positives`` (4) allowed the figure runs well
+    above its FPR and its interval under-covers. It is then None, with a
+    :class:`NotMeasurableWarning` that gives the reason.
 
     Args:
         labels: shape (n,), 1 = member, 0 = non-member.
         scores: shape (n,), higher = more likely member.
         max_fpr: FPR bound in [0, 1], e.g. 0.01 for TPR at 1 % FPR.
+        min_false_positives: the rule's k (1: the rule before issue 37, only for comparisons).
 
     Returns:
         TPR in [0, 1]; NaN with an :class:`UndefinedMetricWarning` if a class is missing; None
@@ -153,7 +161,7 @@ def tpr_at_fpr(labels: ArrayLike, scores: ArrayLike, max_fpr: float) -> float | 
     if n_pos == 0 or n_neg == 0:
         warn_undefined(f"TPR at FPR <= {bound:g}", n_pos, n_neg)
         return math.nan
-    reason = unresolvable_reason(bound, n_neg)
+    reason = unresolvable_reason(bound, n_neg, min_false_positives=min_false_positives)
     if reason is not None:
         warnings.warn(
             f"TPR at FPR <= {bound:g} is not measurable: {reason}.",

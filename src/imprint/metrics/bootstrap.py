@@ -39,8 +39,10 @@ from imprint.metrics._validation import (
     warn_undefined,
 )
 from imprint.metrics.binary import confusion_at_thresholds, roc_auc_score, tpr_from_counts
+from imprint.metrics.degenerate import class_units, tie_note, tied_share, unless_collapsed
+from imprint.metrics.interval import Interval
 from imprint.metrics.jackknife import acceleration, jackknife_groups, jackknife_rows
-from imprint.metrics.resolution import unresolvable
+from imprint.metrics.resolution import MIN_FALSE_POSITIVES, unresolvable
 
 __all__ = [
     "DEFAULT_FPR_BOUNDS",
@@ -62,30 +64,9 @@ INTERVAL_METHODS: tuple[str, ...] = ("bca", "percentile")
 _CHUNK_ELEMENTS = 1 << 20
 
 
-def _json_float(value: float) -> float | None:
-    return None if math.isnan(value) else float(value)
-
-
 def fpr_key(bound: float) -> str:
     """Name of the TPR column for an FPR bound, e.g. 0.001 -> ``"tpr@0.1%"``."""
     return f"tpr@{round(bound * 100, 10):g}%"
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A point estimate with a confidence interval ``[low, high]`` (NaN when undefined)."""
-
-    estimate: float
-    low: float
-    high: float
-
-    def to_dict(self) -> dict[str, float | None]:
-        """``{"estimate", "low", "high"}``; NaN becomes ``None`` so the output is valid JSON."""
-        return {
-            "estimate": _json_float(self.estimate),
-            "low": _json_float(self.low),
-            "high": _json_float(self.high),
-        }
 
 
 _NAN_INTERVAL = Interval(math.nan, math.nan, math.nan)
@@ -97,7 +78,9 @@ class MetricSummary:
     score column, from the bootstrap to a run's ``metrics.json`` and back.
 
     ``tpr_at_fpr`` maps an FPR bound (e.g. 0.01) to its :class:`Interval`, or to None when the
-    non-members cannot resolve it (fewer than 1/t); ``not_measurable`` then says why.
+    non-members cannot resolve it (:mod:`~imprint.metrics.resolution`); ``not_measurable``
+    then says why. ``tied_share`` is the share of scores tied with another (None when not
+    recorded); ``tie_decides`` maps a bound to why ties decide its threshold.
     ``resamples`` names the unit the bootstrap drew ("samples", "texts", or e.g. "documents"
     when whole groups were resampled; None when not recorded, as in run folders written before
     it was); ``n_units`` counts those units (None when they are the rows or not recorded);
@@ -118,6 +101,8 @@ class MetricSummary:
     n_units: int | None = None
     method: str | None = "bca"
     n_nan: int | None = None
+    tied_share: float | None = None
+    tie_decides: dict[float, str] = field(default_factory=dict)
 
     def tpr(self, bound: float) -> Interval | None:
         """The TPR interval at FPR ``bound``; None when not measurable (or not asked for)."""
@@ -135,6 +120,8 @@ class MetricSummary:
                 out[fpr_key(bound)]["not_measurable"] = reason
             else:
                 out[fpr_key(bound)] = interval.to_dict()
+                if bound in self.tie_decides:
+                    out[fpr_key(bound)]["ties"] = self.tie_decides[bound]
         out.update(
             n_members=self.n_members,
             n_nonmembers=self.n_nonmembers,
@@ -143,7 +130,8 @@ class MetricSummary:
             seed=self.seed,
         )
         optional = (("n_nan", self.n_nan), ("resamples", self.resamples),
-                    ("method", self.method), ("n_units", self.n_units))  # fmt: skip
+                    ("method", self.method), ("n_units", self.n_units),
+                    ("tied_share", self.tied_share))  # fmt: skip
         out.update({key: value for key, value in optional if value is not None})
         return out
 
@@ -373,6 +361,7 @@ def bootstrap_metrics(
     groups: ArrayLike | None = None,
     resamples: str | None = None,
     interval: str = "bca",
+    min_false_positives: int = MIN_FALSE_POSITIVES,
 ) -> MetricSummary:
     """AUC and TPR at each FPR bound, with stratified bootstrap intervals (BCa by default).
 
@@ -390,12 +379,16 @@ def bootstrap_metrics(
             "samples", or "groups" with ``groups``), e.g. "texts" or "documents".
         interval: "bca" (Efron 1987; the jackknife leaves out one unit: a sample, or a group
             with ``groups``) or "percentile" (the plain quantiles of the resamples).
+        min_false_positives: the resolution rule's k (:mod:`~imprint.metrics.resolution`);
+            1 is the rule before issue 37, kept for the calibration suite's OLD row.
 
     Returns:
         A :class:`MetricSummary`. Point estimates come from the full data (not the bootstrap
         mean). With a class missing, an :class:`UndefinedMetricWarning` is emitted once and
         every estimate and interval is NaN. A TPR@FPR the non-members cannot resolve (fewer
-        than 1/t of them) is None, its reason in ``not_measurable``, as in every report.
+        than ``ceil(4 / t)`` of them) is None, its reason in ``not_measurable``, as in every
+        report. A figure whose resamples all gave one value gets a score bound instead
+        (``Interval.basis`` says so); ties that decide a TPR threshold are in ``tie_decides``.
     """
     bounds, confidence = _check_settings(n_resamples, confidence, seed, fpr_bounds)
     if interval not in INTERVAL_METHODS:
@@ -404,9 +397,11 @@ def bootstrap_metrics(
     n_pos = int(is_member.sum())
     n_neg = int(is_member.size - n_pos)
     grouped = None if groups is None else _group_index(groups, is_member)
-    reasons = unresolvable(bounds, n_neg) if n_pos and n_neg else {}
+    rule = int(min_false_positives)
+    reasons = unresolvable(bounds, n_neg, min_false_positives=rule) if n_pos and n_neg else {}
     kept = [b for b in bounds if b not in reasons]
     tpr_intervals: dict[float, Interval | None] = {b: None for b in reasons}
+    ties: dict[float, str] = {}
     if n_pos == 0 or n_neg == 0:
         warn_undefined("Bootstrap metrics", n_pos, n_neg)
         auc_interval = _NAN_INTERVAL
@@ -421,7 +416,7 @@ def bootstrap_metrics(
             auc_boot, tpr_boot = _grouped_distribution(
                 is_member, score_arr, *grouped, n_resamples=n_r, seed=sd, bounds=kept
             )
-        _, tp, fp, _, _ = confusion_at_thresholds(is_member, score_arr)
+        thresholds, tp, fp, _, _ = confusion_at_thresholds(is_member, score_arr)
         estimates = [roc_auc_score(is_member, score_arr)]
         estimates += [tpr_from_counts(tp, fp, n_pos, n_neg, b) for b in kept]
         boots = [auc_boot, *tpr_boot]
@@ -445,8 +440,16 @@ def bootstrap_metrics(
                 _percentile_interval(e, v, confidence)
                 for e, v in zip(estimates, boots, strict=True)
             ]
+        m_units, n_units = class_units(grouped, is_member)
+        trials = [min(m_units, n_units)] + [m_units] * len(kept)
+        found = [
+            unless_collapsed(iv, v, k, "auc" if i == 0 else "tpr", confidence)
+            for i, (iv, v, k) in enumerate(zip(found, boots, trials, strict=True))
+        ]
         auc_interval = found[0]
         tpr_intervals.update(zip(kept, found[1:], strict=True))
+        notes = {b: tie_note(thresholds, tp, fp, n_pos, n_neg, b) for b in kept}
+        ties = {b: note for b, note in notes.items() if note is not None}
     return MetricSummary(
         auc=auc_interval,
         tpr_at_fpr={b: tpr_intervals[b] for b in bounds},
@@ -459,6 +462,8 @@ def bootstrap_metrics(
         resamples=resamples or ("samples" if grouped is None else "groups"),
         n_units=None if grouped is None else grouped[1],
         method=interval,
+        tied_share=tied_share(score_arr),
+        tie_decides=ties,
     )
 
 

@@ -86,5 +86,6 @@ def widen_auc(
     cv = corrected_cv_interval(est.estimate, values, ratio, summary.confidence)
     if math.isnan(cv.low) or math.isnan(est.low):
         return summary
-    hull = Interval(est.estimate, min(est.low, cv.low), max(est.high, cv.high))
+    # a score bound's basis (a collapsed bootstrap) stays with the hull it is part of
+    hull = Interval(est.estimate, min(est.low, cv.low), max(est.high, cv.high), est.basis)
     return dataclasses.replace(summary, auc=hull, method=CV_METHOD)

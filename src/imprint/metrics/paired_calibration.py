@@ -10,7 +10,8 @@ document and the document is the independent unit.
 :func:`paired_coverage` measures how often an interval for AUC(A) - AUC(B) covers the true
 difference; :func:`paired_size` how often the test calls two attacks of equal AUC different.
 ``method="independent"`` runs the old ``imprint compare`` rule (each column resampled on its
-own), whose interval ignores the correlation and is too wide.
+own), whose interval ignores the correlation and is too wide; ``"bootstrap_percentile"`` the
+paired bootstrap's percentile interval before issue 37 (``"bootstrap"``: expanded percentile).
 Both return a :class:`Calibration` with the binomial standard error of the measured rate, so a
 tolerance follows from the number of simulations (``Calibration.within``), not from a guess.
 The bootstrap uses 1,000 resamples by default, as a run does: with 200 its 2.5 % tails rest on
@@ -33,7 +34,7 @@ from imprint.metrics.paired import delong_test, paired_bootstrap, paired_bootstr
 
 __all__ = ["Calibration", "paired_coverage", "paired_power", "paired_size", "simulate_paired"]
 
-Method = Literal["delong", "bootstrap", "independent"]
+Method = Literal["delong", "bootstrap", "bootstrap_percentile", "independent"]
 
 
 @dataclass(frozen=True)
@@ -102,13 +103,17 @@ def _interval(
     g = groups if use_groups else None
     if method == "delong":
         iv = delong_test(labels, a, b, groups=g).interval(confidence)
-    elif method == "bootstrap":
+    elif method in ("bootstrap", "bootstrap_percentile"):
+        how = "expanded" if method == "bootstrap" else "percentile"  # percentile: before 37
         iv = paired_bootstrap(labels, a, b, groups=g, n_resamples=n_resamples,
-                              confidence=confidence, seed=seed)  # fmt: skip
+                              confidence=confidence, seed=seed, interval=how)  # fmt: skip
     elif method == "independent":
         return _independent(labels, a, b, g, confidence, n_resamples, seed)
     else:
-        raise ConfigError(f"method must be 'delong', 'bootstrap' or 'independent', not {method!r}")
+        raise ConfigError(
+            "method must be 'delong', 'bootstrap', 'bootstrap_percentile' or 'independent', "
+            f"not {method!r}"
+        )
     return iv.low, iv.high
 
 

@@ -3,11 +3,12 @@ multiple-comparison correction: "is attack A better than attack B here?".
 
 Per pair (:mod:`imprint.metrics.paired` has the methods and their references): DeLong's paired
 test (cluster-robust when the units are documents), its interval at the nominal level and at
-the Bonferroni level ``1 - (1 - confidence) / n_pairs``, and the paired bootstrap's percentile
-interval at the nominal level. The verdict names a better column only when the
-Bonferroni-adjusted DeLong interval excludes 0 (equivalently ``p * n_pairs < 1 - confidence``),
-so over all the pairs compared the chance of declaring any false difference is at most
-``1 - confidence``. The pair is compared on the samples both columns scored (NaN left out).
+the Bonferroni level ``1 - (1 - confidence) / n_pairs``, and the paired bootstrap's expanded
+percentile interval at the nominal level (:func:`~imprint.metrics.paired.paired_interval`).
+The verdict names a better column only when the Bonferroni-adjusted DeLong interval excludes 0
+(equivalently ``p * n_pairs < 1 - confidence``), so over all the pairs compared the chance of
+declaring any false difference is at most ``1 - confidence``. The pair is compared on the
+samples both columns scored (NaN left out).
 """
 
 from __future__ import annotations
@@ -23,11 +24,17 @@ from numpy.typing import ArrayLike, NDArray
 
 from imprint.errors import ConfigError
 from imprint.metrics.bootstrap import Interval, _check_settings
-from imprint.metrics.paired import delong_test, paired_bootstrap_aucs, unit_index
+from imprint.metrics.paired import (
+    delong_test,
+    paired_bootstrap_aucs,
+    paired_interval,
+    unit_index,
+)
 
 __all__ = ["PairedComparisons", "PairedDifference", "compare_scores"]
 
 Verdict = Literal["a", "b", "none"]
+_EXPANDED = " (expanded percentile)"
 CORRECTION = "bonferroni"
 
 
@@ -83,7 +90,9 @@ class PairedDifference:
 class PairedComparisons:
     """A family of paired comparisons. ``resamples`` names the unit resampled and the unit
     DeLong's variance treats as independent (``samples`` or ``documents``); ``n_pairs`` is the
-    Bonferroni factor."""
+    Bonferroni factor. ``bootstrap`` names the paired bootstrap's interval
+    ("paired_expanded_percentile";
+    "paired_percentile" in run folders written before issue 37)."""
 
     pairs: tuple[PairedDifference, ...]
     resamples: str
@@ -92,6 +101,7 @@ class PairedComparisons:
     seed: int
     correction: str = CORRECTION
     clustered: bool = False
+    bootstrap: str = "paired_expanded_percentile"
 
     @property
     def n_pairs(self) -> int:
@@ -112,7 +122,8 @@ class PairedComparisons:
         return (
             f"{self.n_pairs} pair(s) of score columns compared on the same {self.resamples} "
             f"(DeLong's paired test{', cluster-robust' if self.clustered else ''};"
-            f" paired bootstrap, {self.n_resamples} resamples of {self.resamples}, stratified); "
+            f" paired bootstrap{_EXPANDED if 'expanded' in self.bootstrap else ''}, "
+            f"{self.n_resamples} resamples of {self.resamples}, stratified); "
             f"a column is called better only when the Bonferroni-adjusted interval "
             f"({level * 100:.4g} %, {self.n_pairs} pairs) excludes 0"
         )
@@ -120,7 +131,7 @@ class PairedComparisons:
     def to_dict(self) -> dict[str, Any]:
         return {
             "method": "delong_paired",
-            "bootstrap": "paired_percentile",
+            "bootstrap": self.bootstrap,
             "resamples": self.resamples,
             "correction": self.correction,
             "clustered": self.clustered,
@@ -266,10 +277,9 @@ def _one_pair(
     key = mask.tobytes()
     boot = None
     if (key, a) in boots:
-        alpha = 1 - conf
         diffs = boots[(key, a)] - boots[(key, b)]
-        low, high = np.nanquantile(diffs, [alpha / 2, 1 - alpha / 2])
-        boot = Interval(test.diff, float(low), float(high))
+        pair = np.stack([cols[a][mask], cols[b][mask]])
+        boot = paired_interval(sub, pair, diffs, None if groups is None else groups[mask], conf)
     adjusted = test.interval(adjusted_level)
     p_adj = min(1.0, test.p_value * n_pairs) if not math.isnan(test.p_value) else math.nan
     verdict: Verdict = "none"

@@ -13,10 +13,12 @@ NOT_MEASURABLE = "not measurable"
 
 
 def fmt(interval: Interval | None) -> str:
-    """'0.734 [0.681, 0.790]' for an interval; 'n/a' when it is missing or undefined (NaN)."""
+    """'0.734 [0.681, 0.790]' for an interval; 'n/a' when it is missing or undefined (NaN);
+    '(score bound)' after one whose bootstrap collapsed (the run warning says why)."""
     if interval is None or math.isnan(interval.estimate):
         return "n/a"
-    return f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
+    shown = f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
+    return shown + (" (score bound)" if interval.basis else "")
 
 
 def tpr_cell(column: MetricSummary, bound: float) -> str:

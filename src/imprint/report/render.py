@@ -42,11 +42,11 @@ FIGURES = {
     "roc.png": (
         "plot-roc",
         "ROC curves, log-log, step, with bootstrap bands and the blind baseline dashed",
-        "Step ROC curves on log-log axes from FPR = 1/n (n non-members); the shaded region below "
-        "it is not measurable; bands are the bootstrap intervals of the table (what they "
-        "resample is in the legend); the dashed curve is the strongest blind baseline (its AUC "
-        "interval selection-adjusted; the curve, the chosen classifier's own, is not, and has "
-        "no band).",
+        "Step ROC curves on log-log axes (n non-members); the shaded region below FPR = 4/n is "
+        "not measurable (the tables' rule: 4 false positives allowed); bands are the bootstrap "
+        "intervals of the table (what they resample is in the legend); the dashed curve is the "
+        "strongest blind baseline (its AUC interval selection-adjusted; the curve, the chosen "
+        "classifier's own, is not, and has no band).",
     ),
     "histograms.png": (
         "plot-histograms",

@@ -1,12 +1,13 @@
 """The run report's ROC curves and AUC forest plot, drawn from what the evaluation computed.
 
 Every curve is a :class:`~imprint.evaluation.curves.RocCurve`: the TPR at FPR <= k/n and its
-bootstrap band (the same draws as the table's intervals). Drawn as steps on log-log axes from
-FPR = 1/n (n non-members), the smallest non-zero FPR: below it no rate is measurable and that
-region is shaded. A zero TPR has no place on a log axis and is left out (never pinned to a
-floor), so no straight segment is ever drawn between two measured points. Up to
-``max_overlay`` columns share one panel, each in its own colour; past that each column gets its
-own panel (small multiples), sorted by AUC. The strongest blind baseline is the dashed curve.
+bootstrap band (the same draws as the table's intervals). Drawn as steps on log-log axes; the
+FPRs below the lowest the run resolves (4/n for n non-members, the tables' rule:
+:func:`~imprint.metrics.resolution.lowest_resolvable_fpr`) are shaded. A zero TPR has no
+place on a log axis and is left out (never pinned to a floor), so no straight segment is ever
+drawn between two measured points. Up to ``max_overlay`` columns share one panel, each in its
+own colour; past that each column gets its own panel (small multiples), sorted by AUC. The
+strongest blind baseline is the dashed curve.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 from imprint.errors import DataError
 from imprint.evaluation.curves import RocCurve
 from imprint.metrics import Interval
+from imprint.metrics.resolution import MIN_FALSE_POSITIVES, lowest_resolvable_fpr
 from imprint.report.cells import by_auc
 from imprint.report.figure_files import pyplot as _pyplot
 from imprint.report.figure_files import save_png
@@ -64,9 +66,10 @@ def _draw_curve(ax: Any, curve: RocCurve, colour: Any, label: str, *, band: bool
 
 
 def _draw_frame(ax: Any, n_nonmembers: int, n_members: int, *, labels: bool = True) -> None:
-    """Log axes from a decade below 1/n, the unmeasurable FPR region shaded, chance dashed."""
-    smallest = 1.0 / n_nonmembers
-    x0 = 10 ** math.floor(math.log10(0.5 * smallest))
+    """Log axes from a decade below 1/n, the FPRs the tables do not resolve shaded (the one
+    rule of :mod:`imprint.metrics.resolution`), chance dashed."""
+    smallest = lowest_resolvable_fpr(n_nonmembers)
+    x0 = 10 ** math.floor(math.log10(0.5 / n_nonmembers))
     y0 = 10 ** math.floor(math.log10(0.5 / max(n_members, 1)))
     ax.set_xscale("log")
     ax.set_yscale("log", nonpositive="mask")
@@ -74,7 +77,8 @@ def _draw_frame(ax: Any, n_nonmembers: int, n_members: int, *, labels: bool = Tr
         x0,
         smallest,
         **_SHADE,
-        label=f"FPR < 1/{n_nonmembers}: not measurable with {n_nonmembers} non-members",
+        label=f"FPR < {MIN_FALSE_POSITIVES}/{n_nonmembers}: not measurable with {n_nonmembers} "
+        "non-members",
     )
     ax.plot([x0, 1], [x0, 1], ls=":", color="grey", lw=1, label="chance (TPR = FPR)")
     ax.set_xlim(x0, 1.0)

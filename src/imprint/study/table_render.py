@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from imprint.metrics.resolution import MIN_FALSE_POSITIVES, min_nonmembers
 from imprint.study.tables import Entry, Table, long_rows
 
 __all__ = [
@@ -151,7 +152,8 @@ def _legend(fpr: float) -> str:
         "scores against the strongest blind classifier's out-of-fold scores on the same texts, "
         "Bonferroni over the column's attacks, as the run report's forest plot). Blind rows "
         "(italic): model-less classifiers. n/m: the "
-        f"{fpr_label(fpr)} is not measurable with fewer than {math.ceil(1 / fpr)} non-members."
+        f"{fpr_label(fpr)} is not measurable with fewer than {min_nonmembers(fpr)} non-members "
+        f"({MIN_FALSE_POSITIVES} false positives at that rate)."
     )
 
 

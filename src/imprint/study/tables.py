@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from imprint.diagnostics.blind_verdict import BlindVerdict, TextComparison, blind_verdict
-from imprint.metrics import Interval, MetricSummary
+from imprint.metrics import Interval, MetricSummary, unresolvable_reason
 from imprint.metrics.bootstrap import fpr_key
 from imprint.metrics.pairwise import PairedComparisons
 from imprint.study.cells import BLIND, STRONGEST_BLIND, CellRecord
@@ -47,10 +47,12 @@ class Entry:
 
     @classmethod
     def of(cls, metrics: MetricSummary, fpr: float) -> Entry:
-        tpr = metrics.tpr(fpr)
+        # the one resolution rule, also for run folders written under the older one
+        reason = metrics.not_measurable.get(fpr) or unresolvable_reason(fpr, metrics.n_nonmembers)
+        tpr = None if reason else metrics.tpr(fpr)
         if tpr is not None and math.isnan(tpr.estimate):
             tpr = None
-        note = metrics.not_measurable.get(fpr) or (None if tpr else "not computed")
+        note = reason or (None if tpr else "not computed")
         return cls(metrics.auc, tpr, metrics.n_members, metrics.n_nonmembers, tpr_note=note,
                    confidence=metrics.confidence)  # fmt: skip
 
@@ -71,6 +73,8 @@ class Table:
     comparisons: dict[str, PairedComparisons | str] = field(default_factory=dict)
     # a warning per column whose blind baseline is off chance: its attacks measure the data
     blind_warnings: tuple[str, ...] = ()
+    # column -> attack row -> its paired comparison with the text (or why there is none)
+    versus_text: dict[str, dict[str, TextComparison] | str] = field(default_factory=dict)
 
 
 def _row_label(record: CellRecord, column: str) -> str:
@@ -160,7 +164,7 @@ def _table(title: str, placed: Sequence[tuple[str, CellRecord]], fpr: float, out
     beaten, warned = blind_checks(entries, columns, blind, texts)
     notes = _notes(placed) + _comparison_notes(found) + beaten
     return Table(title, tuple(columns), tuple(rows + blind), entries, tuple(blind), fpr,
-                 notes, found, warned)  # fmt: skip
+                 notes, found, warned, texts)  # fmt: skip
 
 
 def _versus_text(

@@ -1,0 +1,133 @@
+"""Calibration rows for figures at the edge of what the data can carry (issue 37):
+
+- TPR at the lowest resolvable FPR: the rule of :mod:`imprint.metrics.resolution` allows a
+  figure at t only with ``floor(t n) >= 4`` false positives; rows at exactly that edge (n = 4/t,
+  where the threshold's real FPR exceeds t the most), with as many members as non-members and
+  with ten times as many, and in a document run (mean aggregation); the old rule's edge
+  (k = 1: TPR@1 % with 100 non-members) as the OLD row.
+- A collapsed bootstrap: 8 + 8 texts at AUC 0.98 (about a third of the data sets separate
+  perfectly, where every resample's AUC is 1): the interval with its score bound, and the
+  interval as it was (the single point) as the OLD row.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.optimize import brentq
+
+from imprint.calibration.core import Row, coverage_row
+from imprint.calibration.sequences import (
+    LEVEL,
+    B,
+    _covers,
+    coverage_hits,
+    gaussian,
+    normal_cdf,
+    normal_quantile,
+)
+from imprint.documents.doc_metrics import mean_per_document
+from imprint.metrics import bootstrap_metrics
+from imprint.metrics.resolution import MIN_FALSE_POSITIVES, min_nonmembers
+
+__all__ = ["doc_tpr_truth", "rows_degenerate", "rows_doc_tpr_edge", "rows_tpr_edge"]
+
+METHOD = "stratified BCa bootstrap over texts"
+
+
+def _shift(auc: float) -> float:
+    """Member shift of unit-variance Gaussian scores with population AUC ``auc``."""
+    return math.sqrt(2) * normal_quantile(auc)
+
+
+def _tpr_truth(t: float, mu: float) -> float:
+    return 1 - normal_cdf(normal_quantile(1 - t) - mu)
+
+
+def _edge_row(
+    n_sims: int, seed: int, t: float, auc: float, ratio: int, *, rule: int = MIN_FALSE_POSITIVES
+) -> list[Row]:
+    """Coverage of TPR@t at n = rule / t non-members and ``ratio`` times as many members."""
+    mu = _shift(auc)
+    n_neg = min_nonmembers(t, min_false_positives=rule)
+    n_pos = ratio * n_neg
+    truth = _tpr_truth(t, mu)
+    key = repr(t)
+    hits = coverage_hits(n_sims, seed, lambda r: gaussian(r, n_pos, n_neg, mu), {key: truth},
+                         (t,), min_false_positives=rule)  # fmt: skip
+    figure = (
+        f"sequence TPR@{t * 100:g}% FPR at the edge, k = {rule} ({n_pos} + {n_neg}, AUC {auc:g})"
+    )
+    if rule == MIN_FALSE_POSITIVES:
+        return [coverage_row(figure, METHOD, hits[key], LEVEL)]
+    old = f"OLD: {METHOD}, rule >= {rule}/t non-members"
+    note = "issue 37: the threshold's real FPR is about (k+1)/(n+1) = 2 t at k = 1"
+    return [coverage_row(figure, old, hits[key], LEVEL, expect_pass=False, note=note)]
+
+
+def rows_tpr_edge(n_sims: int, seed: int) -> list[Row]:
+    """TPR at the lowest FPR the rule admits, at AUC 0.7 and 0.9; the old rule's k = 1."""
+    rows: list[Row] = []
+    settings = [(0.01, 0.7, 1), (0.01, 0.9, 1), (0.1, 0.7, 10), (0.1, 0.9, 10)]
+    for k, (t, auc, ratio) in enumerate(settings):
+        rows += _edge_row(n_sims, seed + k, t, auc, ratio)
+    rows += _edge_row(n_sims, seed + 10, 0.01, 0.9, 1, rule=1)
+    return rows
+
+
+def doc_tpr_truth(t: float, mu: float, tau: float, seqs: tuple[int, int]) -> float:
+    """Population TPR@t of a document's mean sequence score (document effect sd ``tau``, unit
+    sequence noise, length uniform on ``seqs``): a Gaussian mixture over lengths."""
+    sd = np.sqrt(tau**2 + 1 / np.arange(seqs[0], seqs[1] + 1))
+    cdf = np.vectorize(normal_cdf)
+
+    def survival(c: float, shift: float) -> float:
+        return float(np.mean(1 - cdf((c - shift) / sd)))
+
+    threshold = brentq(lambda c: survival(c, 0.0) - t, -20, 20)
+    return survival(threshold, mu)
+
+
+def rows_doc_tpr_edge(n_sims: int, seed: int, *, b: int = B) -> list[Row]:
+    """A ``--unit document`` run's TPR@10 % FPR (mean aggregation) at the edge: 40 + 40
+    documents of 4-16 sequences (k = 4); 15 + 15 (k = 1) is no longer reported."""
+    from imprint.calibration.sequences import clustered_sequences
+
+    mu, tau, seqs, t = 0.8, 1.0, (4, 16), 0.1
+    n_docs = 2 * min_nonmembers(t)
+    truth = doc_tpr_truth(t, mu, tau, seqs)
+    hits = []
+    for i in range(n_sims):
+        rng = np.random.default_rng([seed, i])
+        _, scores, docs = clustered_sequences(rng, n_docs, mu=mu, tau=tau, seqs=seqs)
+        doc_labels = np.arange(n_docs) % 2
+        doc_scores = mean_per_document(scores, docs, n_docs)
+        s = bootstrap_metrics(doc_labels, doc_scores, n_resamples=b, seed=i, fpr_bounds=(t,))
+        interval = s.tpr(t)
+        hits.append(interval is not None and _covers(interval, truth))
+    figure = f"document TPR@10% FPR at the edge, k = 4 ({n_docs // 2} + {n_docs // 2} documents)"
+    return [coverage_row(figure, "BCa bootstrap resampling documents", hits, LEVEL)]
+
+
+def rows_degenerate(n_sims: int, seed: int, *, b: int = B) -> list[Row]:
+    """AUC of 8 + 8 texts at AUC 0.98: the interval with the score bound where the bootstrap
+    collapses, and the collapsed point itself (OLD)."""
+    auc = 0.98
+    mu = _shift(auc)
+    hits, old_hits, collapsed = [], [], []
+    for i in range(n_sims):
+        labels, scores = gaussian(np.random.default_rng([seed, i]), 8, 8, mu)
+        s = bootstrap_metrics(labels, scores, n_resamples=b, seed=i, fpr_bounds=())
+        hits.append(_covers(s.auc, auc))
+        was_point = s.auc.basis is not None  # before issue 37: [estimate, estimate]
+        collapsed.append(float(was_point))
+        old_hits.append(s.auc.estimate == auc if was_point else _covers(s.auc, auc))
+    figure = f"sequence AUC, near-separable (8 + 8, AUC {auc:g})"
+    share = f"bootstrap collapsed in {np.mean(collapsed):.0%} of data sets"
+    return [
+        coverage_row(figure, f"{METHOD}; Wilson score bound where it collapses", hits, LEVEL,
+                     note=share),
+        coverage_row(figure, f"OLD: {METHOD}, the collapsed point [1, 1]", old_hits, LEVEL,
+                     expect_pass=False, note=share),
+    ]  # fmt: skip
