@@ -197,3 +197,37 @@ def test_paired_document_rows_are_in_the_suite() -> None:
     rows = rows_paired_documents(20, 0)
     assert [r.kind for r in rows] == ["size"] * 3 and not rows[2].expect_pass
     assert "expanded percentile" in rows[1].method and rows[2].method.startswith("OLD")
+
+
+# ---------------------------------------------------------------- in a run's report
+
+
+def test_run_names_score_bounds_and_deciding_ties_for_groups_and_columns() -> None:
+    """The demo's "AUC by group": 8 canaries all above 8 non-members printed 1.000 [1.000,
+    1.000]; the group's interval is now a score bound, said in the cell and a run warning."""
+    from types import SimpleNamespace
+
+    from imprint.data import Sample
+    from imprint.evaluation.evaluate import evaluate_scores
+    from imprint.game.demo_checks import _fmt
+    from imprint.report.cells import fmt
+
+    labels = [1] * 8 + [0] * 8 + [1, 0] * 50
+    group = ["canary x8"] * 16 + ["pool"] * 100
+    rng = np.random.default_rng(7)
+    loss = np.r_[np.arange(8) + 10.0, np.arange(8.0), rng.normal(size=100)]
+    loss[16:46] = 5.0  # 30 pool scores tied (15 members, 15 non-members) at 5.0
+    rows = enumerate(zip(labels, group, strict=True))
+    samples = [Sample(f"s{i}", f"t{i}", y, {"g": g}) for i, (y, g) in rows]
+    config = SimpleNamespace(n_bootstrap=200, seed=0, blind=False, breakdown="g")
+    metrics = evaluate_scores(samples, {"loss": loss}, config=config)
+    canary = metrics.breakdown.groups["canary x8"]["loss"]
+    assert canary.auc.estimate == 1.0 and canary.auc.low < 0.7 and canary.auc.basis
+    assert fmt(canary.auc).endswith("(score bound)")
+    assert "score bound" in _fmt(canary.auc.to_dict())
+    bounds = [w.message for w in metrics.warnings if w.kind == "score_bound"]
+    assert any("loss in g=canary x8: AUC 1.000" in m for m in bounds), bounds
+    pool = metrics.breakdown.groups["pool"]["loss"]
+    assert pool.tie_decides and pool.tied_share == pytest.approx(0.3)
+    ties = [w.message for w in metrics.warnings if w.kind == "ties_decide_threshold"]
+    assert any("loss in g=pool" in m and "30 scores tied at 5" in m for m in ties), ties

@@ -57,7 +57,8 @@ def _edge_row(
     hits = coverage_hits(n_sims, seed, lambda r: gaussian(r, n_pos, n_neg, mu), {key: truth},
                          (t,), min_false_positives=rule)  # fmt: skip
     figure = (
-        f"sequence TPR@{t * 100:g}% FPR at the edge, k = {rule} ({n_pos} + {n_neg}, AUC {auc:g})"
+        f"sequence TPR@{t * 100:g}% FPR at the edge, k = {rule} ({n_pos} members + {n_neg} "
+        f"non-members, AUC {auc:g})"
     )
     if rule == MIN_FALSE_POSITIVES:
         return [coverage_row(figure, METHOD, hits[key], LEVEL)]

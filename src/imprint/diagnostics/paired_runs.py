@@ -19,7 +19,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from imprint.metrics.paired import delong_test, paired_bootstrap_aucs, unit_index
+from imprint.metrics.paired import (
+    delong_test,
+    expanded_level,
+    paired_bootstrap_aucs,
+    unit_index,
+)
 
 __all__ = ["AUCDifference", "RunPairing", "pair_runs", "paired_auc_differences"]
 
@@ -152,6 +157,12 @@ def _iv(estimate: float, values: NDArray[np.float64], confidence: float) -> dict
     return {"estimate": float(estimate), "low": float(low), "high": float(high)}
 
 
+def _expanded(confidence: float, labels: NDArray[np.int64], groups: Any) -> float:
+    """:func:`~imprint.metrics.paired.expanded_level` for the smaller class's unit count."""
+    _, unit_member = unit_index(labels, groups)
+    return expanded_level(confidence, int(min(unit_member.sum(), (~unit_member).sum())))
+
+
 def _jf(x: float) -> float | None:
     return None if math.isnan(x) else float(x)
 
@@ -192,7 +203,8 @@ def paired_auc_differences(
             method="paired",
             n_paired=int(labels.size),
             resamples="documents" if groups is not None else "samples",
-            diff_bootstrap=_iv(test.diff, boot[1] - boot[0], confidence),
+            # the paired bootstrap's expanded percentile level, as in a run's comparisons
+            diff_bootstrap=_iv(test.diff, boot[1] - boot[0], _expanded(confidence, labels, groups)),
             diff_adjusted=wide.to_dict(),
             p_value=_jf(test.p_value),
             p_adjusted=_jf(min(1.0, test.p_value * len(usable))),
