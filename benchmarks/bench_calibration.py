@@ -4,6 +4,7 @@ whose truth is known (:mod:`imprint.calibration`).
     .venv/bin/python benchmarks/bench_calibration.py            # full: more simulations, minutes
     .venv/bin/python benchmarks/bench_calibration.py --quick    # the CI counts, seeded
     .venv/bin/python benchmarks/bench_calibration.py --only document_shi sequence_clustered
+    .venv/bin/python benchmarks/bench_calibration.py --k-sweep 1000   # the TPR resolution rule
 
 Prints one table (figure / method / nominal / measured / n / tolerance / pass) in Markdown and
 writes it as JSON with ``--out``. Tolerances come from the number of simulations (3 binomial or
@@ -53,9 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", nargs="*", choices=[e.name for e in SUITE])
     parser.add_argument("--out", type=Path, help="write the rows as JSON here")
+    sweep = "instead: TPR coverage at the edge for k = 1-8 false positives allowed"
+    parser.add_argument("--k-sweep", type=int, metavar="N_SIMS", help=sweep)
     args = parser.parse_args(argv)
     started = time.time()
-    rows = run_suite(quick=args.quick, seed=args.seed, only=args.only)
+    if args.k_sweep:
+        from imprint.calibration.edges import rows_k_sweep
+
+        rows = rows_k_sweep(args.k_sweep, args.seed)
+    else:
+        rows = run_suite(quick=args.quick, seed=args.seed, only=args.only)
     print(table(rows))
     bad = [r for r in rows if not r.ok]
     mode = "quick" if args.quick else "full"
