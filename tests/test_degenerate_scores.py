@@ -56,3 +56,24 @@ def test_a_run_says_it_in_the_terminal_the_report_and_metrics_json(
     (i,) = [i for i, k in enumerate(metrics["warning_kinds"]) if k == "degenerate_scores"]
     assert metrics["warnings"][i].startswith(said)
     assert said in (out / "report.html").read_text()
+
+
+def test_attacks_that_all_skips_are_named_with_why() -> None:
+    """qmia now needs 20 held-out texts; with the default 10, 'all' leaves it out, and the run
+    says so (an attacks_left_out warning) instead of dropping it silently."""
+    from types import SimpleNamespace
+
+    from imprint.attacks import RunContext
+    from imprint.attacks.shots import HELDOUT_KEY
+    from imprint.data import Sample
+    from imprint.run.score import _left_out
+
+    held = tuple(Sample(f"h{i}", f"held out text {i}", 0) for i in range(10))
+    run = RunContext(pools={HELDOUT_KEY: held})
+    plan = SimpleNamespace(config=SimpleNamespace(attacks=("all",)))
+    ((kind, message),) = _left_out(plan, run, [])  # type: ignore[arg-type]
+    assert kind == "attacks_left_out" and message.startswith("'all' left out ")
+    assert "; qmia: qmia fits on 20 held-out non-members and the run holds out 10" in message
+    assert "--shot-holdout 20" in message and "loss" not in message
+    named = SimpleNamespace(config=SimpleNamespace(attacks=("loss",)))
+    assert _left_out(named, run, []) == ()  # type: ignore[arg-type]

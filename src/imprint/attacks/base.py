@@ -38,6 +38,7 @@ __all__ = [
     "check_fraction",
     "get_attack_class",
     "hyperparameters",
+    "left_out_of_all",
     "lowest_fraction_mean",
     "mean_logp",
     "prepared_field",
@@ -104,6 +105,16 @@ def build_attacks(
 
 
 TOKEN_ACCESS = Access.TOKEN_LOGPROBS  # a target that returns only its prompt's per-token log p
+
+
+def left_out_of_all(run: RunContext) -> list[tuple[str, str]]:
+    """(name, why) of each attack served at the target's access level that ``all`` skips in
+    this run (e.g. qmia with fewer held-out texts than it fits on), so a run can say so."""
+    return [
+        (n, reason)
+        for n, c in available_attacks().items()
+        if _served(c, run.target_access) and (reason := c.unavailable_reason(run)) is not None
+    ]
 
 
 def _served(cls: type[Attack], target_access: Access) -> bool:

@@ -27,6 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
+from imprint.backends.base import Backend
 from imprint.errors import ConfigError
 from imprint.executors import Executor, LocalExecutor, PlannedBatch
 from imprint.requests.kinds import Request
@@ -315,6 +316,7 @@ def batches_by_budget(
 def _served_usage(backend: Any) -> dict[str, Any] | None:
     """A served backend's usage (requests sent, answers read from its own store), or None for
     a backend that keeps no answers (a local model; a :class:`Lazy` one is never loaded here)."""
-    usage = None if isinstance(backend, Lazy) else getattr(backend, "usage", None)
-    found = usage() if callable(usage) else None
-    return found if isinstance(found, dict) and {"requests", "cached"} <= found.keys() else None
+    if not isinstance(backend, Backend):  # a Lazy one (never loaded here), or a plain object
+        return None
+    found = backend.usage()
+    return found if {"requests", "cached"} <= found.keys() else None

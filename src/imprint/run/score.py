@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from imprint.attacks import Attack, build_attacks
+from imprint.attacks import Attack, RunContext, build_attacks
 from imprint.attacks.shots import HELDOUT_KEY
 from imprint.backends.base import TOKENS, Backend
 from imprint.backends.registry import BackendChoice
@@ -72,11 +72,12 @@ def score(
     timed = TimedExecutor(executor)  # seconds per (role, kind), for the end line and later plans
     try:
         backends = given if given is not None else load_backends(plan, cache)
-        _check_kinds((("reference_is_target", ""),))  # before any work: a kind to declare
+        _check_kinds((("reference_is_target", ""), ("attacks_left_out", "")))  # kinds declared
         requests = model_requests(
             backends, cache, work, config.token_budget, progress, executor=timed
         )
-        samples, attacks, prefixes = _set_up_attacks(plan, backends["target"], inputs, requests)
+        run_context = _attack_context(plan, backends["target"], inputs, requests)
+        samples, attacks, prefixes = _set_up_attacks(plan, backends["target"], run_context, inputs)
         work_plan = plan_work(attacks, samples, backends, prefixes, cache_path=plan.cache_path,
                               prepared=work.to_dict(), store=requests.runner.store)  # fmt: skip
         if console is not None:
@@ -100,6 +101,7 @@ def score(
             executor=timed,
         )
         found = reference_is_target_warnings(backends, attacks, scores)
+        found += _left_out(plan, run_context, attacks)
         documents = None
         if inputs.split is not None:  # the aggregators' signals, while the store is open
             texts = [s.text for s in samples]
@@ -139,12 +141,11 @@ def kept_line(plan: WorkPlan | None, counts: dict[str, dict[str, dict[str, int]]
     return f"interrupted: {kept:,} of {total:,} {noun} kept in the store; {resume}"
 
 
-def _set_up_attacks(
+def _attack_context(
     plan: RunPlan, target: Backend, inputs: RunInputs, requests: ModelRequests
-) -> tuple[list[Sample], list[Attack], dict[str, str]]:
-    """Build the attacks for this target, check it can serve them (before any scoring), and run
-    their preparation (shots leave the evaluation)."""
-    run = plan.attack_context(
+) -> RunContext:
+    """The attacks' view of this run, with what only the loaded target knows."""
+    return plan.attack_context(
         tokenize=target.encode if target.supports(TOKENS) else None,  # an API has none
         target_fingerprint=target.fingerprint,
         vocab_size=target.vocab_size,  # DC-PDD's V; None for an API target
@@ -152,6 +153,13 @@ def _set_up_attacks(
         pools={**inputs.pools, **({HELDOUT_KEY: inputs.shots.shots} if inputs.shots else {})},
         requests=requests,
     )
+
+
+def _set_up_attacks(
+    plan: RunPlan, target: Backend, run: RunContext, inputs: RunInputs
+) -> tuple[list[Sample], list[Attack], dict[str, str]]:
+    """Build the attacks for this target, check it can serve them (before any scoring), and run
+    their preparation (shots leave the evaluation)."""
     attacks = build_attacks(plan.config.attacks, run, params=plan.params)
     for attack in attacks:
         attack.check_backend(target)  # before any scoring: can this target serve it
@@ -167,6 +175,23 @@ def _check_kinds(found: tuple[tuple[str, str], ...]) -> None:
     for kind, _ in found:
         if kind not in WARNING_KINDS:
             raise AssertionError(f"run warning of unknown kind {kind!r}")  # a kind to declare
+
+
+def _left_out(plan: RunPlan, run: RunContext, attacks: list[Attack]) -> tuple[tuple[str, str], ...]:
+    """An ``attacks_left_out`` warning naming each attack that ``all`` skipped, and why."""
+    if "all" not in plan.config.attacks:
+        return ()
+    from imprint.attacks.base import left_out_of_all
+
+    ran = {a.name for a in attacks}
+    skipped = [(n, why) for n, why in left_out_of_all(run) if n not in ran]
+    if not skipped:
+        return ()
+    by_reason: dict[str, list[str]] = {}
+    for name, why in skipped:
+        by_reason.setdefault(why, []).append(name)
+    said = "; ".join(f"{', '.join(names)}: {why}" for why, names in by_reason.items())
+    return (("attacks_left_out", f"'all' left out {len(skipped)} attack(s): {said}"),)
 
 
 def identical_references(backends: dict[str, Backend]) -> tuple[str, ...]:
