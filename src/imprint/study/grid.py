@@ -306,8 +306,10 @@ def _run_config(
     out: Path,
 ) -> RunConfig:
     """The run of ``variants`` of ``model`` on ``bench``: its model, data and attacks from the
-    grid's places, everything else from the grid's settings."""
+    grid's places, everything else from the grid's settings. No ``variants``: a config that
+    only loads the data or checks the model, given the grid's first attack (a run names one)."""
     s = spec.settings
+    variants = variants or spec.variants[:1]
     return RunConfig(
         model=model.model, data=bench.data, out=out, model_args=dict(model.args),
         shared_args=s.shared_args(), attacks=tuple(v.attack for v in variants), refs=spec.refs,
