@@ -147,6 +147,38 @@ def test_verdict_trained_on_and_not_detected() -> None:
         verdict(_test(0.5), None, None, effect_auc=0.4)
 
 
+def test_verdict_states_the_power_at_the_stated_effect_and_the_size_it_needs() -> None:
+    """Issue 37 item 4: whatever the state, the verdict (metrics.json) and the report's lines
+    (terminal and HTML) give the power at this size against the stated effect and the size
+    that power needs."""
+    from imprint.report.documents import _dataset_lines
+
+    d = math.sqrt(2) * stats.norm.ppf(0.6)
+    strong = [CurvePoint(20, 0.001, 0.95, 20)]
+    for test, curve in ((_test(0.5, 20), None), (_test(0.001, 20), strong)):
+        got = verdict(test, _test(0.5, 10), curve).to_dict()
+        assert got["power_at_effect"] == pytest.approx(t_test_power(10, 10, d))
+        assert got["documents_needed_at_effect"] == docs_for_power(d, 0.8) > 20
+    dataset = {"verdict": got, "members_vs_nonmembers": _test(0.001, 20), "features": ["loss"]}
+    lines = _dataset_lines(dataset)
+    power = next(line for line in lines if line.startswith("Power:"))
+    assert f"at most {t_test_power(10, 10, d):.0%}" in power
+    assert f"needs at least {docs_for_power(d, 0.8)} documents per set" in power
+    assert "docs/recipes/dataset-inference.md" in power
+
+
+def test_recipe_states_the_power_rule_and_the_measured_sizes() -> None:
+    from pathlib import Path
+
+    recipe = Path(__file__).resolve().parents[1] / "docs" / "recipes" / "dataset-inference.md"
+    text = recipe.read_text()
+    assert "## How many documents you need" in text
+    section = " ".join(text.split("## How many documents you need", 1)[1].split())
+    assert "benchmarks/bench_di_power.py" in section and "80 %" in section
+    for shift in ("0.3", "0.5", "0.8"):
+        assert f"| {shift} |" in section, shift
+
+
 def test_a_flag_whose_false_positive_check_could_not_run_is_inconclusive() -> None:
     strong = [CurvePoint(8, 0.01, 0.85, 20), CurvePoint(10, 0.001, 0.95, 20)]
     got = verdict(_test(0.001), None, strong)

@@ -103,6 +103,10 @@ def test_dataset_inference_and_report_section(doc_run) -> None:
     report = (config.out / "report.md").read_text(encoding="utf-8")
     assert "## Documents" in report and "document AUC" in report and "Dataset inference" in report
     assert f"Verdict: {dataset['verdict']['state']}" in report
+    # the power against the stated effect at this size and the size it needs (issue 37)
+    assert 0 < dataset["verdict"]["power_at_effect"] < 0.5
+    needed = dataset["verdict"]["documents_needed_at_effect"]
+    assert "Power: with 10 documents per set" in report and f"at least {needed}" in report
     # the document aggregations' settings and their differences from the authors' code
     manifest = json.loads((config.out / "manifest.json").read_text(encoding="utf-8"))
     documents = manifest["config"]["documents"]

@@ -20,7 +20,10 @@ A p-value below alpha is not yet a finding, nor one above it an all-clear:
 Sizes needed come from the power of the one-sided two-sample t-test on the test halves (the
 noncentral t distribution with ncp = d / sqrt(1/m1 + 1/m2), d = sqrt(2) * Phi^-1(AUC) for
 normal scores): the combination is learned on the other half, which only loses power, so a
-size from it is a lower bound (:mod:`imprint.documents.di_calibration` measures both).
+size from it is a lower bound (:mod:`imprint.documents.di_calibration` measures both;
+``benchmarks/bench_di_power.py`` measures the run's test needing about 1.3 times the formula's
+size for 80 % power with 3 attack scores, and more for a *trained on* verdict, whose power
+table must flag too: the table in ``docs/recipes/dataset-inference.md``).
 """
 
 from __future__ import annotations
@@ -57,7 +60,12 @@ MAX_DOCS = 10**7
 class Verdict:
     """``state`` (one of the three), why (``reasons``, one sentence each), the documents per set
     the asked ``power`` needs (None: no size would, or not estimable) and the power measured at
-    this size by the power table (None without one)."""
+    this size by the power table (None without one). Against the stated effect (document AUC
+    ``effect_auc``), whatever the state: ``power_at_effect``, the power of the t-test on the
+    test halves at this size, and ``documents_needed_at_effect``, the size whose power is
+    ``power`` (the noncentral-t formula: an upper bound on the run's power and a lower bound on
+    the size, since the run learns its combination on the other half;
+    ``benchmarks/bench_di_power.py`` measures the run's test)."""
 
     state: str
     reasons: tuple[str, ...]
@@ -65,6 +73,8 @@ class Verdict:
     power: float
     power_here: float | None
     effect_auc: float
+    power_at_effect: float | None = None
+    documents_needed_at_effect: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (``reasons`` as a list, as metrics.json reads it back)."""
@@ -204,7 +214,10 @@ def verdict(
             )
     state = INCONCLUSIVE if reasons else (TRAINED_ON if flagged else NOT_DETECTED)
     power_here = here.flagged_rate if here is not None else None
-    return Verdict(state, tuple(reasons), needed, power, power_here, effect_auc)
+    d = _auc_to_d(effect_auc)
+    at_effect = t_test_power(_half(n_docs), _half(n_docs), d, alpha) if n_docs >= MIN_DOCS else None
+    return Verdict(state, tuple(reasons), needed, power, power_here, effect_auc, at_effect,
+                   docs_for_power(d, power, alpha))  # fmt: skip
 
 
 def _needed_text(needed: int | None) -> str:

@@ -53,6 +53,7 @@ def _dataset_lines(dataset: dict[str, Any]) -> list[str]:
     if found:
         why = f": {'; '.join(found['reasons'])}" if found["reasons"] else ""
         lines.append(f"Verdict: {found['state']}{why}.")
+        lines += _power_lines(found, dataset.get("members_vs_nonmembers") or {})
     needed = dataset.get("documents_needed", "absent")
     if needed != "absent":
         lines.append(
@@ -62,6 +63,24 @@ def _dataset_lines(dataset: dict[str, Any]) -> list[str]:
             + "."
         )
     return lines
+
+
+def _power_lines(found: dict[str, Any], test: dict[str, Any]) -> list[str]:
+    """The power against the stated effect at this size and the size that power needs (a
+    metrics.json written before these fields has neither: no line)."""
+    at, needed = found.get("power_at_effect"), found.get("documents_needed_at_effect")
+    if at is None or not test:
+        return []
+    n = min(test["n_suspect_docs"], test["n_validation_docs"])
+    size = f"at least {needed}" if needed is not None else "more than 10 million"
+    return [
+        f"Power: with {n} documents per set the test flags a real shift of document AUC "
+        f"{found['effect_auc']:g} in at most {at:.0%} of runs; {found['power']:.0%} power needs "
+        f"{size} documents per set (noncentral t on the test halves, a bound: the run learns "
+        "its combination on the other half and needs more, about a third more with 3 attack "
+        "scores in simulation, and a 'trained on' verdict also needs the power table to flag "
+        "that share of halvings; measured sizes: docs/recipes/dataset-inference.md)."
+    ]
 
 
 def document_blocks(metrics: DocumentMetrics) -> list[tuple[str, Any]]:
