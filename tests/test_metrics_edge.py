@@ -231,3 +231,31 @@ def test_run_names_score_bounds_and_deciding_ties_for_groups_and_columns() -> No
     assert pool.tie_decides and pool.tied_share == pytest.approx(0.3)
     ties = [w.message for w in metrics.warnings if w.kind == "ties_decide_threshold"]
     assert any("loss in g=pool" in m and "30 scores tied at 5" in m for m in ties), ties
+
+
+def test_bad_fpr_bounds_are_refused_in_one_line(tmp_path) -> None:
+    """Hostile pass: --fprs nan / inf / 1.5 crashed in the resolution rule (traceback or
+    "cannot convert float NaN to integer"); a repeated bound gave two identical columns."""
+    import sys
+
+    from typer.testing import CliRunner
+
+    from imprint.cli import app as diagnostics_app
+    from imprint.errors import ConfigError
+
+    for bad in (math.nan, math.inf, 1.5, -0.1):
+        with pytest.raises(ConfigError, match="FPR bound must be a fraction"):
+            min_nonmembers(bad)
+    sys.path.insert(0, "tests")
+    from test_diag_compare import _run
+
+    a = _run(tmp_path / "a", [0] * 20 + [1] * 5, {"loss": [*range(1, 21), *range(30, 35)]})
+    b = _run(tmp_path / "b", [0] * 10 + [1] * 4, {"loss": [*range(15, 25), 18, 25, 26, 27]})
+    for fprs, message in (("nan", "'nan', is not a valid fraction"),
+                          ("0.1,inf", "item 2, 'inf', is not a valid fraction"),
+                          ("1.5", "'1.5', is not a valid fraction"),
+                          ("0.2,0.2", "repeats an FPR")):  # fmt: skip
+        result = CliRunner().invoke(diagnostics_app, ["compare", str(a), str(b), "--fprs", fprs])
+        text = " ".join(result.output.split())
+        assert result.exit_code == 2 and "--fprs" in text and message in text, text
+        assert "Traceback" not in text

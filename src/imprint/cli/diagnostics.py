@@ -390,6 +390,14 @@ def _stored_paraphraser(
     )
 
 
+def fraction(item: str) -> float:
+    """A number in [0, 1] (an FPR), else ValueError (``parse_list`` names the option)."""
+    value = float(item)
+    if not 0.0 <= value <= 1.0:  # NaN fails too
+        raise ValueError(item)
+    return value
+
+
 @handle_errors
 def perturb_table(
     run: Annotated[Path, typer.Argument(help="run folder scored on a perturbed dataset")],
@@ -442,7 +450,9 @@ def compare(
     Bonferroni over the attacks; the paired bootstrap in the JSON)."""
     from imprint.diagnostics.runs import compare_runs
 
-    targets = parse_list(fprs, option="--fprs", convert=float, example="0.01,0.05,0.1")
+    targets = parse_list(fprs, option="--fprs", convert=fraction, example="0.01,0.05,0.1")
+    if len(set(targets)) != len(targets):
+        raise typer.BadParameter(f"{fprs!r} repeats an FPR; give each once", param_hint="--fprs")
     check_out_file(out, overwrite=overwrite)  # before the bootstrap, not after it
     result = compare_runs(run_a, run_b, fprs=targets, n_resamples=bootstrap, seed=seed).to_dict()
     columns = ("attack", *(f"FPR on B @{f:g}" for f in targets), "AUC A", "AUC B", "B - A",

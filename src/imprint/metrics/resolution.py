@@ -20,7 +20,7 @@ import math
 import sys
 from collections.abc import Iterable
 
-from imprint.metrics._validation import allowed_false_positives
+from imprint.metrics._validation import allowed_false_positives, check_fraction
 
 __all__ = [
     "MIN_FALSE_POSITIVES",
@@ -38,7 +38,9 @@ def min_nonmembers(max_fpr: float, *, min_false_positives: int = MIN_FALSE_POSIT
     """Non-members needed before ``max_fpr`` allows ``min_false_positives`` false positives
     (``ceil(k / t)``, with the same float comparisons as the read-out).
 
-    A bound of 0 needs none: "no false positive" is what it asks for, at any n."""
+    A bound of 0 needs none: "no false positive" is what it asks for, at any n. A bound
+    outside [0, 1] (or NaN) is a :class:`~imprint.errors.ConfigError`."""
+    max_fpr = check_fraction(max_fpr, name="an FPR bound")
     if max_fpr <= 0:
         return 0
     need = min_false_positives / max_fpr - 1e-9  # 1e-9: 4 / 0.001 must give 4000, not 4001
