@@ -149,3 +149,10 @@ def test_is_blank_keeps_visible_text_and_marks_invisible_text() -> None:
 
     assert is_blank("") and is_blank(" \t\n") and is_blank(INVISIBLE) and is_blank("\u2060 \x00")
     assert not is_blank("a\u200b") and not is_blank("\u0301e") and not is_blank("日本")
+
+
+def test_experiment_plan_passes_a_game_its_run_builds(tmp_path: Path, tiny_model_dir: Path) -> None:
+    grid = _game_grid(tmp_path, tiny_model_dir, sweep=[1, 2])
+    code, output = _cli("experiment", grid, "--out", tmp_path / "study", "--plan")
+    assert code == 0 and "game tiny: epochs [1, 2]" in output, output
+    assert not (tmp_path / "study" / "games").exists()  # a plan trains nothing
