@@ -153,17 +153,32 @@ def _print_table(built: Any, results: dict[str, dict[int, dict[str, Any]]]) -> N
 
 
 def _print_blind_verdict(built: Any, results: dict[str, dict[int, dict[str, Any]]]) -> None:
-    entries = [e for e in results.get("design", {}).values() if "auc" in e]
+    """Each bucket's blind verdict by the run report's rule (three states, 95 % interval)."""
+    entries = [e for e in results.get("design", {}).values() if "verdict" in e]
     if not entries:
         return
-    far = [e for e in entries if not e["near_chance"]]
+    far = [e for e in entries if e["verdict"]["state"] == "shift"]
     if far:
-        worst = max(far, key=lambda e: abs(e["auc"] - 0.5))
+        worst = max(far, key=lambda e: e["low"])
         warn(
             f"the SoK blind baseline tells members from non-members without any model "
             f"(AUC {worst['auc']:.3f} [{worst['low']:.3f}, {worst['high']:.3f}] on the "
-            f"worst bucket): this set measures a distribution shift, not membership. Try "
-            "--design rdd with a smaller --bandwidth"
+            f"worst bucket, interval above 0.5): this set measures a distribution shift, not "
+            "membership. Try --design rdd with a smaller --bandwidth"
+        )
+    elif all(e["verdict"]["state"] == "no_shift" for e in entries):
+        say(
+            "the SoK blind baseline shows no shift, and none is detectable on any bucket (each "
+            "95 % interval contains 0.5 and stays at or below 0.6)"
         )
     else:
-        say("the SoK blind baseline is near chance (|AUC - 0.5| <= 0.1) on every bucket")
+        wide = [
+            str(w)
+            for w, e in results["design"].items()
+            if e.get("verdict", {}).get("state") == "inconclusive"
+        ]
+        say(
+            f"the SoK blind baseline shows no shift, but is inconclusive on bucket(s) "
+            f"{', '.join(wide)}: its interval contains 0.5 and reaches above 0.6, so a shift is "
+            "not ruled out (more texts per side narrow it)"
+        )

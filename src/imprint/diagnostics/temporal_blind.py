@@ -4,8 +4,9 @@ A temporal split is only a membership benchmark if the text alone cannot tell th
 apart. The SoK bag-of-words forest (:mod:`imprint.diagnostics.blind`) is scored out of fold
 (:func:`imprint.diagnostics.blind_suite.run_blind_suite`, stratified K folds) with a 95 %
 stratified bootstrap interval on its AUC; one classifier is chosen in advance, so no selection
-adjustment applies. Near 0.5 (``|AUC - 0.5| <= 0.1``) the shift is gone, as far as this
-baseline can see.
+adjustment applies. Its interval is read by the run report's rule
+(:mod:`imprint.diagnostics.blind_verdict`): a shift is shown when it lies above 0.5, none is
+detectable when it contains 0.5 and stays at or below 0.6, else the bucket is inconclusive.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from imprint.data.temporal import Bucket
-from imprint.diagnostics.blind import BLIND_WARN_DELTA
 from imprint.diagnostics.blind_suite import run_blind_suite
+from imprint.diagnostics.blind_verdict import blind_verdict
 from imprint.errors import DataError
 
 __all__ = ["BASELINE", "blind_on_buckets"]
@@ -31,10 +32,12 @@ def blind_on_buckets(
     n_folds: int = 5,
     advance: Callable[[int], None] | None = None,
 ) -> dict[int, dict[str, Any]]:
-    """``{words: entry}``: each bucket's out-of-fold SoK AUC as ``auc``/``low``/``high``,
-    ``near_chance``, the members' count ``n_members`` and non-members' ``n_nonmembers`` and the
-    most telling words (weight > 0 points to members); or ``{"error": why}`` when the bucket is
-    too small or has no shared vocabulary. ``advance(1)`` is called after each bucket."""
+    """``{words: entry}``: each bucket's out-of-fold SoK AUC as ``auc``/``low``/``high``, its
+    blind ``verdict`` (:func:`~imprint.diagnostics.blind_verdict.blind_verdict`: ``shift``,
+    ``no_shift`` or ``inconclusive``) and ``near_chance`` (its state is ``no_shift``), the
+    members' count ``n_members`` and non-members' ``n_nonmembers`` and the most telling words
+    (weight > 0 points to members); or ``{"error": why}`` when the bucket is too small or has
+    no shared vocabulary. ``advance(1)`` is called after each bucket."""
     out: dict[int, dict[str, Any]] = {}
     for bucket in buckets:
         texts, labels = bucket.texts_labels()
@@ -67,6 +70,10 @@ def _one(
     if result.summary is None:
         return {**base, "error": result.error or "the forest could not be fitted"}
     auc = result.summary.auc
+    # the run report's rule (three states); the SoK forest is fixed in advance: m = 1
+    verdict = blind_verdict(
+        auc, classifier=BASELINE, n_classifiers=1, confidence=result.summary.confidence
+    )
     return {
         **base,
         "auc": auc.estimate,
@@ -74,6 +81,7 @@ def _one(
         "high": auc.high,
         "confidence": result.summary.confidence,
         "n_folds": n_folds,
-        "near_chance": abs(auc.estimate - 0.5) <= BLIND_WARN_DELTA,
+        "near_chance": verdict.state == "no_shift",
+        "verdict": verdict.to_dict(),
         "top_features": [[f, w] for f, w in result.top_features[:5]],
     }
