@@ -167,6 +167,15 @@ def test_verdict_states_the_power_at_the_stated_effect_and_the_size_it_needs() -
     assert "docs/recipes/dataset-inference.md" in power
 
 
+def test_bad_power_options_name_their_flags() -> None:
+    # the CLI's --di-power and --di-effect-auc reach this check: the message names the flag
+    for bad in (0.0, 1.0, float("nan")):
+        with pytest.raises(ConfigError, match="^--di-power: "):
+            verdict(_test(0.5), None, None, power=bad)
+        with pytest.raises(ConfigError, match="^--di-effect-auc: "):
+            verdict(_test(0.5), None, None, effect_auc=bad)
+
+
 def test_recipe_states_the_power_rule_and_the_measured_sizes() -> None:
     from pathlib import Path
 

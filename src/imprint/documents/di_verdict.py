@@ -84,11 +84,11 @@ class Verdict:
 def check_power_options(power: float, effect_auc: float) -> None:
     """Refuse a power outside (0, 1) or an effect AUC outside (0.5, 1)."""
     if isinstance(power, bool) or not 0 < power < 1:
-        raise ConfigError(f"power must be in (0, 1), e.g. 0.8; got {power!r}")
+        raise ConfigError(f"--di-power: the power must be in (0, 1), e.g. 0.8; got {power!r}")
     if isinstance(effect_auc, bool) or not 0.5 < effect_auc < 1:
         raise ConfigError(
-            f"effect AUC must be in (0.5, 1): the document-level AUC an effect worth detecting "
-            f"has, e.g. 0.6; got {effect_auc!r}"
+            f"--di-effect-auc: the effect AUC must be in (0.5, 1): the document-level AUC an "
+            f"effect worth detecting has, e.g. 0.6; got {effect_auc!r}"
         )
 
 
