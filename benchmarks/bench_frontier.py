@@ -58,7 +58,8 @@ def summarise(labels: np.ndarray, scores: np.ndarray, n_boot: int) -> dict[str, 
 
 
 def lowest_resolvable(n_nonmembers: int) -> float:
-    """The lowest FPR of FPRS (in %) that ``n_nonmembers`` resolve (at least 1/t of them)."""
+    """The lowest FPR of FPRS (in %) that ``n_nonmembers`` resolve (the one rule of
+    :mod:`imprint.metrics.resolution`: at least 4/t of them)."""
     from imprint.metrics import unresolvable_reason
 
     ok = [t for t in FPRS if unresolvable_reason(t, n_nonmembers) is None]
