@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["Interval"]
 
@@ -26,10 +27,10 @@ class Interval:
     high: float
     basis: str | None = None
 
-    def to_dict(self) -> dict[str, float | str | None]:
+    def to_dict(self) -> dict[str, Any]:
         """``{"estimate", "low", "high"}`` (and ``"basis"`` when set); NaN becomes ``None`` so
         the output is valid JSON."""
-        out: dict[str, float | str | None] = {
+        out: dict[str, Any] = {
             "estimate": _json_float(self.estimate),
             "low": _json_float(self.low),
             "high": _json_float(self.high),
