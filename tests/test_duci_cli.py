@@ -146,3 +146,23 @@ def test_duci_command_refuses_a_missing_manifest_and_overlapping_population(duci
     pop.write_text(rows[0]["text"] + "\n" + rows[1]["text"] + "\n")
     res = _invoke(duci_game, "--population", str(pop))
     assert res.exit_code == 2 and "shares texts with --data" in " ".join(res.output.split())
+
+
+def test_read_texts_refuses_bytes_that_are_not_utf8_and_null_ids(tmp_path):
+    """Found in the hostile pass: a Latin-1 --data file raised UnicodeDecodeError (a traceback)
+    and a null 'document' or 'id' became the document 'None'; both are one-line refusals."""
+    from imprint.cli.duci import read_texts
+    from imprint.errors import DataError
+
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(b'{"id": "a", "text": "ok"}\n{"id": "b", "text": "caf\xe9"}\n')
+    with pytest.raises(DataError, match=r"^--data .*latin.jsonl:2: invalid UTF-8 \(byte 0xe9\)"):
+        read_texts(latin, "--data")
+    for key in ("document", "id"):
+        null = tmp_path / f"null-{key}.jsonl"
+        null.write_text(json.dumps({"id": "a", "text": "a text", key: None}) + "\n")
+        with pytest.raises(DataError, match=f"'{key}' is null; give a string or a number"):
+            read_texts(null, "--data")
+    bom = tmp_path / "bom.txt"
+    bom.write_bytes(b"\xef\xbb\xbfa text\n")
+    assert read_texts(bom, "--population")[0] == ["a text"]

@@ -38,7 +38,7 @@ def read_texts(path: Path, option: str) -> tuple[list[str], list[str], list[str]
             "'text' field per row, optional 'id' and 'document') or .txt (one text a line)"
         )
     texts, ids, docs = [], [], []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(_utf8_lines(path, option), start=1):
         if not line.strip():
             continue
         row: Any = {"text": line}
@@ -54,6 +54,12 @@ def read_texts(path: Path, option: str) -> tuple[list[str], list[str], list[str]
             raise DataError(
                 f"{option} {path}:{n}: no non-empty 'text' field; add it or drop the row"
             )
+        for key in ("id", "document"):
+            if key in row and not isinstance(row[key], str | int):
+                raise DataError(
+                    f"{option} {path}:{n}: '{key}' is {json.dumps(row[key])}; give a string "
+                    "or a number, or leave the field out"
+                )
         texts.append(text)
         ids.append(str(row.get("id", f"{path.stem}:{n}")))
         docs.append(str(row.get("document", ids[-1])))
@@ -62,6 +68,20 @@ def read_texts(path: Path, option: str) -> tuple[list[str], list[str], list[str]
     if len(set(ids)) != len(ids):
         raise DataError(f"{option} {path}: ids repeat; give every row its own 'id'")
     return texts, ids, docs
+
+
+def _utf8_lines(path: Path, option: str) -> list[str]:
+    """The file's lines, decoded as UTF-8 (a BOM dropped); bytes that are not UTF-8 are refused
+    naming the line, as the data loaders do."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise DataError(
+            f"{option} {path}:{line}: invalid UTF-8 (byte {data[err.start]:#04x}); re-encode "
+            "the file as UTF-8"
+        ) from None
 
 
 def _document_membership(member: Any, ids: list[str], docs: list[str]) -> Any:
