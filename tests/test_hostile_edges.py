@@ -407,7 +407,7 @@ def test_an_unreachable_ray_address_is_refused_at_once_before_any_work(tmp_path:
     assert time.monotonic() - started < 20  # Ray itself retried for 90-215 s
 
 
-def test_a_listening_ray_address_passes_the_check_and_odd_ones_are_refused() -> None:
+def test_a_silent_listener_is_not_ray_and_odd_addresses_are_refused() -> None:
     import socket
 
     from imprint.executors.ray_setup import check_address
@@ -416,8 +416,10 @@ def test_a_listening_ray_address_passes_the_check_and_odd_ones_are_refused() -> 
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
-        for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}", f"http://localhost:{port}"):
-            check_address(address)
+        check_address(f"http://localhost:{port}")  # the dashboard's form: TCP only
+        for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):  # no gRPC answer
+            with pytest.raises(ConfigError, match="but not Ray's protocol .no answer to a gRPC"):
+                check_address(address, timeout=0.5)
     check_address(None)
     check_address("auto")
     for bad in ("127.0.0.1:notaport", "ray://", ":6379"):
@@ -514,6 +516,7 @@ def test_data_filter_and_overlap_score_never_replace_a_file_of_a_run(tmp_path: P
 
 def test_the_manifest_records_a_ray_address_without_its_password() -> None:
     import socket
+    import threading
 
     from imprint.executors import ExecutorConfig
     from imprint.report import to_jsonable
@@ -522,6 +525,13 @@ def test_the_manifest_records_a_ray_address_without_its_password() -> None:
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
+
+        def answer_as_grpc() -> None:  # an HTTP/2 SETTINGS frame, as a Ray head's gRPC does
+            conn, _ = server.accept()
+            with conn:
+                conn.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+
+        threading.Thread(target=answer_as_grpc, daemon=True).start()
         config = ExecutorConfig(kind="ray", address=f"ray://ann:s3cret@127.0.0.1:{port}")
     assert config.address == f"ray://ann:s3cret@127.0.0.1:{port}"  # ray.init still gets it
     assert to_jsonable(config)["address"] == f"ray://ann:***@127.0.0.1:{port}"

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -40,8 +42,16 @@ class RayOptions(Protocol):
 ENV_KEYS = ("IMPRINT_CACHE_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME")
 #: the port each address form reaches when it names none: Ray client, dashboard, GCS
 DEFAULT_PORTS = {"ray": 10001, "http": 8265, "https": 8265, "": 6379}
-#: seconds the address check waits for a TCP connection (a live head answers in milliseconds)
+#: seconds the address check waits for a TCP connection, then for Ray's protocol to answer (a
+#: live head does both in milliseconds)
 CONNECT_TIMEOUT_S = 3.0
+#: Ray's own knobs for joining a cluster, bounded while imprint joins one (a value set in the
+#: environment wins): one attempt (Ray's default is 20), each waiting at most 20 s for the GCS
+#: (the second is read when Ray is first imported, so it bounds only a join in a fresh process)
+JOIN_LIMITS = {"RAY_gcs_server_port_wait_time_s": "1", "RAY_py_gcs_connect_timeout_s": "20"}
+# an HTTP/2 client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS and its client
+# server) answers with a SETTINGS frame of its own (frame type 4 in the 9-byte frame header)
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
 
 
 def mask_address(address: str | None) -> str | None:
@@ -84,7 +94,7 @@ def check_address(address: str | None, *, timeout: float = CONNECT_TIMEOUT_S) ->
             "10.0.0.5:6379), ray://HOST:10001, or auto on the head machine"
         )
     try:
-        socket.create_connection((host, port), timeout=timeout).close()
+        conn = socket.create_connection((host, port), timeout=timeout)
     except OSError as err:
         reason = "no answer" if isinstance(err, TimeoutError) else (err.strerror or str(err))
         raise ConfigError(
@@ -93,6 +103,38 @@ def check_address(address: str | None, *, timeout: float = CONNECT_TIMEOUT_S) ->
             "6379, client port 10001) and check the address, or drop --address to start a "
             "private Ray here"
         ) from None
+    with conn:
+        said = None if parts.scheme in ("http", "https") else _not_grpc(conn, timeout)
+    if said is not None:  # e.g. a web server: ray.init would wait for it for minutes
+        raise ConfigError(
+            f"--address {shown!r}: something answers at {host}:{port}, but not Ray's protocol "
+            f"({said}): it is not a Ray head (a web server, the dashboard, another service?). "
+            "Pass the address `ray start --head` prints (HEAD:6379, or ray://HEAD:10001), or "
+            "auto on the head machine"
+        )
+
+
+def _not_grpc(conn: socket.socket, timeout: float) -> str | None:
+    """None when the service on ``conn`` answers an HTTP/2 preface as gRPC does (a SETTINGS
+    frame), else what it did instead; None too under ``RAY_USE_TLS`` (the handshake is TLS)."""
+    if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+        return None
+    head = b""
+    try:
+        conn.settimeout(timeout)
+        conn.sendall(_H2_HELLO)
+        while len(head) < 9 and (chunk := conn.recv(64)):
+            head += chunk
+    except TimeoutError:
+        pass
+    except OSError as err:
+        return f"the connection failed: {err.strerror or err}"
+    if len(head) >= 9 and head[3] == 4:
+        return None
+    if not head:
+        return f"no answer to a gRPC handshake within {timeout:g} s"
+    first = head.decode("utf-8", "replace").splitlines()[0][:60]
+    return f"it answered {first!r}"
 
 
 def connect(config: RayOptions) -> None:
@@ -104,9 +146,23 @@ def connect(config: RayOptions) -> None:
         if config.address is None:
             ray.init(include_dashboard=False, **quiet)  # type: ignore[arg-type]
         else:
-            ray.init(address=config.address, **quiet)  # type: ignore[arg-type]
+            with _join_limits():
+                ray.init(address=config.address, **quiet)  # type: ignore[arg-type]
     except (ConnectionError, RuntimeError, ValueError) as err:
         raise ConfigError(_join_failed(config.address, err)) from err
+
+
+@contextmanager
+def _join_limits() -> Iterator[None]:
+    """:data:`JOIN_LIMITS` in the environment while Ray joins a cluster (values already set
+    are kept), as before afterwards."""
+    added = [k for k in JOIN_LIMITS if k not in os.environ]
+    os.environ.update({k: JOIN_LIMITS[k] for k in added})
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
 
 
 def _join_failed(address: str | None, err: Exception) -> str:
