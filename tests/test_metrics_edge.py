@@ -246,6 +246,9 @@ def test_bad_fpr_bounds_are_refused_in_one_line(tmp_path) -> None:
     for bad in (math.nan, math.inf, 1.5, -0.1):
         with pytest.raises(ConfigError, match="FPR bound must be a fraction"):
             min_nonmembers(bad)
+    for k in (-1, 2.5, "4", True):
+        with pytest.raises(ConfigError, match="min_false_positives must be"):
+            bootstrap_metrics([1, 0] * 50, np.arange(100.0), n_resamples=10, min_false_positives=k)
     sys.path.insert(0, "tests")
     from test_diag_compare import _run
 

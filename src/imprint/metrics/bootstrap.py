@@ -397,7 +397,7 @@ def bootstrap_metrics(
     n_pos = int(is_member.sum())
     n_neg = int(is_member.size - n_pos)
     grouped = None if groups is None else _group_index(groups, is_member)
-    rule = int(min_false_positives)
+    rule = min_false_positives  # checked by the resolution rule
     reasons = unresolvable(bounds, n_neg, min_false_positives=rule) if n_pos and n_neg else {}
     kept = [b for b in bounds if b not in reasons]
     tpr_intervals: dict[float, Interval | None] = {b: None for b in reasons}

@@ -19,7 +19,9 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterable
+from numbers import Integral
 
+from imprint.errors import ConfigError
 from imprint.metrics._validation import allowed_false_positives, check_fraction
 
 __all__ = [
@@ -41,6 +43,12 @@ def min_nonmembers(max_fpr: float, *, min_false_positives: int = MIN_FALSE_POSIT
     A bound of 0 needs none: "no false positive" is what it asks for, at any n. A bound
     outside [0, 1] (or NaN) is a :class:`~imprint.errors.ConfigError`."""
     max_fpr = check_fraction(max_fpr, name="an FPR bound")
+    if isinstance(min_false_positives, bool) or not isinstance(min_false_positives, Integral):
+        raise ConfigError(
+            f"min_false_positives must be an integer >= 0; got {min_false_positives!r}"
+        )
+    if min_false_positives < 0:
+        raise ConfigError(f"min_false_positives must be >= 0; got {min_false_positives}")
     if max_fpr <= 0:
         return 0
     need = min_false_positives / max_fpr - 1e-9  # 1e-9: 4 / 0.001 must give 4000, not 4001
