@@ -57,6 +57,10 @@ NOT_RUN = {
         "the same)"
     ),
     "export OPENAI_API_KEY": "a secret of the reader's own",
+    "nice -n 10 .venv/bin/python benchmarks/": (
+        "a benchmark that makes a recipe's table (tens of minutes of simulation): benchmarks/ "
+        "are run by hand, as the recipe says"
+    ),
     "imprint run --api-base https://api.example.com": "a hosted API (placeholder address)",
 }
 
