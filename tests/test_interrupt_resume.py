@@ -69,10 +69,10 @@ class _Words(Backend):
 def test_a_known_rate_caps_a_token_batch_to_seconds_of_work():
     runner = RequestRunner(RequestStore(None))
     assert runner.batch_budget("words", 4096) == 4096  # no rate known: the budget
-    runner.rates["words"] = 100.0  # tokens/s: 10 s of work hold 1,000 tokens
-    assert runner.batch_budget("words", 4096) == 512  # halved until it fits
+    runner.rates["words"] = 500.0  # tokens/s: 10 s of work hold 5,000 tokens
+    assert runner.batch_budget("words", 16384) == 4096  # halved until it fits
     runner.rates["words"] = 1.0
-    assert runner.batch_budget("words", 4096) == MIN_BATCH_TOKENS
+    assert runner.batch_budget("words", 16384) == MIN_BATCH_TOKENS == 2048
     runner.rates["words"] = 1e6
     assert runner.batch_budget("words", 4096) == 4096  # a fast device fills the budget
     runner.batch_seconds = None
@@ -83,29 +83,29 @@ def test_a_known_rate_caps_a_token_batch_to_seconds_of_work():
 def test_the_runner_measures_the_rate_and_an_interrupt_keeps_stored_batches(monkeypatch):
     store = RequestStore(None)
     runner = RequestRunner(store)
-    requests = [LogprobRequest(t) for t in _texts()]
+    requests = [LogprobRequest(t) for t in _texts(words=100)]
     backend = _Words()
-    runner.run("target", "words", requests[:10], backend)  # 620 tokens: a rate is measured
+    runner.run("target", "words", requests[:10], backend)  # 1,020 tokens: a rate is measured
     assert runner.rates["words"] > 0
-    runner.rates["words"] = 100.0  # a slow device: batches of at most 512 tokens (10 s)
-    finished = _interrupt_at(monkeypatch, 700)  # 7 s of work at that rate
+    runner.rates["words"] = 100.0  # a slow device: batches of 2,048 tokens (the floor)
+    finished = _interrupt_at(monkeypatch, 2500)  # 25 s of work at that rate
     with pytest.raises(KeyboardInterrupt):
         runner.run("target", "words", requests, backend)
-    assert finished == [8]  # 512 // 62 tokens: one batch of 5 s, not all 30 texts at once
-    assert store.count("logprobs") == 10 + 8  # the finished batch is stored
+    assert finished == [20]  # 2,048 // 102 tokens: one batch, not all 30 texts (3,060) at once
+    assert store.count("logprobs") == 10 + 20  # the finished batch is stored
 
 
 def test_ctrl_c_says_what_was_kept_and_the_rerun_resumes(tmp_path, tiny_model_dir, monkeypatch):
     data = tmp_path / "texts.jsonl"
-    rows = [{"text": t, "label": i % 2} for i, t in enumerate(_texts(words=12))]
+    rows = [{"text": t, "label": i % 2} for i, t in enumerate(_texts(words=25))]
     data.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    # this device's rate as the plan measures it (a loaded CPU): batches of 512 tokens (the
-    # floor; 10 s hold 500), a fraction of the 40 texts (one batch of the default budget)
+    # this device's rate as the plan measures it (a loaded CPU): batches of 2,048 tokens (the
+    # floor; 10 s hold 500), a part of the 40 texts (one batch of the default budget, 4,096)
     monkeypatch.setattr(estimate, "_rate", lambda *a: (50.0, "measured in the test"))
     cache = tmp_path / "signals.sqlite"
     args = ["run", "--model", str(tiny_model_dir), "--data", str(data), "--attacks", "loss",
             "--cache", str(cache), "--no-blind", "--n-bootstrap", "50"]  # fmt: skip
-    finished = _interrupt_at(monkeypatch, 600)  # 12 s of work at that rate
+    finished = _interrupt_at(monkeypatch, 2500)  # 50 s of work at that rate
     result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "a")])
     assert result.exit_code == 130, result.output
     kept = sum(finished)

@@ -40,7 +40,10 @@ DEFAULT_TOKEN_BUDGET = 4096  # used where neither the run nor the backend sets o
 # whole or not at all, so an interrupt loses at most this much (a quiet CPU or a GPU fills its
 # token budget well within it; a loaded CPU or a large model on CPU gets smaller batches)
 BATCH_SECONDS = 10.0
-MIN_BATCH_TOKENS = 512  # below this a forward wastes more than it bounds
+# never below this: on a CPU, forwards of 512 and 1,024 tokens ran at about 0.5x and 0.6x the
+# tokens/s of 4,096, 2,048 at 0.95x (SmolLM2-135M, 2 loaded cores); a device slower than
+# 205 tokens/s loses up to one such batch
+MIN_BATCH_TOKENS = 2048
 
 
 @dataclass
@@ -282,7 +285,7 @@ class RequestRunner:
                 for write in writes:
                     write.result()
             done = (counts.tokens or 0) - tokens_before
-            if done >= MIN_BATCH_TOKENS:  # this model's rate here, for its next batches
+            if done >= 256:  # this model's rate here (enough tokens to time), for its next batches
                 self.rates[fingerprint] = done / max(time.perf_counter() - started, 1e-6)
 
 
