@@ -130,3 +130,13 @@ def test_a_schema_2_store_is_read_once_unverified_then_protected(tmp_path):
     store = RequestStore(path)
     with pytest.warns(UserWarning, match="1 damaged entries"):  # now protected
         assert store.get_many("fp", [request]) == {}
+
+
+def test_a_row_rewritten_as_text_is_read_as_its_bytes_not_a_crash(tmp_path):
+    path = tmp_path / "s.sqlite"
+    store = RequestStore(path)
+    request = SampleRequest("Once", 1, 2, seed=4)
+    store.put_many("fp", [(request, [["upon"]])])
+    store._conn.execute("UPDATE request_results SET data = CAST(data AS TEXT)")
+    store._conn.commit()  # the same bytes, typed TEXT: AttributeError in decode before
+    assert store.get_many("fp", [request]) == {request.key(): [["upon"]]}

@@ -118,7 +118,9 @@ class RequestStore:
         damaged: list[tuple[str, str, str]] = []
         unchecked: list[tuple[str, str, str, str]] = []
         with self._locked() as conn:
-            for key, blob, stored in _select(conn, backend, kind, list(dict.fromkeys(keys))):
+            for key, value, stored in _select(conn, backend, kind, list(dict.fromkeys(keys))):
+                # a value rewritten as TEXT (same bytes) is read as the blob it was
+                blob = value.encode("utf-8") if isinstance(value, str) else value
                 checksum = _checksum(backend, kind, key, blob)
                 if stored is not None and stored != checksum:
                     damaged.append((backend, kind, key))
