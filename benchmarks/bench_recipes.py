@@ -6,9 +6,10 @@ for the recipes' placeholders, which are replaced by offline stand-ins:
 
 - ``./my-finetune`` and ``EleutherAI/pythia-160m`` -> ``smollm2-135m`` (135 M parameters, about
   the size of the models the recipes name);
-- ``HuggingFaceTB/SmolLM2-135M`` (the fine-tune's base) -> ``gemma3-270m`` (a different model, so
-  no reference pass is answered by the target's store entries; twice the base's size, so the
-  reference's time is an upper bound);
+- ``HuggingFaceTB/SmolLM2-135M`` (the fine-tune's base) -> ``smollm2-135m`` with every weight
+  moved by seeded noise (0.1 % of its scale), saved as a folder: another model of the base's size
+  and tokenizer (``ez_mia`` and ``wbc`` compare the two token by token, so a base with another
+  tokenizer is refused), whose passes the target's store entries cannot answer;
 - ``my-texts.jsonl`` -> every WikiMIA-32 text (387 members, 389 non-members);
 - ``my-documents.jsonl`` -> 10 member and 10 non-member documents of up to 5,000 words (WikiMIA
   texts of one label joined, longest first): 25 sequences of 200 words each, the recipe's cap.
@@ -43,7 +44,7 @@ from test_docs_recipes import _why_not_run, bash_commands  # noqa: E402  (the te
 #: the recipes' placeholders -> their offline stand-ins (see the module docstring)
 MODELS = {
     "./my-finetune": "smollm2-135m",
-    "HuggingFaceTB/SmolLM2-135M": "gemma3-270m",
+    "HuggingFaceTB/SmolLM2-135M": "BASE_STAND_IN",  # made by base_stand_in()
     "EleutherAI/pythia-160m": "smollm2-135m",
 }
 #: recipes none of whose runs can run here, and why
@@ -79,11 +80,30 @@ def write_documents(path: Path, per_set: int = 10, words: int = 5000) -> Path:
     return path
 
 
+def base_stand_in(folder: Path) -> Path:
+    """``smollm2-135m`` with seeded noise on every weight (see the module docstring)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from imprint.backends.models import materialize, resolve_model
+
+    source = materialize(resolve_model("smollm2-135m")).location
+    model = AutoModelForCausalLM.from_pretrained(source)
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for weight in model.parameters():
+            noise = torch.randn(weight.shape, generator=generator)
+            weight.add_(noise * 1e-3 * weight.abs().mean())
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
+    return folder
+
+
 def stand_in(command: str, files: dict[str, Path]) -> list[str]:
     words = shlex.split(command)
     for i, word in enumerate(words):
         for placeholder, model in MODELS.items():
-            word = word.replace(placeholder, model)
+            word = word.replace(placeholder, str(files.get(model, model)))
         for placeholder, path in files.items():
             word = word.replace(placeholder, str(path))
         words[i] = word
@@ -141,7 +161,8 @@ def main() -> None:
     work = args.out / time.strftime("%Y%m%d-%H%M%S")
     work.mkdir(parents=True)
     files = {"my-texts.jsonl": write_texts(work / "texts.jsonl"),
-             "my-documents.jsonl": write_documents(work / "documents.jsonl")}  # fmt: skip
+             "my-documents.jsonl": write_documents(work / "documents.jsonl"),
+             "BASE_STAND_IN": base_stand_in(work / "base-stand-in")}  # fmt: skip
     results: dict[str, Any] = {"cpus": os.cpu_count()}
     for page in sorted((ROOT / "docs" / "recipes").glob("*.md")):
         if args.only and page.stem != args.only:
