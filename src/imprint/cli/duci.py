@@ -201,6 +201,17 @@ def _unreliable(result: Any) -> list[str]:
     """A warning line when the interval cannot be trusted, else none."""
     if result.reliable:
         return []
+    side = getattr(result, "out_of_range", None)
+    if side is not None:
+        lo, hi = result.uncut_interval
+        edge = "100 %" if side == "above" else "0 %"
+        return [
+            f"warning: the interval [{lo:.1%}, {hi:.1%}] lies wholly {side} {edge} (cut to "
+            f"{edge}, it is one point that reads as certainty): the target separates its "
+            f"documents {'more' if side == 'above' else 'less'} than its reference models do, "
+            "so the reference models do not calibrate it and no fraction is estimated; use "
+            "reference models trained like the target (same recipe, epochs and data size)"
+        ]
     return [
         f"warning: the interval is unreliable: {result.degenerate_share:.1%} of the resamples "
         "had TPR <= FPR (no estimate; left out of the percentiles) or the references' spread "

@@ -47,6 +47,10 @@ width (mean 1.83 at p = 1, K = 4, was 1.32): with 4 reference models one more tr
 that uncertain. p is not clipped to [0, 1]: the estimator is unbiased only unclipped; the
 interval is cut to [0, 1] (the truth lies there, so no coverage is lost; the widths above are
 before the cut, docs/calibration.md gives them after it).
+An interval wholly above 1 (or below 0) is not a finding but a misfit: the target separates
+its documents more (less) than any reference model does, so their error rates do not calibrate
+it; cut, it would be the one point [1, 1] beside an estimate of, say, 1.8. It is kept as
+``uncut_interval``, ``out_of_range`` says which side, and the result is not ``reliable``.
 """
 
 from __future__ import annotations
@@ -123,7 +127,17 @@ class DuciResult:
     degenerate_share: float = 0.0
     reliable: bool = True
     model_spread: float = float("nan")  # one model's sd in estimate units (model_spread)
+    # the interval before its cut to [0, 1]; wholly outside [0, 1] the references do not
+    # calibrate the target (it learnt more, or less, than any of them) and the cut would leave
+    # one point, read as certainty: ``reliable`` is then False and ``out_of_range`` says which
+    uncut_interval: tuple[float, float] = (float("nan"), float("nan"))
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def out_of_range(self) -> str | None:
+        """Which side ("above" 1 or "below" 0) the uncut interval lies wholly on, else None."""
+        lo, hi = self.uncut_interval
+        return "above" if lo > 1.0 else "below" if hi < 0.0 else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -139,6 +153,8 @@ class DuciResult:
             "degenerate_share": self.degenerate_share,
             "reliable": self.reliable,
             "model_spread": self.model_spread,
+            "uncut_interval": list(self.uncut_interval),
+            "out_of_range": self.out_of_range,
             **self.extra,
         }
 
@@ -232,10 +248,11 @@ def duci(
     share = 1.0 - finite.size / n_bootstrap  # resamples with TPR <= FPR: counted, not hidden
     rates = _model_rates(ref_scores, ref_member, thr)
     spread = _spread(rates, tpr - fpr, np.array([estimate]))[0]
-    lo, hi = _widened_interval(estimate, finite, confidence, rates, tpr - fpr)
+    uncut = _widened_interval(estimate, finite, confidence, rates, tpr - fpr)
     # the fraction lies in [0, 1]: cutting the interval there loses no coverage and keeps a
     # side that one more model's spread pushed past the range from reading as information
-    lo, hi = float(np.clip(lo, 0.0, 1.0)), float(np.clip(hi, 0.0, 1.0))
+    lo, hi = (float(np.clip(v, 0.0, 1.0)) for v in uncut)
+    inside = not (uncut[0] > 1.0 or uncut[1] < 0.0)  # else the cut leaves one point
     return DuciResult(
         estimate=estimate,
         interval=(float(lo), float(hi)),
@@ -248,8 +265,9 @@ def duci(
         n_bootstrap=n_bootstrap,
         per_document=p_i,
         degenerate_share=share,
-        reliable=bool(share <= MAX_DEGENERATE_SHARE and np.isfinite(spread)),
+        reliable=bool(share <= MAX_DEGENERATE_SHARE and np.isfinite(spread) and inside),
         model_spread=spread,
+        uncut_interval=(float(uncut[0]), float(uncut[1])),
     )
 
 
