@@ -386,7 +386,7 @@ def _with_adjusted(
 
 
 def measured_dict(summary: MetricSummary) -> dict[str, Any]:
-    """``summary.to_dict()`` with each TPR@t its non-members cannot resolve (fewer than 1/t)
+    """``summary.to_dict()`` with each TPR@t its non-members cannot resolve (fewer than 4/t)
     written as ``{estimate: None, ..., not_measurable: why}``: no number stands in for it."""
     out = summary.to_dict()
     for bound, reason in unresolvable(summary.tpr_at_fpr, summary.n_nonmembers).items():

@@ -160,7 +160,7 @@ def _perturbation_row(
     values: NDArray[np.float64], sets: dict[str, NDArray[np.bool_]], fprs: Sequence[float]
 ) -> PerturbationRow:
     """One attack's counts, thresholds and rates; a target FPR the natural non-members cannot
-    resolve (fewer than 1/t) gets None everywhere and its reason under ``not_measurable``."""
+    resolve (fewer than 4/t) gets None everywhere and its reason under ``not_measurable``."""
     calib = _finite(values[sets["nonmembers"]])
     reasons = unresolvable(fprs, calib.size, where="the natural (unperturbed) non-members")
     kept = [f for f in fprs if f not in reasons]
@@ -253,7 +253,7 @@ def _transfer_cells(
     fprs: Sequence[float],
 ) -> dict[str, dict[str, Any]]:
     """Per target FPR: the threshold set on A's non-members, the FPR and TPR it gives on B. A
-    target A's non-members cannot resolve (fewer than 1/t) is all None with its reason."""
+    target A's non-members cannot resolve (fewer than 4/t) is all None with its reason."""
     reasons = unresolvable(fprs, a_non.size, where="run A, where the thresholds are set")
     cells: dict[str, dict[str, Any]] = {}
     for f in fprs:

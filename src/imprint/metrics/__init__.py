@@ -3,7 +3,7 @@
 Labels are 1 for members and 0 for non-members; a higher score always means "more likely a
 member" (attacks flip signs, metrics never do). Single-class input gives an
 :class:`UndefinedMetricWarning` and NaN rather than an exception; NaN scores are an error. A
-TPR at an FPR the non-members cannot resolve (fewer than 1/t) is None with its reason
+TPR at an FPR the non-members cannot resolve (fewer than 4/t) is None with its reason
 (:class:`NotMeasurableWarning`, ``MetricSummary.not_measurable``), as in every report.
 """
 

@@ -19,7 +19,7 @@ class UndefinedMetricWarning(UserWarning):
 
 
 class NotMeasurableWarning(UserWarning):
-    """A TPR at an FPR the non-members cannot resolve (fewer than 1/t): the figure is None and
+    """A TPR at an FPR the non-members cannot resolve (fewer than 4/t): the figure is None and
     this warning says why (see :mod:`imprint.metrics.resolution`)."""
 
 
