@@ -394,3 +394,43 @@ def test_reference_attacks_end_to_end(tiny_model_dir, tiny_ref_dir, tmp_path):
     assert passes["target@t=2"]["logprobs"]["executed"] == len(TEXTS)
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert {"ez_mia[base]", "wbc[base]"} <= set(metrics["attacks"])
+
+
+class _Tokenizing:
+    """A backend that only tokenizes: splits on spaces (``words``) or on characters."""
+
+    def __init__(self, words: bool) -> None:
+        self.words = words
+
+    def supports(self, capability: object) -> bool:
+        return True
+
+    def encode(self, text: str) -> list[int]:
+        return [len(p) for p in (text.split() if self.words else text)]
+
+
+class _Roles:
+    def __init__(self, **backends: _Tokenizing) -> None:
+        self.backends = backends
+
+    def backend(self, role: str) -> _Tokenizing:
+        return self.backends[role]
+
+
+@pytest.mark.parametrize("cls", [EzMia, Wbc])
+def test_token_aligned_attacks_refuse_another_tokenizer_before_any_model_pass(cls):
+    # ez_mia checked the tokens only when scoring, after every pass of both models (49.6 min
+    # lost at the audit recipe's size with a reference of another tokenizer): prepare() checks
+    from imprint.data.sample import Sample
+
+    samples = [Sample(id="a", text="one two three", label=1)]
+    attack = cls(refs=("base",))
+    same = RunContext(
+        refs=("base",), requests=_Roles(target=_Tokenizing(True), base=_Tokenizing(True))
+    )
+    attack.prepare(samples, same)  # the same tokenizer passes
+    other = RunContext(
+        refs=("base",), requests=_Roles(target=_Tokenizing(True), base=_Tokenizing(False))
+    )
+    with pytest.raises(ConfigError, match="tokenizers split sample 0 differently"):
+        attack.prepare(samples, other)

@@ -98,6 +98,7 @@ def ez_score(
 @register("ez_mia")
 @dataclass(frozen=True)
 class EzMia(PerReferenceAttack):
+    token_aligned: ClassVar[bool] = True
     vocab_stats: ClassVar[bool] = False  # log p and the argmax only: vLLM serves it
     min_error_tokens: int = 2
     ignore_bos: bool = True  # the authors' default: the first scored position is not counted

@@ -53,6 +53,7 @@ def wbc_score(target_logp: np.ndarray, ref_logp: np.ndarray, windows: tuple[int,
 @register("wbc")
 @dataclass(frozen=True)
 class Wbc(PerReferenceAttack):
+    token_aligned: ClassVar[bool] = True
     vocab_stats: ClassVar[bool] = False  # log p and the argmax only: vLLM serves it
     windows: tuple[int, ...] = WINDOWS
 
