@@ -255,3 +255,19 @@ def test_study_table_applies_the_resolution_rule_to_old_run_folders() -> None:
     entry = Entry.of(metrics(0.6, 0.55, 0.65, 0.03, n=120), 0.01)
     assert entry.tpr is None and "400 non-members" in (entry.tpr_note or "")
     assert Entry.of(metrics(0.6, 0.55, 0.65, 0.03), 0.01).tpr is not None
+
+
+def test_comparison_with_the_text_uses_the_blind_cells_folds(result: GridResult, tmp_path: Path):
+    """A blind cell stores each id's test fold: the study's "beats the text" counts the blind
+    column's refitting as the run's does; an older cell without folds is DeLong only, said so."""
+    from imprint.study.paired_tables import RunCache, text_comparisons
+
+    blind = next(c for c in result.cells if c.attack == BLIND)
+    rows = [(c.row, c, c.attack) for c in result.cells if c.model == "small"]
+    old = text_comparisons(rows, blind, RunCache(tmp_path))
+    assert isinstance(old, dict) and all(v.n_folds == 0 for v in old.values())
+    assert "no folds stored" in old["loss"].text
+    blind.provenance[BLIND_SCORES]["folds"] = [i % 5 for i in range(240)]
+    new = text_comparisons(rows, blind, RunCache(tmp_path))
+    assert isinstance(new, dict) and all(v.n_folds == 5 for v in new.values())
+    assert new["loss"].diff.low <= old["loss"].diff.low

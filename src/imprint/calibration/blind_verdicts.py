@@ -66,7 +66,7 @@ def null_verdicts(
         out["old"].append(abs(selected[0].auc - 0.5) > OLD_DELTA)
         out["no_shift"].append(verdict.state == "no_shift")
         noise = rng.normal(size=n)
-        compared = attack_beats_text(labels, noise, selected[0].scores)
+        compared = attack_beats_text(labels, noise, selected[0].scores, folds=selected[0].folds)
         out["beats"].append(compared.beats_text)
     return out
 
@@ -92,7 +92,8 @@ def rows_blind_verdict(n_sims: int, seed: int, *, n_per_class: int = 50) -> list
         ),
         size_row(
             f"attack with no signal beats the text, {where}",
-            "DeLong paired on the same texts vs the strongest's out-of-fold scores, 95 %",
+            "hull of DeLong paired and corrected CV t over the suite's folds, vs the "
+            "strongest's out-of-fold scores, 95 %",
             found["beats"],
             0.025,
         ),

@@ -73,7 +73,9 @@ class BlindSuiteResult:
     ``top_features`` ``(feature, weight)`` pairs, weight > 0 pointing to members, strongest
     first; ``protocol_auc`` the SoK protocol's ``(mean, std)`` AUC where it applies and
     ``protocol_aucs`` its split AUCs (a spread, not an interval); ``adjusted`` the same metrics
-    with Bonferroni intervals at level ``1 - (1 - FAMILY_CONFIDENCE) / m`` for m classifiers.
+    with Bonferroni intervals at level ``1 - (1 - FAMILY_CONFIDENCE) / m`` for m classifiers;
+    ``folds`` (shape (n,)) each text's test fold, which the attacks' paired comparison with
+    ``scores`` needs (:func:`imprint.diagnostics.blind_verdict.attack_beats_text`).
     """
 
     name: str
@@ -86,6 +88,7 @@ class BlindSuiteResult:
     error: str | None = None
     protocol_aucs: tuple[float, ...] = ()
     adjusted: MetricSummary | None = None
+    folds: NDArray[np.int64] | None = field(default=None, repr=False)
 
     @property
     def auc(self) -> float:
@@ -279,7 +282,10 @@ def _one_baseline(
     )  # fmt: skip
     # the bootstrap holds the fold models fixed: widen the AUC for training variability
     summary = widen_auc(summary, y, scores, [test for _, test in folds])
-    return BlindSuiteResult(name, description, summary, scores, _rank(summed))
+    fold_of = np.empty(y.size, dtype=np.int64)
+    for i, (_, test) in enumerate(folds):
+        fold_of[test] = i
+    return BlindSuiteResult(name, description, summary, scores, _rank(summed), folds=fold_of)
 
 
 def run_blind_suite(

@@ -141,14 +141,16 @@ def evaluate_blind(
 def evaluate_blind_scores(
     texts: Sequence[str], labels: np.ndarray, *, seed: int, n_bootstrap: int
 ) -> tuple[
-    BlindClassifierMetrics | BlindFailure, BlindSuiteMetrics | BlindFailure, np.ndarray | None
+    BlindClassifierMetrics | BlindFailure,
+    BlindSuiteMetrics | BlindFailure,
+    BlindSuiteResult | None,
 ]:
-    """:func:`evaluate_blind` plus the strongest classifier's out-of-fold scores (shape (n,);
-    None when nothing was fitted): what an attack is compared with, paired, on the same texts
-    (:func:`imprint.diagnostics.blind_verdict.attack_beats_text`)."""
-    blind, suite, _, oof = _fit_blind(texts, labels, seed=seed, n_bootstrap=n_bootstrap,
-                                      groups=None, unit=None)  # fmt: skip
-    return blind, suite, oof
+    """:func:`evaluate_blind` plus the strongest classifier (None when nothing was fitted),
+    whose out-of-fold ``scores`` and ``folds`` (each shape (n,)) an attack is compared with,
+    paired, on the same texts (:func:`imprint.diagnostics.blind_verdict.attack_beats_text`)."""
+    blind, suite, _, best = _fit_blind(texts, labels, seed=seed, n_bootstrap=n_bootstrap,
+                                       groups=None, unit=None)  # fmt: skip
+    return blind, suite, best
 
 
 #: the blind curve's band is a plain bootstrap of the classifier picked as the best of the suite
@@ -168,11 +170,12 @@ def _fit_blind(
     BlindClassifierMetrics | BlindFailure,
     BlindSuiteMetrics | BlindFailure,
     RocCurve | None,
-    np.ndarray | None,
+    BlindSuiteResult | None,
 ]:
     """:func:`evaluate_blind`, plus the strongest classifier's ROC with its band (from its
     out-of-fold scores, resampled as the attacks' columns are), for the report's dashed curve,
-    and those out-of-fold scores (shape (n,)) for the attacks' paired comparison with them."""
+    and that classifier (its out-of-fold scores and folds, for the attacks' paired comparison
+    with them)."""
     unit = unit or ("texts" if groups is None else "documents")
     try:
         results = run_blind_suite(
@@ -205,12 +208,11 @@ def _fit_blind(
         baselines=rows,
     )
     sok = rows.get("sok_bag_of_words")
-    oof = np.asarray(best.scores, dtype=float)
     if sok is None:
-        return BlindFailure("not run"), suite, curve, oof
+        return BlindFailure("not run"), suite, curve, best
     if sok.summary is None:
-        return BlindFailure(sok.error or "not fitted"), suite, curve, oof
-    return replace(sok, adjusted=None), suite, curve, oof
+        return BlindFailure(sok.error or "not fitted"), suite, curve, best
+    return replace(sok, adjusted=None), suite, curve, best
 
 
 def evaluate_scores(
@@ -228,10 +230,10 @@ def evaluate_scores(
     curves = {c: roc_with_band(labels, v, **kwargs, resamples=unit) for c, v in scores.items()}
     blind: BlindClassifierMetrics | BlindFailure | None = None
     suite: BlindSuiteMetrics | BlindFailure | None = None
-    blind_curve = oof = None
+    blind_curve = best = None
     if config.blind:
         texts = [s.text for s in samples]
-        blind, suite, blind_curve, oof = _fit_blind(
+        blind, suite, blind_curve, best = _fit_blind(
             texts, labels, seed=config.seed, n_bootstrap=config.n_bootstrap,
             groups=kwargs["groups"], unit=None,
         )  # fmt: skip
@@ -242,9 +244,10 @@ def evaluate_scores(
     metrics = RunMetrics(attacks, (), blind, suite, breakdown, NO_SHIFT_MARGIN,
                          comparisons=compared)  # fmt: skip
     metrics = replace(metrics, roc=_drawn(curves), blind_roc=blind_curve)
-    if isinstance(suite, BlindSuiteMetrics) and oof is not None:
+    if isinstance(suite, BlindSuiteMetrics) and best is not None:
+        oof = np.asarray(best.scores, dtype=float)
         text = compare_with_text(labels, scores, oof, blind=suite.strongest,
-                                 groups=kwargs["groups"])  # fmt: skip
+                                 groups=kwargs["groups"], folds=best.folds)  # fmt: skip
         metrics = replace(metrics, blind_verdict=suite.verdict(), text_comparisons=text)
     found = run_warnings(metrics, int((labels == 0).sum())) + tuple(degenerate_warnings(scores))
     return replace(metrics, warnings=found)

@@ -56,10 +56,16 @@ def fold_aucs(
 
 
 def corrected_cv_interval(
-    estimate: float, fold_values: np.ndarray, test_train_ratio: float, confidence: float
+    estimate: float,
+    fold_values: np.ndarray,
+    test_train_ratio: float,
+    confidence: float,
+    *,
+    bounds: tuple[float, float] = (0.0, 1.0),
 ) -> Interval:
-    """``estimate +- t_{J-1} sqrt((1/J + n_test/n_train) s^2)``, clipped to [0, 1] (Nadeau &
-    Bengio 2003); NaN limits with fewer than two fold values."""
+    """``estimate +- t_{J-1} sqrt((1/J + n_test/n_train) s^2)``, clipped to ``bounds`` (an
+    AUC's [0, 1]; [-1, 1] for a difference of two) (Nadeau & Bengio 2003); NaN limits with
+    fewer than two fold values."""
     from scipy.stats import t as student_t
 
     j = fold_values.size
@@ -67,7 +73,9 @@ def corrected_cv_interval(
         return Interval(float(estimate), math.nan, math.nan)
     var = (1.0 / j + test_train_ratio) * float(np.var(fold_values, ddof=1))
     half = float(student_t.ppf((1 + confidence) / 2, j - 1)) * math.sqrt(var)
-    return Interval(float(estimate), max(0.0, estimate - half), min(1.0, estimate + half))
+    return Interval(
+        float(estimate), max(bounds[0], estimate - half), min(bounds[1], estimate + half)
+    )
 
 
 def widen_auc(

@@ -267,13 +267,14 @@ def blind_cell(
 ) -> CellRecord:
     """A blind cell: the SoK forest's row, the strongest model-less classifier (Bonferroni
     intervals when picked from several) and that classifier's out-of-fold scores by sample id,
-    which the tables compare each attack with, paired on the same texts."""
+    and test folds by sample id, which the tables compare each attack with, paired on the
+    same texts."""
     from imprint.evaluation.evaluate import evaluate_blind_scores
     from imprint.evaluation.results import BlindClassifierMetrics, BlindSuiteMetrics
 
     labels = np.array([s.label for s in samples])
     texts = [s.text for s in samples]
-    sok, suite, oof = evaluate_blind_scores(texts, labels, seed=seed, n_bootstrap=n_bootstrap)
+    sok, suite, best = evaluate_blind_scores(texts, labels, seed=seed, n_bootstrap=n_bootstrap)
     columns = {}
     if isinstance(sok, BlindClassifierMetrics) and sok.summary is not None:
         columns["blind (SoK bag-of-words)"] = sok.summary
@@ -285,11 +286,13 @@ def blind_cell(
         if not isinstance(f, BlindClassifierMetrics | BlindSuiteMetrics)
     ]
     provenance: dict[str, Any] = {"data": data_fp, "errors": failed}
-    if isinstance(suite, BlindSuiteMetrics) and oof is not None:
+    if isinstance(suite, BlindSuiteMetrics) and best is not None:
         provenance[BLIND_SCORES] = {
             "classifier": suite.strongest,
             "ids": [s.id for s in samples],
-            "scores": [None if v != v else float(v) for v in oof],
+            "scores": [None if v != v else float(v) for v in best.scores],
+            # each id's test fold: the paired comparison counts the blind column's refitting
+            "folds": None if best.folds is None else [int(f) for f in best.folds],
         }
     return CellRecord(key, "", bench, BLIND, "blind baseline", {}, columns, provenance)
 

@@ -115,6 +115,9 @@ def text_comparisons(
         str(i): (np.nan if v is None else float(v))
         for i, v in zip(stored["ids"], stored["scores"], strict=True)
     }
+    # a cell stored by an older imprint holds no folds: DeLong alone, and the text says so
+    ids, stored_folds = [str(i) for i in stored["ids"]], stored.get("folds")
+    fold_of = None if stored_folds is None else dict(zip(ids, stored_folds, strict=True))
     out = {}
     for label, record, column in rows:
         run = runs.get(record.provenance.get("run"))
@@ -128,6 +131,7 @@ def text_comparisons(
         out[label] = attack_beats_text(
             run.labels[keep], run.scores[column][keep], [oof[run.ids[k]] for k in keep],
             attack=label, blind=str(stored["classifier"]), groups=groups, n_compared=len(rows),
+            folds=None if fold_of is None else [fold_of[run.ids[k]] for k in keep],
         )  # fmt: skip
     return out
 
