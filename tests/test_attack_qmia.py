@@ -92,8 +92,9 @@ def test_qmia_fits_on_held_out_non_members_in_a_run(tiny_model_dir, tmp_path):
     assert result.manifest["requests"]["embedder"]["embed"]["requests"] == 13
 
 
-@pytest.mark.parametrize(("params", "least"), [({"n_train": 10}, 20),
-                                               ({"n_train": 5, "texts_per_parameter": 3}, 6)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("params", "least"), [({"n_train": 10}, 20), ({"n_train": 5, "texts_per_parameter": 3}, 6)]
+)
 def test_a_training_set_that_fits_only_a_constant_head_is_refused(params, least):
     """Issue 37 item 8: at 10 training texts (10 per parameter) the head was a constant, so
     qmia equalled loss (same AUC, same interval, paired difference +0.000 [0, 0]) unsaid."""
