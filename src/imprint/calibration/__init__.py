@@ -34,6 +34,7 @@ SUITE: tuple[Entry, ...] = (
     Entry("resolution", sequences.rows_resolution, 50, 200),
     Entry("tpr_edge", edges.rows_tpr_edge, 200, 1000),
     Entry("document_tpr_edge", edges.rows_doc_tpr_edge, 200, 1000),
+    Entry("grouped_tpr_edge", edges.rows_grouped_tpr_edge, 200, 1000),
     Entry("degenerate", edges.rows_degenerate, 200, 1000),
     Entry("sequence_clustered", sequences.rows_clustered, 200, 1000),
     Entry("document_mean", documents.rows_mean, 500, 1000),

@@ -5,6 +5,8 @@
   where the threshold's real FPR exceeds t the most), with as many members as non-members and
   with ten times as many, and in a document run (mean aggregation); the old rule's edge
   (k = 1: TPR@1 % with 100 non-members) as the OLD row.
+- TPR at the edge when texts cluster in documents and the bootstrap resamples documents: the
+  rule counts non-member documents (80 per class at 5 %); OLD: 16 documents (80 texts).
 - A collapsed bootstrap: 8 + 8 texts at AUC 0.98 (the bootstrap collapses in about half of the
   data sets, 53 % of 1,000): the interval with its score bound, and the
   interval as it was (the single point) as the OLD row.
@@ -35,6 +37,7 @@ __all__ = [
     "doc_tpr_truth",
     "rows_degenerate",
     "rows_doc_tpr_edge",
+    "rows_grouped_tpr_edge",
     "rows_k_sweep",
     "rows_tpr_edge",
 ]
@@ -128,6 +131,50 @@ def rows_doc_tpr_edge(n_sims: int, seed: int, *, b: int = B) -> list[Row]:
         hits.append(interval is not None and _covers(interval, truth))
     figure = f"document TPR@10% FPR at the edge, k = 4 ({n_docs // 2} + {n_docs // 2} documents)"
     return [coverage_row(figure, "BCa bootstrap resampling documents", hits, LEVEL)]
+
+
+def _grouped_hits(n_sims: int, seed: int, n_docs: int, auc: float, b: int, rule: int) -> list[bool]:
+    """Per data set, whether the document-resampling interval of TPR@5 % held the truth:
+    ``n_docs`` documents per class of 5 texts, document effect sd 2 (texts of a document
+    share it), text-level AUC ``auc``."""
+    t, per_doc, tau = 0.05, 5, 2.0
+    sd = math.sqrt(tau**2 + 1)
+    mu = math.sqrt(2) * sd * normal_quantile(auc)
+    truth = 1 - normal_cdf(normal_quantile(1 - t) - mu / sd)
+    doc = np.repeat(np.arange(2 * n_docs), per_doc)
+    labels = (doc < n_docs).astype(int)
+    hits = []
+    for i in range(n_sims):
+        rng = np.random.default_rng([seed, i])
+        scores = mu * labels + rng.normal(0, tau, 2 * n_docs)[doc] + rng.normal(size=doc.size)
+        s = bootstrap_metrics(
+            labels, scores, n_resamples=b, seed=i, fpr_bounds=(t,), groups=doc,
+            resamples="documents", min_false_positives=rule,
+        )  # fmt: skip
+        interval = s.tpr(t)
+        hits.append(interval is not None and _covers(interval, truth))
+    return hits
+
+
+def rows_grouped_tpr_edge(n_sims: int, seed: int, *, b: int = B) -> list[Row]:
+    """TPR@5 % FPR of texts clustered in documents (5 texts each, document sd 2), the bootstrap
+    resampling documents, at the edge the rule sets when it counts non-member documents (80
+    per class, k = 4), AUC 0.7 and 0.9; OLD: 16 documents per class (80 texts), which the rule
+    admitted while it counted non-member texts (run with the refusal off, ``rule = 0``)."""
+    rows: list[Row] = []
+    method = "BCa bootstrap resampling documents"
+    for k, auc in enumerate((0.7, 0.9)):
+        n_docs = min_nonmembers(0.05)
+        figure = (f"sequence TPR@5% FPR at the edge, k = 4 non-member documents ({n_docs} + "
+                  f"{n_docs} documents x 5 texts, AUC {auc:g})")  # fmt: skip
+        hits = _grouped_hits(n_sims, seed + k, n_docs, auc, b, MIN_FALSE_POSITIVES)
+        rows.append(coverage_row(figure, method, hits, LEVEL))
+    old = _grouped_hits(n_sims, seed + 10, 16, 0.9, b, 0)
+    figure = "sequence TPR@5% FPR, 16 + 16 documents x 5 texts (80 non-member texts), AUC 0.9"
+    note = "issue 37: the rule counted non-member texts while the bootstrap resamples documents"
+    rows.append(coverage_row(figure, f"OLD: {method}, rule counting texts", old, LEVEL,
+                             expect_pass=False, note=note))  # fmt: skip
+    return rows
 
 
 def rows_degenerate(n_sims: int, seed: int, *, b: int = B) -> list[Row]:

@@ -47,11 +47,9 @@ def _measured_tprs(
     summary: Any, bounds: tuple[float, ...]
 ) -> tuple[dict[float, Any], dict[float, str]]:
     """(bound -> TPR interval, bound -> why not measurable) of a blind classifier's summary."""
-    from imprint.metrics import unresolvable
-
     if summary is None:
         return {b: None for b in bounds}, {}
-    reasons = unresolvable(bounds, summary.n_nonmembers)
+    reasons = summary.unresolved(bounds)  # non-member documents when documents were resampled
     return {b: summary.tpr_at_fpr.get(b) for b in bounds if b not in reasons}, reasons
 
 

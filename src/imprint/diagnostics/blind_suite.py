@@ -40,7 +40,7 @@ from imprint.diagnostics.blind_verdict import BlindVerdict, blind_verdict
 from imprint.diagnostics.dates import find_dates
 from imprint.diagnostics.greedy import fit_greedy_ngrams
 from imprint.errors import ConfigError, DataError
-from imprint.metrics import DEFAULT_FPR_BOUNDS, MetricSummary, bootstrap_metrics, unresolvable
+from imprint.metrics import DEFAULT_FPR_BOUNDS, MetricSummary, bootstrap_metrics
 from imprint.metrics.bootstrap import fpr_key
 from imprint.metrics.cv_interval import widen_auc
 
@@ -395,7 +395,7 @@ def measured_dict(summary: MetricSummary) -> dict[str, Any]:
     """``summary.to_dict()`` with each TPR@t its non-members cannot resolve (fewer than 4/t)
     written as ``{estimate: None, ..., not_measurable: why}``: no number stands in for it."""
     out = summary.to_dict()
-    for bound, reason in unresolvable(summary.tpr_at_fpr, summary.n_nonmembers).items():
+    for bound, reason in summary.unresolved().items():
         out[fpr_key(bound)] = {
             "estimate": None,
             "low": None,
@@ -447,8 +447,11 @@ def blind_suite_warning(results: Sequence[BlindSuiteResult]) -> str | None:
     best, summary, _ = selected
     tpr = summary.tpr_at_fpr.get(0.01)
     tpr_text = f" TPR {tpr.estimate:.1%} at 1 % FPR." if tpr is not None else ""
-    if 0.01 in summary.tpr_at_fpr and unresolvable((0.01,), summary.n_nonmembers):
-        tpr_text = f" TPR at 1 % FPR not measurable with {summary.n_nonmembers} non-members."
+    if 0.01 in summary.tpr_at_fpr and summary.unresolved((0.01,)):
+        counted = summary.n_nonmember_units or summary.n_nonmembers
+        unit = f"non-member {summary.resamples or 'groups'}"
+        what = "non-members" if summary.n_nonmember_units is None else unit
+        tpr_text = f" TPR at 1 % FPR not measurable with {counted} {what}."
     words = ", ".join(repr(f) for f, _ in best.top_features[:5])
     hint = f" Most telling features: {words}." if words else ""
     return verdict.reason + tpr_text + hint

@@ -68,4 +68,5 @@ def summary_from_dict(data: Any, where: str) -> MetricSummary:
         n_nan=maybe_count("n_nan"),
         tied_share=maybe_number("tied_share"),
         tie_decides=ties,
+        n_nonmember_units=maybe_count("n_nonmember_units"),
     )

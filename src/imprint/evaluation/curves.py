@@ -53,9 +53,13 @@ class RocCurve:
     method: str
     #: what the band is not, when it is less than the table's interval (the blind curve's)
     note: str = ""
+    #: non-member groups when the band resamples groups (documents): the resolution rule's count
+    n_nonmember_units: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        extra = {"note": self.note} if self.note else {}
+        extra: dict[str, Any] = {"note": self.note} if self.note else {}
+        if self.n_nonmember_units is not None:
+            extra["n_nonmember_units"] = self.n_nonmember_units
         return {
             "fpr": list(self.fpr),
             "tpr": [_jf(v) for v in self.tpr],
@@ -95,6 +99,9 @@ class RocCurve:
             resamples=js.text(js.get(data, "resamples", where), f"{where}.resamples"),
             method=js.text(js.get(data, "method", where), f"{where}.method"),
             note=js.text(data.get("note", ""), f"{where}.note"),
+            n_nonmember_units=None
+            if data.get("n_nonmember_units") is None
+            else js.integer(data["n_nonmember_units"], f"{where}.n_nonmember_units"),
         )
 
     def band_label(self) -> str:
@@ -160,4 +167,5 @@ def roc_with_band(
         confidence=summary.confidence,
         resamples=resamples,
         method=summary.method or "bca",
+        n_nonmember_units=summary.n_nonmember_units,
     )

@@ -48,7 +48,6 @@ from imprint.metrics import (
     UndefinedMetricWarning,
     bootstrap_metrics,
     min_nonmembers,
-    unresolvable,
 )
 
 SKIPPED_GROUP = "needs members and non-members"
@@ -82,8 +81,9 @@ def column_metrics(
 
 def mark_unmeasurable(column: MetricSummary) -> MetricSummary:
     """``column`` with each TPR@t that its non-members cannot resolve marked not measurable,
-    with the reason (the one rule of :mod:`imprint.metrics.resolution`)."""
-    reasons = unresolvable(column.tpr_at_fpr, column.n_nonmembers)
+    with the reason (the one rule of :mod:`imprint.metrics.resolution`; non-member documents
+    count when the column resampled documents, texts in folders that did not record them)."""
+    reasons = column.unresolved()
     # no number may stand in for an unmeasurable one
     tprs = {b: None if b in reasons else v for b, v in column.tpr_at_fpr.items()}
     return replace(column, tpr_at_fpr=tprs, not_measurable=reasons)

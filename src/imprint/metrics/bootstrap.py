@@ -23,7 +23,7 @@ with about 20 units in a class (0.925 at 95 % with 20 non-members in the calibra
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
@@ -87,6 +87,9 @@ class MetricSummary:
     ``method`` the interval read from the resamples ("bca", "percentile" or the out-of-fold
     widening; None when not recorded). ``n_nan`` counts the samples a run's score column gave
     no score (left out); None where every sample is scored (a blind classifier) or not counted.
+    ``n_nonmember_units`` counts the non-member groups when whole groups were resampled (the
+    resolution rule counts them, :meth:`unresolved`); None when rows were resampled or in
+    folders written before it was recorded (the rule then counts non-member texts).
     """
 
     auc: Interval
@@ -103,6 +106,21 @@ class MetricSummary:
     n_nan: int | None = None
     tied_share: float | None = None
     tie_decides: dict[float, str] = field(default_factory=dict)
+    n_nonmember_units: int | None = None
+
+    def unresolved(
+        self, bounds: Iterable[float] | None = None, *, where: str = "this evaluation"
+    ) -> dict[float, str]:
+        """``{bound: reason}`` for each of ``bounds`` (default: this summary's) that its
+        non-members cannot resolve: the one rule of :mod:`~imprint.metrics.resolution`,
+        counting non-member groups when whole groups were resampled."""
+        return unresolvable(
+            self.tpr_at_fpr if bounds is None else bounds,
+            self.n_nonmembers,
+            where=where,
+            nonmember_units=self.n_nonmember_units,
+            unit_name=self.resamples or "groups",
+        )
 
     def tpr(self, bound: float) -> Interval | None:
         """The TPR interval at FPR ``bound``; None when not measurable (or not asked for)."""
@@ -131,7 +149,8 @@ class MetricSummary:
         )
         optional = (("n_nan", self.n_nan), ("resamples", self.resamples),
                     ("method", self.method), ("n_units", self.n_units),
-                    ("tied_share", self.tied_share))  # fmt: skip
+                    ("tied_share", self.tied_share),
+                    ("n_nonmember_units", self.n_nonmember_units))  # fmt: skip
         out.update({key: value for key, value in optional if value is not None})
         return out
 
@@ -397,8 +416,15 @@ def bootstrap_metrics(
     n_pos = int(is_member.sum())
     n_neg = int(is_member.size - n_pos)
     grouped = None if groups is None else _group_index(groups, is_member)
+    neg_units = None if grouped is None else class_units(grouped, is_member)[1]
+    name = resamples or ("samples" if grouped is None else "groups")
     rule = min_false_positives  # checked by the resolution rule
-    reasons = unresolvable(bounds, n_neg, min_false_positives=rule) if n_pos and n_neg else {}
+    reasons = (
+        unresolvable(bounds, n_neg, min_false_positives=rule, nonmember_units=neg_units,
+                     unit_name=name)
+        if n_pos and n_neg
+        else {}
+    )  # fmt: skip
     kept = [b for b in bounds if b not in reasons]
     tpr_intervals: dict[float, Interval | None] = {b: None for b in reasons}
     ties: dict[float, str] = {}
@@ -459,11 +485,12 @@ def bootstrap_metrics(
         confidence=confidence,
         seed=int(seed),
         not_measurable=reasons,
-        resamples=resamples or ("samples" if grouped is None else "groups"),
+        resamples=name,
         n_units=None if grouped is None else grouped[1],
         method=interval,
         tied_share=tied_share(score_arr),
         tie_decides=ties,
+        n_nonmember_units=neg_units,
     )
 
 

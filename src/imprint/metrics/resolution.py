@@ -10,8 +10,12 @@ k = 1 covers 0.82-0.89, k = 2 0.90-0.94, k = 3 0.92-0.95, k = 4 0.93-0.96, at AU
 with as many members as non-members and with ten times as many. So a figure at t needs at least
 :data:`MIN_FALSE_POSITIVES` = 4 false positives allowed, that is ``ceil(4 / t)`` non-members
 (400 for 1 %, 4,000 for 0.1 %), else it is reported as not measurable, with
-:func:`unresolvable_reason`. Every output (run, blind suite, perturbation table, threshold
-transfer, run comparison, ROC plot shading, study tables) calls these functions.
+:func:`unresolvable_reason`. Where the bootstrap resamples whole groups (``groups=``, e.g. the
+documents of a ``--unit document`` run), the rule counts non-member groups, not texts: the
+interval sees only as many independent draws as there are groups (16 documents x 5 texts, 80
+non-member texts, covered 0.860-0.883 at 5 %; 80 documents 0.923-0.937). Every output (run,
+blind suite, perturbation table, threshold transfer, run comparison, ROC plot shading, study
+tables) calls these functions.
 """
 
 from __future__ import annotations
@@ -75,16 +79,24 @@ def unresolvable_reason(
     *,
     where: str = "this evaluation",
     min_false_positives: int = MIN_FALSE_POSITIVES,
+    nonmember_units: int | None = None,
+    unit_name: str = "groups",
 ) -> str | None:
     """Why an FPR of ``max_fpr`` cannot be resolved with ``n_nonmembers`` (None if it can);
-    ``where`` names the non-members, e.g. "run A"."""
+    ``where`` names the non-members, e.g. "run A". ``nonmember_units``: the non-member groups
+    (named ``unit_name``, e.g. "documents") when the bootstrap resamples whole groups; the
+    rule then counts them instead of the texts."""
+    if nonmember_units is None:
+        n, what = int(n_nonmembers), "non-members"
+    else:
+        n, what = int(nonmember_units), f"non-member {unit_name}"
     need = min_nonmembers(max_fpr, min_false_positives=min_false_positives)
-    n = int(n_nonmembers)
     if n >= need:
         return None
     k = allowed_false_positives(max_fpr, n) if n > 0 else 0
+    why = "" if nonmember_units is None else f" (the bootstrap resamples {unit_name})"
     return (
-        f"an FPR of {max_fpr * 100:g} % needs at least {need} non-members "
+        f"an FPR of {max_fpr * 100:g} % needs at least {need} {what}{why} "
         f"({min_false_positives} false positives at that rate); there are {n} in {where}, "
         f"which allow {k}, so the threshold's real FPR would run well above "
         f"{max_fpr * 100:g} % and the interval would under-cover"
@@ -97,9 +109,16 @@ def unresolvable(
     *,
     where: str = "this evaluation",
     min_false_positives: int = MIN_FALSE_POSITIVES,
+    nonmember_units: int | None = None,
+    unit_name: str = "groups",
 ) -> dict[float, str]:
-    """``{bound: reason}`` for each of ``bounds`` that ``n_nonmembers`` cannot resolve."""
-    k = min_false_positives
-    reasons = {b: unresolvable_reason(b, n_nonmembers, where=where, min_false_positives=k)
-               for b in bounds}  # fmt: skip
+    """``{bound: reason}`` for each of ``bounds`` that ``n_nonmembers`` (or, when groups are
+    resampled, ``nonmember_units``: see :func:`unresolvable_reason`) cannot resolve."""
+    reasons = {
+        b: unresolvable_reason(
+            b, n_nonmembers, where=where, min_false_positives=min_false_positives,
+            nonmember_units=nonmember_units, unit_name=unit_name,
+        )
+        for b in bounds
+    }  # fmt: skip
     return {b: r for b, r in reasons.items() if r is not None}

@@ -2,7 +2,8 @@
 
 Every curve is a :class:`~imprint.evaluation.curves.RocCurve`: the TPR at FPR <= k/n and its
 bootstrap band (the same draws as the table's intervals). Drawn as steps on log-log axes; the
-FPRs below the lowest the run resolves (4/n for n non-members, the tables' rule:
+FPRs below the lowest the run resolves (4/n for n non-members, or n non-member documents where
+the bands resample documents; the tables' rule:
 :func:`~imprint.metrics.resolution.lowest_resolvable_fpr`) are shaded. A zero TPR has no
 place on a log axis and is left out (never pinned to a floor), so no straight segment is ever
 drawn between two measured points. Up to ``max_overlay`` columns share one panel, each in its
@@ -65,10 +66,12 @@ def _draw_curve(ax: Any, curve: RocCurve, colour: Any, label: str, *, band: bool
         )
 
 
-def _draw_frame(ax: Any, n_nonmembers: int, n_members: int, *, labels: bool = True) -> None:
+def _draw_frame(ax: Any, frame: _Frame, *, labels: bool = True) -> None:
     """Log axes from a decade below 1/n, the FPRs the tables do not resolve shaded (the one
-    rule of :mod:`imprint.metrics.resolution`), chance dashed."""
-    smallest = lowest_resolvable_fpr(n_nonmembers)
+    rule of :mod:`imprint.metrics.resolution`: non-member documents count where the bands
+    resample documents), chance dashed."""
+    n_nonmembers, n_members, (counted, what) = frame
+    smallest = lowest_resolvable_fpr(counted)
     x0 = 10 ** math.floor(math.log10(0.5 / n_nonmembers))
     y0 = 10 ** math.floor(math.log10(0.5 / max(n_members, 1)))
     ax.set_xscale("log")
@@ -77,8 +80,7 @@ def _draw_frame(ax: Any, n_nonmembers: int, n_members: int, *, labels: bool = Tr
         x0,
         smallest,
         **_SHADE,
-        label=f"FPR < {MIN_FALSE_POSITIVES}/{n_nonmembers}: not measurable with {n_nonmembers} "
-        "non-members",
+        label=f"FPR < {MIN_FALSE_POSITIVES}/{counted}: not measurable with {counted} {what}",
     )
     ax.plot([x0, 1], [x0, 1], ls=":", color="grey", lw=1, label="chance (TPR = FPR)")
     ax.set_xlim(x0, 1.0)
@@ -90,14 +92,24 @@ def _draw_frame(ax: Any, n_nonmembers: int, n_members: int, *, labels: bool = Tr
         ax.set_ylabel("True positive rate")
 
 
-def _check(curves: Mapping[str, RocCurve]) -> tuple[int, int]:
+#: (non-members, members, (what the resolution rule counts, its name))
+_Frame = tuple[int, int, tuple[int, str]]
+
+
+def _check(curves: Mapping[str, RocCurve]) -> _Frame:
     if not curves:
         raise DataError("plot_roc needs at least one curve; got an empty mapping")
     counts = {(c.n_nonmembers, c.n_members) for c in curves.values()}
     n_neg = min(n for n, _ in counts)
     if n_neg < 1:
         raise DataError("plot_roc: every curve needs at least one non-member")
-    return n_neg, min(m for _, m in counts)
+    counted = min(
+        (c.n_nonmembers, "non-members")
+        if c.n_nonmember_units is None
+        else (c.n_nonmember_units, f"non-member {c.resamples}")
+        for c in curves.values()
+    )
+    return n_neg, min(m for _, m in counts), counted
 
 
 def _colours(k: int) -> list[Any]:
@@ -122,11 +134,11 @@ def roc_figure(
     column to its AUC interval (legend and order), ``blind`` the strongest blind baseline as
     (name, curve, its selection-adjusted AUC interval), drawn dashed without a band. One panel
     up to ``max_overlay`` columns, else one panel per column."""
-    n_neg, n_pos = _check(curves)
+    frame = _check(curves)
     order = by_auc({c: aucs.get(c, Interval(math.nan, math.nan, math.nan)) for c in curves})
     if len(order) <= max_overlay:
-        return _overlay(curves, order, aucs, blind, title, n_neg, n_pos)
-    return _multiples(curves, order, aucs, blind, title, n_neg, n_pos)
+        return _overlay(curves, order, aucs, blind, title, frame)
+    return _multiples(curves, order, aucs, blind, title, frame)
 
 
 def _blind_line(ax: Any, blind: tuple[str, RocCurve, Interval | None] | None) -> None:
@@ -156,10 +168,10 @@ def _blind_label(name: str, auc: Interval | None) -> str:
     )
 
 
-def _overlay(curves, order, aucs, blind, title, n_neg, n_pos) -> Any:  # type: ignore[no-untyped-def]
+def _overlay(curves, order, aucs, blind, title, frame) -> Any:  # type: ignore[no-untyped-def]
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.0, 5.0))
-    _draw_frame(ax, n_neg, n_pos)
+    _draw_frame(ax, frame)
     for name, colour in zip(order, _colours(len(order)), strict=True):
         _draw_curve(ax, curves[name], colour, _label(name, aucs.get(name)), band=True)
     _blind_line(ax, blind)
@@ -168,7 +180,7 @@ def _overlay(curves, order, aucs, blind, title, n_neg, n_pos) -> Any:  # type: i
     return fig
 
 
-def _multiples(curves, order, aucs, blind, title, n_neg, n_pos) -> Any:  # type: ignore[no-untyped-def]
+def _multiples(curves, order, aucs, blind, title, frame) -> Any:  # type: ignore[no-untyped-def]
     plt = _pyplot()
     ncols = min(6, len(order))
     nrows = math.ceil(len(order) / ncols)
@@ -178,7 +190,7 @@ def _multiples(curves, order, aucs, blind, title, n_neg, n_pos) -> Any:  # type:
     flat = list(axes.ravel())
     colour = plt.get_cmap("tab10")(0)
     for ax, name in zip(flat, order, strict=False):
-        _draw_frame(ax, n_neg, n_pos, labels=False)
+        _draw_frame(ax, frame, labels=False)
         _draw_curve(ax, curves[name], colour, name, band=True)
         _blind_line(ax, blind)
         auc = aucs.get(name)

@@ -153,7 +153,8 @@ def _legend(fpr: float) -> str:
         "Bonferroni over the column's attacks, as the run report's forest plot). Blind rows "
         "(italic): model-less classifiers. n/m: the "
         f"{fpr_label(fpr)} is not measurable with fewer than {min_nonmembers(fpr)} non-members "
-        f"({MIN_FALSE_POSITIVES} false positives at that rate)."
+        f"({MIN_FALSE_POSITIVES} false positives at that rate; non-member documents where the "
+        "intervals resample documents)."
     )
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from imprint.diagnostics.blind_verdict import BlindVerdict, TextComparison, blind_verdict
-from imprint.metrics import Interval, MetricSummary, unresolvable_reason
+from imprint.metrics import Interval, MetricSummary
 from imprint.metrics.bootstrap import fpr_key
 from imprint.metrics.pairwise import PairedComparisons
 from imprint.study.cells import BLIND, STRONGEST_BLIND, CellRecord
@@ -48,7 +48,7 @@ class Entry:
     @classmethod
     def of(cls, metrics: MetricSummary, fpr: float) -> Entry:
         # the one resolution rule, also for run folders written under the older one
-        reason = metrics.not_measurable.get(fpr) or unresolvable_reason(fpr, metrics.n_nonmembers)
+        reason = metrics.not_measurable.get(fpr) or metrics.unresolved((fpr,)).get(fpr)
         tpr = None if reason else metrics.tpr(fpr)
         if tpr is not None and math.isnan(tpr.estimate):
             tpr = None
