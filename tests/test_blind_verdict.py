@@ -166,6 +166,7 @@ def test_beats_text_holds_its_size_with_one_refitted_classifier():
 
 def test_beats_text_reports_its_folds_and_refuses_misaligned_folds():
     from imprint.diagnostics.blind_verdict import TextComparison, attack_beats_text
+    from imprint.errors import DataError
 
     rng = np.random.default_rng(5)
     y = np.r_[np.ones(40, int), np.zeros(40, int)]
@@ -177,5 +178,6 @@ def test_beats_text_reports_its_folds_and_refuses_misaligned_folds():
     assert both.n_folds == 5 and "corrected CV t over 5 folds" in both.text
     assert both.diff.low <= plain.diff.low and both.diff.high >= plain.diff.high
     assert TextComparison.from_dict(both.to_dict()) == both
-    with pytest.raises(Exception, match="with 79 folds"):
+    assert attack_beats_text(y, attack, blind, folds=np.zeros(80, int)).n_folds == 0
+    with pytest.raises(DataError, match=r"fold labels of shape \(79,\)"):
         attack_beats_text(y, attack, blind, folds=folds[1:])

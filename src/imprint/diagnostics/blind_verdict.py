@@ -196,7 +196,8 @@ class TextComparison:
         how = (
             f"hull of DeLong paired and corrected CV t over {self.n_folds} folds"
             if self.n_folds
-            else "DeLong paired only (no folds stored: the blind column's refitting not counted)"
+            else "DeLong paired only (no folds stored, or fewer than two with both classes: "
+            "the blind column's refitting not counted)"
         )
         return (
             f"{self.attack} {word}: AUC - AUC({self.blind}) = {d.estimate:+.3f} "
@@ -257,7 +258,8 @@ def attack_beats_text(
     if not (y.shape == a.shape == b.shape) or (f is not None and f.shape != y.shape):
         raise DataError(
             f"attack {attack!r} has {a.size} scores, the blind baseline {b.size}"
-            f"{'' if f is None else f' with {f.size} folds'} and there are {y.size} labels; "
+            f"{'' if f is None else f' with fold labels of shape {f.shape}'} and there are "
+            f"{y.size} labels; "
             "compare them on the same texts"
         )
     keep = np.isfinite(a) & np.isfinite(b)
