@@ -82,3 +82,19 @@ def test_grouped_tpr_edge_covers_and_the_text_count_did_not() -> None:
     assert low.passed and high.passed, (low, high)
     assert "80 + 80 documents" in high.figure
     assert old.method.startswith("OLD") and not old.expect_pass and not old.passed, old
+
+
+def test_a_unit_count_outside_1_to_n_nonmembers_is_refused_naming_the_field() -> None:
+    import pytest
+
+    from imprint.errors import DataError
+
+    data = as_column(_grouped()).to_dict()
+    for bad in (0, -3, 81, 10**9):
+        with pytest.raises(DataError, match=r"metrics\.json\.n_nonmember_units: expected"):
+            summary_from_dict({**data, "n_nonmember_units": bad}, "metrics.json")
+    labels, scores, doc = _documents(16)
+    curve = roc_with_band(labels, scores, n_bootstrap=20, seed=0, groups=doc)
+    assert curve is not None
+    with pytest.raises(DataError, match=r"roc\.n_nonmember_units: expected"):
+        RocCurve.from_dict({**curve.to_dict(), "n_nonmember_units": 81}, "roc")

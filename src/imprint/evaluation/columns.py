@@ -53,6 +53,13 @@ def summary_from_dict(data: Any, where: str) -> MetricSummary:
     def maybe_text(key: str) -> str | None:
         return None if data.get(key) is None else js.text(data[key], f"{where}.{key}")
 
+    def nonmember_units() -> int | None:  # groups of non-members: 1 to n_nonmembers of them
+        units, n = maybe_count("n_nonmember_units"), count("n_nonmembers")
+        if units is not None and not min(1, n) <= units <= n:
+            expected = f"an integer from {min(1, n)} to n_nonmembers ({n})"
+            raise js.bad(f"{where}.n_nonmember_units", expected, units)
+        return units
+
     return MetricSummary(
         auc=js.interval(js.get(data, "auc", where), f"{where}.auc"),
         tpr_at_fpr=tprs,
@@ -68,5 +75,5 @@ def summary_from_dict(data: Any, where: str) -> MetricSummary:
         n_nan=maybe_count("n_nan"),
         tied_share=maybe_number("tied_share"),
         tie_decides=ties,
-        n_nonmember_units=maybe_count("n_nonmember_units"),
+        n_nonmember_units=nonmember_units(),
     )

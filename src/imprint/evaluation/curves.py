@@ -99,9 +99,7 @@ class RocCurve:
             resamples=js.text(js.get(data, "resamples", where), f"{where}.resamples"),
             method=js.text(js.get(data, "method", where), f"{where}.method"),
             note=js.text(data.get("note", ""), f"{where}.note"),
-            n_nonmember_units=None
-            if data.get("n_nonmember_units") is None
-            else js.integer(data["n_nonmember_units"], f"{where}.n_nonmember_units"),
+            n_nonmember_units=_units(data, where),
         )
 
     def band_label(self) -> str:
@@ -111,6 +109,17 @@ class RocCurve:
             f"{self.confidence:.0%} bootstrap band ({self.method}, {self.n_resamples} "
             f"resamples of {self.resamples}{note})"
         )
+
+
+def _units(data: dict[str, Any], where: str) -> int | None:
+    """A curve's ``n_nonmember_units`` (None when absent): 1 to ``n_nonmembers``."""
+    if data.get("n_nonmember_units") is None:
+        return None
+    units = js.integer(data["n_nonmember_units"], f"{where}.n_nonmember_units")
+    n = js.integer(js.get(data, "n_nonmembers", where), f"{where}.n_nonmembers")
+    if not min(1, n) <= units <= n:
+        raise js.bad(f"{where}.n_nonmember_units", f"an integer from 1 to {n}", units)
+    return units
 
 
 def _jf(value: float) -> float | None:
