@@ -98,3 +98,21 @@ def test_a_unit_count_outside_1_to_n_nonmembers_is_refused_naming_the_field() ->
     assert curve is not None
     with pytest.raises(DataError, match=r"roc\.n_nonmember_units: expected"):
         RocCurve.from_dict({**curve.to_dict(), "n_nonmember_units": 81}, "roc")
+
+
+def test_a_document_run_warns_few_nonmember_documents() -> None:
+    """40 non-member texts in 8 documents: 10 % resolves with the texts, not the documents."""
+    from types import SimpleNamespace
+
+    from imprint.data import Sample
+    from imprint.evaluation import evaluate_scores
+
+    labels, scores, doc = _documents(8)
+    samples = [Sample(f"s{i}", f"text {i}", int(y), {"doc_id": f"d{d}"})
+               for i, (y, d) in enumerate(zip(labels, doc, strict=True))]  # fmt: skip
+    config = SimpleNamespace(n_bootstrap=50, seed=0, blind=False, breakdown=None, documents={})
+    metrics = evaluate_scores(samples, {"loss": scores}, config=config)
+    assert metrics.attacks["loss"].n_nonmember_units == 8
+    assert metrics.attacks["loss"].tpr(0.1) is None
+    few = [w.message for w in metrics.warnings if w.kind == "few_nonmembers"]
+    assert few and few[0].startswith("only 8 non-member documents"), few

@@ -307,13 +307,16 @@ def _class_warnings(metrics: RunMetrics, n_nonmembers: int) -> list[RunWarning]:
     """Figures that are undefined or unmeasurable because a class is missing or too small."""
     out = []
     loosest = max(DEFAULT_FPR_BOUNDS)
-    if 0 < n_nonmembers < min_nonmembers(loosest):
+    # where documents are resampled the rule counts non-member documents
+    units = [r.n_nonmember_units for r in metrics.attacks.values() if r.n_nonmember_units]
+    counted, what = (min(units), "non-member documents") if units else (n_nonmembers, "non-members")
+    if 0 < counted < min_nonmembers(loosest):
         out.append(
             RunWarning(
                 "few_nonmembers",
-                f"only {n_nonmembers} non-members: no TPR@FPR figure is measurable (even an "
+                f"only {counted} {what}: no TPR@FPR figure is measurable (even an "
                 f"FPR of {loosest * 100:g} % needs at least {min_nonmembers(loosest)}); add "
-                "non-members",
+                f"{what}",
             )
         )
     for column, row in metrics.attacks.items():
