@@ -78,7 +78,7 @@ def test_grouped_tpr_edge_covers_and_the_text_count_did_not() -> None:
     does not."""
     from imprint.calibration.edges import rows_grouped_tpr_edge
 
-    low, high, old = rows_grouped_tpr_edge(300, 5)
+    low, high, old = rows_grouped_tpr_edge(300, 5, b=400)  # the suite: 1,000 resamples
     assert low.passed and high.passed, (low, high)
     assert "80 + 80 documents" in high.figure
     assert old.method.startswith("OLD") and not old.expect_pass and not old.passed, old

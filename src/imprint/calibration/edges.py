@@ -156,11 +156,13 @@ def _grouped_hits(n_sims: int, seed: int, n_docs: int, auc: float, b: int, rule:
     return hits
 
 
-def rows_grouped_tpr_edge(n_sims: int, seed: int, *, b: int = B) -> list[Row]:
+def rows_grouped_tpr_edge(n_sims: int, seed: int, *, b: int = 1000) -> list[Row]:
     """TPR@5 % FPR of texts clustered in documents (5 texts each, document sd 2), the bootstrap
     resampling documents, at the edge the rule sets when it counts non-member documents (80
     per class, k = 4), AUC 0.7 and 0.9; OLD: 16 documents per class (80 texts), which the rule
-    admitted while it counted non-member texts (run with the refusal off, ``rule = 0``)."""
+    admitted while it counted non-member texts (run with the refusal off, ``rule = 0``).
+    ``b`` is a run's default (1,000): with 80 groups BCa's tails need it (at 400 the AUC 0.9
+    row read 0.923 of 1,000 data sets, at 1,000 0.949; docs/calibration.md)."""
     rows: list[Row] = []
     method = "BCa bootstrap resampling documents"
     for k, auc in enumerate((0.7, 0.9)):
