@@ -148,7 +148,9 @@ def test_warning_kinds_of_undefined_and_unmeasurable_figures():
         "unscored_samples",
         "few_nonmembers",
         "single_class",
+        "degenerate_scores",  # ref[base] scores every text alike (issue 37 item 8)
     }
+    assert [m.split(":")[0] for m in kinds["degenerate_scores"]] == ["ref[base]"]
     assert len(kinds["blind_not_computed"]) == 2  # SoK row and suite: 4 per class < 5 folds
     assert isinstance(metrics.blind, BlindFailure) and isinstance(metrics.blind_suite, BlindFailure)
     assert [m.split(":")[0] for m in kinds["unscored_samples"]] == ["partial", "ref[base]"]
@@ -175,7 +177,8 @@ def test_blind_warning_has_its_kind_whatever_its_text(monkeypatch):
     from imprint.game.demo import _shift_checks
 
     strong = {"estimate": 0.9, "low": 0.8, "high": 1.0}
-    base = {"blind": strong, "blind_strongest": strong, "attacks": {}}
+    shift = {"state": "shift"}  # the one blind verdict (issue 37 item 5) with its warning kind
+    base = {"blind": strong, "blind_strongest": strong, "attacks": {}, "blind_verdict": shift}
     reworded = {**base, "warnings": ["reworded"], "warning_kinds": ["blind_not_at_chance"]}
     assert _shift_checks(base, reworded)[0]["passed"]
     lookalike = {**base, "warnings": ["Blind baseline ..."], "warning_kinds": ["unclassified"]}
