@@ -262,3 +262,27 @@ def test_bad_fpr_bounds_are_refused_in_one_line(tmp_path) -> None:
         text = " ".join(result.output.split())
         assert result.exit_code == 2 and "--fprs" in text and message in text, text
         assert "Traceback" not in text
+
+
+def test_identical_score_bounds_share_one_warning_naming_every_place() -> None:
+    """The demo printed 37 'is a score bound' lines, one per canary group and column, most
+    of them the same AUC 1.000 [0.676, 1.000] for the same reason: one line names them all."""
+    from types import SimpleNamespace
+
+    from imprint.data import Sample
+    from imprint.evaluation.evaluate import evaluate_scores
+
+    labels = [1] * 8 + [0] * 8 + [1, 0] * 50
+    group = ["canary x8"] * 16 + ["pool"] * 100
+    rng = np.random.default_rng(3)
+    perfect = np.r_[np.arange(8) + 10.0, np.arange(8.0), rng.normal(size=100)]
+    scores = {"loss": perfect, "zlib": perfect * 2.0, "min_k": perfect + 1.0}
+    rows = enumerate(zip(labels, group, strict=True))
+    samples = [Sample(f"s{i}", f"t{i}", y, {"g": g}) for i, (y, g) in rows]
+    config = SimpleNamespace(n_bootstrap=200, seed=0, blind=False, breakdown="g")
+    metrics = evaluate_scores(samples, scores, config=config)
+    bounds = [w.message for w in metrics.warnings if w.kind == "score_bound"]
+    shared = [m for m in bounds if "AUC 1.000" in m]
+    assert len(shared) == 1, bounds
+    assert shared[0].startswith("3 figures read AUC 1.000")
+    assert all(f"{c} in g=canary x8" in shared[0] for c in scores)
