@@ -22,7 +22,7 @@ from imprint.report.render import md_escape
 from imprint.report.writer import write_run
 from imprint.run import RunConfig
 
-N = 60
+N = 80  # 40 non-members: TPR@10 % is measurable (four false positives allowed)
 
 
 ARGV = ["imprint", "run", "--model", "smollm2-135m", "--api-base", "https://u:pw@h/v1?k=s"]
@@ -148,7 +148,7 @@ def test_roc_curves_in_metrics_are_the_tables_bootstrap(out):
     assert set(metrics.roc) == set(metrics.attacks)
     for name, curve in metrics.roc.items():
         assert isinstance(curve, RocCurve) and curve.resamples == "texts"
-        assert curve.fpr[0] == pytest.approx(1 / 30)  # 1/n_nonmembers: the curve starts there
+        assert curve.fpr[0] == pytest.approx(1 / (N // 2))  # 1/n_nonmembers: the curve starts there
         i = int(np.argmin(np.abs(np.array(curve.fpr) - 0.1)))
         table = metrics.attacks[name].tpr(0.1)
         assert table is not None
