@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from imprint.diagnostics import BLIND_WARN_DELTA, BlindResult, blind_baseline, blind_warning
+from imprint.diagnostics.blind import blind_result_verdict, result_interval
+from imprint.diagnostics.blind_verdict import blind_verdict
 from imprint.errors import ConfigError, DataError
 
 WIKIMIA_32 = (
@@ -33,7 +35,7 @@ def test_shifted_sets_are_separable():
     rng = np.random.default_rng(0)
     texts = _docs(60, ["alpha"], rng) + _docs(60, ["beta"], rng)
     labels = [1] * 60 + [0] * 60
-    result = blind_baseline(texts, labels, n_runs=1, seed=3)
+    result = blind_baseline(texts, labels, n_runs=3, seed=3)
     assert result.auc_mean > 0.95
     assert {w for w, _ in result.top_features[:2]} == {"alpha", "beta"}
     assert blind_warning(result) is not None
@@ -66,14 +68,39 @@ def test_to_dict_is_json_ready(unshifted):
     assert len(out["top_features"]) <= 10
 
 
-def test_warning_threshold():
-    def result(auc: float) -> BlindResult:
-        return BlindResult("b", auc, 0.0, (auc,), 1, {}, ())
+def _result(*aucs: float) -> BlindResult:
+    config = {"test_size": 0.2}
+    return BlindResult("b", float(np.mean(aucs)), float(np.std(aucs)), aucs, len(aucs), config)
 
-    assert blind_warning(result(0.55)) is None
-    assert blind_warning(result(0.45)) is None
-    assert blind_warning(result(0.65)) is not None
-    assert blind_warning(result(0.3)) is not None  # anti-correlated is a shift too
+
+def test_warning_reads_the_interval_not_the_point_estimate():
+    """One rule (diagnostics.blind_verdict): the old |mean - 0.5| > 0.1 warned on a wide spread
+    around 0.65 and stayed silent on tight splits at 0.58; the interval decides both ways."""
+    wide = _result(0.40, 0.90, 0.55, 0.85, 0.55)  # mean 0.65, interval reaches below 0.5
+    tight = _result(0.57, 0.58, 0.59, 0.58, 0.58)  # mean 0.58, interval [0.567, 0.593]
+    assert blind_result_verdict(wide).state == "inconclusive"
+    assert blind_warning(wide) is None
+    assert blind_result_verdict(tight).state == "shift"
+    warning = blind_warning(tight)
+    assert warning is not None and "distinguishable" in warning
+    assert blind_result_verdict(tight).reason in warning  # the same sentence as every output
+    low = _result(0.20, 0.25, 0.30, 0.22, 0.28)  # below chance: inconclusive, as in the run
+    assert blind_result_verdict(low).state == "inconclusive" and blind_warning(low) is None
+    near = _result(0.49, 0.51, 0.50, 0.52, 0.48)
+    assert blind_result_verdict(near).state == "no_shift" and blind_warning(near) is None
+
+
+def test_interval_is_the_corrected_resampled_t_over_the_splits():
+    from scipy.stats import t
+
+    r = _result(0.57, 0.58, 0.59, 0.58, 0.58)
+    iv = result_interval(r)
+    half = t.ppf(0.975, 4) * np.sqrt((1 / 5 + 0.2 / 0.8) * np.var(r.aucs, ddof=1))
+    assert (iv.low, iv.high) == pytest.approx((r.auc_mean - half, r.auc_mean + half))
+    verdict = blind_result_verdict(r)
+    assert verdict == blind_verdict(iv, classifier="b", n_classifiers=1, confidence=0.95)
+    one = result_interval(_result(0.99))  # one split: no variability, no interval, no claim
+    assert np.isnan(one.low) and blind_result_verdict(_result(0.99)).state == "inconclusive"
 
 
 @pytest.mark.parametrize(

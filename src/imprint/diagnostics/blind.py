@@ -6,6 +6,13 @@ non-members from after) are separable from the text alone. Their baseline is a b
 random forest that never queries the model. If it reaches an AUC far from 0.5, the benchmark
 measures a distribution shift, not membership, and attack AUCs on it are not evidence of anything.
 
+Whether it does is read by the one rule every output uses
+(:func:`imprint.diagnostics.blind_verdict.blind_verdict`: shift shown / no shift detectable /
+inconclusive) on an interval, never on the point estimate: the repeated 80/20 splits' AUCs are
+correlated (their training sets overlap), so their spread is turned into an interval by the
+corrected resampled t of Nadeau & Bengio 2003 (:func:`result_interval`), as the blind suite does
+for its folds.
+
 Configuration (fixed, as in the paper): 1-gram word counts (``CountVectorizer`` with its default
 tokenisation, vocabulary = words present in >= 5 % of the *training* documents, fitted on the
 training fold only), ``RandomForestClassifier(n_estimators=500, max_depth=2,
@@ -21,12 +28,25 @@ from typing import Any
 
 import numpy as np
 
+from imprint.diagnostics.blind_verdict import NO_SHIFT_MARGIN, BlindVerdict, blind_verdict
 from imprint.errors import ConfigError, DataError
+from imprint.metrics import Interval
+from imprint.metrics.cv_interval import corrected_cv_interval
 
-__all__ = ["BLIND_WARN_DELTA", "BlindResult", "blind_baseline", "blind_warning"]
+__all__ = [
+    "BLIND_WARN_DELTA",
+    "BlindResult",
+    "blind_baseline",
+    "blind_result_verdict",
+    "blind_warning",
+    "result_interval",
+]
 
-#: ``blind_warning`` fires when ``|auc_mean - 0.5|`` exceeds this.
-BLIND_WARN_DELTA = 0.1
+#: the blind verdict's no-shift margin (kept under its old name: ``blind_warn_delta`` in
+#: metrics.json); it no longer decides a warning on a point estimate
+BLIND_WARN_DELTA = NO_SHIFT_MARGIN
+#: the confidence of the interval the verdict reads (one classifier, fixed in advance: m = 1)
+CONFIDENCE = 0.95
 
 N_ESTIMATORS = 500
 MAX_DEPTH = 2
@@ -188,21 +208,45 @@ def blind_baseline(
     )
 
 
-def blind_warning(result: BlindResult, *, delta: float = BLIND_WARN_DELTA) -> str | None:
-    """A warning when the blind baseline is not near chance, else ``None``.
+def result_interval(result: BlindResult, *, confidence: float = CONFIDENCE) -> Interval:
+    """The AUC interval of the SoK protocol's repeated splits: ``auc_mean`` +- the corrected
+    resampled t (Nadeau & Bengio 2003, eq. for random subsampling: ``(1/J + n_test/n_train)
+    s^2`` over the J split AUCs, t at J - 1 degrees of freedom), clipped to [0, 1]. NaN limits
+    with fewer than two splits: one split's AUC says nothing of its own variability."""
+    test_size = float(result.config.get("test_size", 0.2))
+    return corrected_cv_interval(
+        result.auc_mean,
+        np.asarray(result.aucs, dtype=float),
+        test_size / (1.0 - test_size),
+        confidence,
+    )
 
-    Fires when ``|auc_mean - 0.5| > delta``: members and non-members are then distinguishable
-    from the text alone (a distribution shift), so attack AUCs on this benchmark do not
-    measure membership.
+
+def blind_result_verdict(
+    result: BlindResult, *, confidence: float = CONFIDENCE, margin: float = NO_SHIFT_MARGIN
+) -> BlindVerdict:
+    """The three-state verdict (:func:`imprint.diagnostics.blind_verdict.blind_verdict`) of the
+    SoK protocol's :func:`result_interval`; the forest is one classifier chosen in advance."""
+    return blind_verdict(
+        result_interval(result, confidence=confidence),
+        classifier=result.name,
+        n_classifiers=1,
+        confidence=confidence,
+        margin=margin,
+    )
+
+
+def blind_warning(result: BlindResult, *, confidence: float = CONFIDENCE) -> str | None:
+    """The verdict's reason plus the most telling words when its state is ``shift`` (the
+    interval lies above 0.5: members and non-members are distinguishable from the text alone),
+    else ``None``: the same rule as the run warning, plot and checks, never the point estimate.
     """
-    if not math.isfinite(result.auc_mean) or abs(result.auc_mean - 0.5) <= delta:
+    verdict = blind_result_verdict(result, confidence=confidence)
+    if verdict.state != "shift":
         return None
     words = ", ".join(repr(w) for w, _ in result.top_features[:5])
     hint = f" Most telling words: {words}." if words else ""
-    return (
-        f"Blind baseline ({result.name}) reaches AUC {result.auc_mean:.3f} ± "
-        f"{result.auc_std:.3f} without the model (|AUC - 0.5| > {delta}): members and "
-        "non-members are distinguishable from the text alone (distribution shift), so attack "
-        f"AUCs on this benchmark do not measure membership.{hint} Use a randomized split "
-        "(privacy game) or a benchmark whose blind baseline is near 0.5."
+    spread = (
+        f" The {result.n_runs} 80/20 splits' AUCs: {result.auc_mean:.3f} ± {result.auc_std:.3f}."
     )
+    return verdict.reason + spread + hint
