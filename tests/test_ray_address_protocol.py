@@ -61,6 +61,28 @@ def test_a_web_server_as_the_ray_address_fails_at_once_naming_it(
         check_address(f"ray://{address}")
 
 
+@pytest.mark.parametrize("scheme", ["http", "https", "HTTP"])
+def test_the_dashboard_url_as_the_ray_address_is_refused_before_any_work(
+    http_server: int, tmp_path: Path, scheme: str
+) -> None:
+    """The dashboard's URL (what users paste) answers HTTP, so the protocol check let it pass
+    and ray.init refused it only after the model had loaded; now it is refused with the fix
+    before the model is looked at (a missing model would fail otherwise)."""
+    pytest.importorskip("ray")
+    address = f"{scheme}://127.0.0.1:{http_server}"
+    result = CliRunner().invoke(
+        app,
+        ["run", "--model", "no-such-model-dir", "--data", "wikimia:32", "--attacks", "loss",
+         "--out", str(tmp_path / "o"), "--executor", "ray", "--address", address],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
+    assert f"--address '{address}' is a web address (the Ray dashboard's" in lines[0]
+    assert "127.0.0.1:6379" in lines[0] and "ray://HOST:10001" in lines[0]
+    assert not (tmp_path / "o").exists()
+
+
 class _Http2Only:
     """Answers an HTTP/2 preface with a SETTINGS frame, then says nothing: a gRPC-speaking
     service that is not Ray (it passes the protocol check; Ray's join must still end)."""

@@ -69,7 +69,10 @@ GameUnit = Annotated[
         "--doc-sequences sequences of --words words; membership per document)"
     ),
 ]
-DocSequences = Annotated[int, typer.Option(help="with --unit document: sequences per document")]
+DocSequences = Annotated[
+    int | None,
+    typer.Option(help="with --unit document: sequences per document (default 10)"),
+]
 ReferenceModels = Annotated[
     int,
     typer.Option(
@@ -120,7 +123,7 @@ def build(
     heldout: Heldout = 10,
     shift: Shift = False,
     unit: GameUnit = "sequence",
-    doc_sequences: DocSequences = 10,
+    doc_sequences: DocSequences = None,
     out: GameOut = None,
     force: Force = False,
     device: Device = "auto",
@@ -170,11 +173,19 @@ def _game_config(options: dict[str, Any]) -> Any:
     return GameConfig(**options, **renamed)
 
 
-def _doc_sequences(unit: str, k: int) -> int:
+def _doc_sequences(unit: str, k: int | None) -> int:
     """GameConfig.doc_sequences for ``--unit``: 0 for a game of single texts (so ``--unit
-    document`` needs k >= 1: 0 would silently build a game of single texts)."""
+    document`` needs k >= 1: 0 would silently build a game of single texts); ``--doc-sequences``
+    given with ``--unit sequence`` is refused, not ignored (None: not given, 10 documents)."""
     if unit not in ("sequence", "document"):
         raise typer.BadParameter(f"{unit!r}: use sequence or document", param_hint="--unit")
+    if unit == "sequence" and k is not None:
+        raise typer.BadParameter(
+            f"{k}: --doc-sequences applies to documents but --unit is sequence; add --unit "
+            "document, or drop --doc-sequences",
+            param_hint="--doc-sequences",
+        )
+    k = 10 if k is None else k
     if unit == "document" and k < 1:
         raise typer.BadParameter(
             f"{k}: a document has at least 1 sequence (e.g. 10)", param_hint="--doc-sequences"

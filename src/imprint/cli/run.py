@@ -5,6 +5,7 @@ Listing attacks imports no torch: the attack registry is lazy and nothing here l
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,7 +21,7 @@ from imprint.cli.common import (
     split_key_value,
 )
 from imprint.cli.listing import Format, check_format
-from imprint.errors import ConfigError
+from imprint.errors import ConfigError, DataError, ImprintError
 
 __all__ = [
     "list_attacks",
@@ -33,13 +34,34 @@ __all__ = [
 ]
 
 Model = Annotated[
-    str,
+    str | None,
     typer.Option(
-        help="target: alias, folder, hf:ID or owner/name, gguf:PATH, vllm:SPEC, game:DIR, "
-        "openai:MODEL (with --api-base; there any name is the API's model name)"
+        help="target (required): alias, folder, hf:ID or a hub id (owner/name, or a name such "
+        "as gpt2), gguf:PATH, vllm:SPEC, game:DIR, openai:MODEL (with --api-base; there any "
+        "name is the API's model name); lm-eval's --model hf --model-args pretrained=ID reads "
+        "as hf:ID",
+        show_default=False,
     ),
 ]
-Data = Annotated[str, typer.Option(help="data: file, wikimia:32, hf:ID, game:DIR")]
+Data = Annotated[
+    str | None,
+    typer.Option(help="data (required): file, wikimia:32, hf:ID, game:DIR", show_default=False),
+]
+Limit = Annotated[
+    int | None,
+    typer.Option(
+        help="lm-eval's name for a quick run: N texts in all, N/2 members and N/2 non-members "
+        "(the same as --n-per-label N/2; N even)"
+    ),
+]
+ConfigFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="a YAML file of run flags, one per line without the dashes (n-per-label: 20; "
+        "lists for repeatable flags); flags on the command line win; an unknown key is refused",
+    ),
+]
 Attacks = Annotated[str, typer.Option(help="comma-separated attacks, or 'all'")]
 Refs = Annotated[list[str], typer.Option(help="reference model NAME=SPEC (repeatable)")]
 ModelArgs = Annotated[
@@ -117,26 +139,32 @@ Unit = Annotated[
 DocField = Annotated[
     str | None, typer.Option(help="with --unit document: rows sharing this field are one document")
 ]
-SeqWords = Annotated[int, typer.Option(help="with --unit document: words per sequence")]
-MaxSeqs = Annotated[int, typer.Option(help="with --unit document: sequences per document")]
+# the document flags default to None ("not given", shown in --help as the default they take)
+# so that --unit sequence refuses each one typed, even at its default value
+SeqWords = Annotated[
+    int | None, typer.Option(help="with --unit document: words per sequence (default 200)")
+]
+MaxSeqs = Annotated[
+    int | None, typer.Option(help="with --unit document: sequences per document (default 25)")
+]
 DiPower = Annotated[
-    float,
+    float | None,
     typer.Option(
-        help="with --unit document: the power dataset inference's verdict asks for; under it "
-        "the verdict is 'inconclusive' with the documents needed"
+        help="with --unit document: the power dataset inference's verdict asks for (default "
+        "0.8); under it the verdict is 'inconclusive' with the documents needed"
     ),
 ]
 DiEffectAuc = Annotated[
-    float,
+    float | None,
     typer.Option(
-        help="with --unit document: the smallest effect worth detecting, as a document AUC; "
-        "'not detected' needs enough documents to find it with --di-power"
+        help="with --unit document: the smallest effect worth detecting, as a document AUC "
+        "(default 0.6); 'not detected' needs enough documents to find it with --di-power"
     ),
 ]
 MeeusFeatures = Annotated[
-    str,
+    str | None,
     typer.Option(
-        help="with --unit document: Meeus et al. features: agg (the authors'), hist, both"
+        help="with --unit document: Meeus et al. features: agg (the authors', default), hist, both"
     ),
 ]
 MinWords = Annotated[int | None, typer.Option(help="drop texts under N words")]
@@ -314,8 +342,10 @@ def _document_options(options: dict[str, Any]) -> Any:
 
 @handle_errors
 def run(
-    model: Model,
-    data: Data,
+    ctx: typer.Context,
+    model: Model = None,
+    data: Data = None,
+    config: ConfigFile = None,
     attacks: Attacks = "all",
     ref: Refs = [],  # noqa: B006
     references: References = None,
@@ -330,13 +360,14 @@ def run(
     truncate: Truncate = None,
     unit: Unit = "sequence",
     doc_field: DocField = None,
-    seq_words: SeqWords = 200,
-    max_seqs: MaxSeqs = 25,
-    di_power: DiPower = 0.8,
-    di_effect_auc: DiEffectAuc = 0.6,
-    meeus_features: MeeusFeatures = "agg",
+    seq_words: SeqWords = None,
+    max_seqs: MaxSeqs = None,
+    di_power: DiPower = None,
+    di_effect_auc: DiEffectAuc = None,
+    meeus_features: MeeusFeatures = None,
     min_words: MinWords = None,
     n_per_label: NPerLabel = None,
+    limit: Limit = None,
     breakdown: Breakdown = None,
     seed: Int = 0,
     bootstrap: Bootstrap = 1000,
@@ -363,17 +394,14 @@ def run(
 ) -> None:
     """Run membership inference attacks and write a report folder."""
     options = dict(locals())  # first: the options alone
-    from imprint.outdir import default_run_dir, link_latest, release_run_dir
-
-    if out is None:  # a new folder per run, reserved now: no run replaces another unasked
-        options["out"] = default_run_dir(model, data)
+    options.pop("ctx")
     try:
-        result = run_attacks(console=console, **_run_config(options))
-    except BaseException:
-        if out is None:
-            release_run_dir(options["out"])  # an empty reservation, left by a failed run
-        raise
-    if out is None:
+        result, reserved = _run(ctx, options)
+    except ImprintError as err:  # errors from below name Python arguments: say the flags
+        raise _as_flags(err, ctx) from err
+    if reserved:
+        from imprint.outdir import link_latest
+
         link = link_latest(result.out)
         latest = Path(result.out).parent / "latest"
         to = (
@@ -383,6 +411,61 @@ def run(
             "it is, so it does not point to this run (move it away to get the link)"
         )
         say(f"run folder: {result.out}{to}")
+
+
+def _run(ctx: typer.Context, options: dict[str, Any]) -> tuple[Any, bool]:
+    """The run of the command line's ``options`` after ``--config``, ``--limit`` and lm-eval's
+    model spelling are read, and whether its folder is a new default one (reserved here, and
+    released if the run fails)."""
+    from imprint.cli.flags import lm_eval_model, n_per_label_from_limit
+    from imprint.cli.run_file import read_run_file
+    from imprint.outdir import default_run_dir, release_run_dir
+
+    config = options.pop("config")
+    if config is not None:
+        hints = typing.get_type_hints(run.__wrapped__)  # type: ignore[attr-defined]
+        options.update(read_run_file(config, ctx, hints))
+    for name in ("model", "data"):
+        if options[name] is None:
+            raise typer.BadParameter(
+                "missing: give it on the command line or in --config", param_hint=f"--{name}"
+            )
+    options["n_per_label"] = n_per_label_from_limit(options.pop("limit"), options["n_per_label"])
+    pairs = split_model_args(options["model_arg"])
+    options["model"], options["model_arg"], note = lm_eval_model(options["model"], pairs)
+    if note:
+        say(note)
+    reserved = options["out"] is None
+    if reserved:  # a new folder per run, reserved now: no run replaces another unasked
+        options["out"] = default_run_dir(options["model"], options["data"])
+    try:
+        return run_attacks(console=console, **_run_config(options)), reserved
+    except BaseException:
+        if reserved:
+            release_run_dir(options["out"])  # an empty reservation, left by a failed run
+        raise
+
+
+def _as_flags(err: ImprintError, ctx: typer.Context) -> ImprintError:
+    """``err`` with the Python names of run options (``n_per_label``) written as the flags
+    (``--n-per-label``); an error whose message is built otherwise is kept as it is."""
+    from imprint.cli.flags import flag_spelling
+
+    flags = {p.name: p.opts[0] for p in ctx.command.params if p.name and p.opts}
+    flags.update(RENAMED_FLAGS)
+    message = flag_spelling(str(err), flags)
+    if message == str(err) or type(err) not in (ConfigError, DataError):
+        return err
+    return type(err)(message)
+
+
+#: RunConfig fields (the Python API's names) whose flag has another name
+RENAMED_FLAGS = {
+    "truncate_words": "--truncate",
+    "n_bootstrap": "--bootstrap",
+    "model_args": "--model-args",
+    "executor_kind": "--executor",
+}
 
 
 def list_attacks(fmt: Format = "table") -> None:

@@ -101,39 +101,40 @@ def document_options(
     unit: str,
     *,
     doc_field: str | None = None,
-    seq_words: int = DEFAULT_SEQ_WORDS,
-    max_seqs: int = DEFAULT_MAX_SEQS,
-    di_power: float = DEFAULT_POWER,
-    di_effect_auc: float = DEFAULT_EFFECT_AUC,
-    meeus_features: str = "agg",
+    seq_words: int | None = None,
+    max_seqs: int | None = None,
+    di_power: float | None = None,
+    di_effect_auc: float | None = None,
+    meeus_features: str | None = None,
 ) -> DocumentOptions | None:
-    """The run's document options from the CLI flags; None for ``--unit sequence`` (where the
-    document flags are refused rather than ignored)."""
+    """The run's document options from the CLI flags (None: not given, the default applies);
+    None for ``--unit sequence``, where a document flag given is refused rather than ignored
+    (even at its default value)."""
     if unit not in UNITS:
         raise ConfigError(f"--unit {unit!r}: choose one of {UNITS}")
+    flags = {
+        "--doc-field": doc_field,
+        "--seq-words": seq_words,
+        "--max-seqs": max_seqs,
+        "--di-power": di_power,
+        "--di-effect-auc": di_effect_auc,
+        "--meeus-features": meeus_features,
+    }
     if unit == "sequence":
-        given = [
-            flag
-            for flag, value, default in (
-                ("--doc-field", doc_field, None),
-                ("--seq-words", seq_words, DEFAULT_SEQ_WORDS),
-                ("--max-seqs", max_seqs, DEFAULT_MAX_SEQS),
-                ("--di-power", di_power, DEFAULT_POWER),
-                ("--di-effect-auc", di_effect_auc, DEFAULT_EFFECT_AUC),
-                ("--meeus-features", meeus_features, "agg"),
-            )
-            if value != default
-        ]
+        given = [flag for flag, value in flags.items() if value is not None]
         if given:
-            raise ConfigError(f"{', '.join(given)} apply to documents: add --unit document")
+            raise ConfigError(
+                f"{', '.join(given)} apply to documents but --unit is sequence: add --unit "
+                f"document, or drop {', '.join(given)}"
+            )
         return None
     return DocumentOptions(
         doc_field=doc_field,
-        seq_words=seq_words,
-        max_seqs=max_seqs,
-        meeus=MeeusSettings(features=meeus_features),  # type: ignore[arg-type]
-        di_power=di_power,
-        di_effect_auc=di_effect_auc,
+        seq_words=DEFAULT_SEQ_WORDS if seq_words is None else seq_words,
+        max_seqs=DEFAULT_MAX_SEQS if max_seqs is None else max_seqs,
+        meeus=MeeusSettings(features="agg" if meeus_features is None else meeus_features),  # type: ignore[arg-type]
+        di_power=DEFAULT_POWER if di_power is None else di_power,
+        di_effect_auc=DEFAULT_EFFECT_AUC if di_effect_auc is None else di_effect_auc,
     )
 
 

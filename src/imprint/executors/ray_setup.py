@@ -40,8 +40,8 @@ class RayOptions(Protocol):
 
 #: environment passed on to the actors (offline switches, imprint's converted-model cache)
 ENV_KEYS = ("IMPRINT_CACHE_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME")
-#: the port each address form reaches when it names none: Ray client, dashboard, GCS
-DEFAULT_PORTS = {"ray": 10001, "http": 8265, "https": 8265, "": 6379}
+#: the port each address form reaches when it names none: Ray client, GCS
+DEFAULT_PORTS = {"ray": 10001, "": 6379}
 #: seconds the address check waits for a TCP connection, then for Ray's protocol to answer (a
 #: live head does both in milliseconds)
 CONNECT_TIMEOUT_S = 3.0
@@ -81,6 +81,12 @@ def check_address(address: str | None, *, timeout: float = CONNECT_TIMEOUT_S) ->
     if address is None or address.strip() in ("auto", "local"):
         return
     shown = mask_address(address) or ""
+    if address.partition("://")[0].strip().lower() in ("http", "https"):  # a dashboard's URL
+        raise ConfigError(
+            f"--address {shown!r} is a web address (the Ray dashboard's, for job submission), "
+            "not one to join: pass the head's GCS address HOST:PORT (e.g. 127.0.0.1:6379, "
+            "which `ray start --head` prints), or ray://HOST:10001 for a Ray client"
+        )
     host: str | None = None
     port: int | None = None
     try:
@@ -104,7 +110,7 @@ def check_address(address: str | None, *, timeout: float = CONNECT_TIMEOUT_S) ->
             "private Ray here"
         ) from None
     with conn:
-        said = None if parts.scheme in ("http", "https") else _not_grpc(conn, timeout)
+        said = _not_grpc(conn, timeout)
     if said is not None:  # e.g. a web server: ray.init would wait for it for minutes
         raise ConfigError(
             f"--address {shown!r}: something answers at {host}:{port}, but not Ray's protocol "
