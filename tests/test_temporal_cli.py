@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from temporal_fixtures import Page, drifting_rows, words, write_export, write_jsonl
 from typer.testing import CliRunner
 
@@ -58,10 +59,15 @@ def test_rdd_sample_removes_the_drift_the_plain_design_shows(tmp_path: Path) -> 
         assert rdd["low"] < 0.5 < rdd["high"], rdd
         assert rdd["verdict"]["state"] == ("no_shift" if rdd["high"] <= 0.6 else "inconclusive")
         assert rdd["near_chance"] == (rdd["verdict"]["state"] == "no_shift")
+        # two buckets, one family: each interval at 1 - 0.05/2 (Bonferroni), the plain design's too
+        for entry in (rdd, plain):
+            assert entry["correction"] == "bonferroni" and entry["n_buckets"] == 2
+            assert entry["confidence"] == pytest.approx(0.975)
         assert plain["auc"] > 0.85 and plain["low"] > 0.75, plain
         assert not plain["near_chance"]
         assert all(f.startswith(("old", "new", "n")) for f, _ in plain["top_features"])
     assert "plain: blind AUC" in output and "the SoK blind baseline shows no shift" in output
+    assert "97.5 % CI, Bonferroni over 2 buckets" in " ".join(output.split())
     dates = saved["buckets"]["32"]
     assert dates["member_dates"][0] >= "2020-06-01" and dates["member_dates"][1] < "2020-07-01"
     assert (

@@ -133,11 +133,24 @@ def _cell(entry: dict[str, Any] | None) -> str:
     return f"{entry['auc']:.3f} [{entry['low']:.3f}, {entry['high']:.3f}]"
 
 
+def _level(entries: dict[int, dict[str, Any]] | None) -> str:
+    """The interval's level as printed: '98.75 % CI, Bonferroni over 4 buckets' (95 % with one
+    bucket); '95 % CI' when nothing was scored."""
+    fitted = [e for e in (entries or {}).values() if "confidence" in e]
+    if not fitted:
+        return "95 % CI"
+    e = fitted[0]
+    pct = f"{100 * e['confidence']:.2f}".rstrip("0").rstrip(".")
+    n = e.get("n_buckets", 1)
+    return f"{pct} % CI, Bonferroni over {n} buckets" if n > 1 else f"{pct} % CI"
+
+
 def _print_table(built: Any, results: dict[str, dict[int, dict[str, Any]]]) -> None:
     rdd = built.plain is not None
-    columns = ["words", "per side", f"blind AUC [95 % CI] ({built.design.design})"]
+    design = _level(results.get("design"))
+    columns = ["words", "per side", f"blind AUC [{design}] ({built.design.design})"]
     if rdd:
-        columns += ["plain: per side", "plain: blind AUC [95 % CI]"]
+        columns += ["plain: per side", f"plain: blind AUC [{_level(results.get('plain'))}]"]
     shown = table(f"temporal benchmark from {built.path}", columns)
     plain = {b.words: b for b in built.plain[0]} if rdd else {}
     for b in built.buckets:
@@ -153,23 +166,25 @@ def _print_table(built: Any, results: dict[str, dict[int, dict[str, Any]]]) -> N
 
 
 def _print_blind_verdict(built: Any, results: dict[str, dict[int, dict[str, Any]]]) -> None:
-    """Each bucket's blind verdict by the run report's rule (three states, 95 % interval)."""
+    """Each bucket's blind verdict by the run report's rule (three states), each interval at the
+    Bonferroni level over the buckets (:mod:`imprint.diagnostics.temporal_blind`)."""
     entries = [e for e in results.get("design", {}).values() if "verdict" in e]
     if not entries:
         return
+    level = _level(results["design"])
     far = [e for e in entries if e["verdict"]["state"] == "shift"]
     if far:
         worst = max(far, key=lambda e: e["low"])
         warn(
             f"the SoK blind baseline tells members from non-members without any model "
             f"(AUC {worst['auc']:.3f} [{worst['low']:.3f}, {worst['high']:.3f}] on the "
-            f"worst bucket, interval above 0.5): this set measures a distribution shift, not "
-            "membership. Try --design rdd with a smaller --bandwidth"
+            f"worst bucket, {level}, interval above 0.5): this set measures a distribution "
+            "shift, not membership. Try --design rdd with a smaller --bandwidth"
         )
     elif all(e["verdict"]["state"] == "no_shift" for e in entries):
         say(
             "the SoK blind baseline shows no shift, and none is detectable on any bucket (each "
-            "95 % interval contains 0.5 and stays at or below 0.6)"
+            f"interval, {level}, contains 0.5 and stays at or below 0.6)"
         )
     else:
         wide = [
@@ -179,6 +194,6 @@ def _print_blind_verdict(built: Any, results: dict[str, dict[int, dict[str, Any]
         ]
         say(
             f"the SoK blind baseline shows no shift, but is inconclusive on bucket(s) "
-            f"{', '.join(wide)}: its interval contains 0.5 and reaches above 0.6, so a shift is "
-            "not ruled out (more texts per side narrow it)"
+            f"{', '.join(wide)}: its interval ({level}) contains 0.5 and reaches above 0.6, so "
+            "a shift is not ruled out (more texts per side narrow it)"
         )
