@@ -11,7 +11,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "imprint"
 
 #: stage of each top-level package or module of imprint (README "Architecture")
 STAGES = {
-    **dict.fromkeys(("errors", "coerce", "strict_yaml", "registry", "outdir", "__init__"), 0),
+    **dict.fromkeys(("errors", "coerce", "strict_yaml", "registry", "outdir", "formats"), 0),
+    "__init__": 0,  # its lazy names (imprint.load_run, ...) are imported by name, when used
     **dict.fromkeys(("data", "metrics", "training_manifest"), 1),
     "backends": 2,
     "executors": 3,

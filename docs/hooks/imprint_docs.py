@@ -20,6 +20,7 @@ __all__ = [
     "backends_markdown",
     "commands_markdown",
     "datasets_markdown",
+    "schemas_markdown",
     "on_page_markdown",
     "warning_kinds_markdown",
 ]
@@ -249,6 +250,20 @@ def duci_deviations_markdown() -> str:
     return "\n".join(f"- {_inline(d)}" for d in DEVIATIONS)
 
 
+def schemas_markdown() -> str:
+    """Each output's JSON Schema as shipped in the package (imprint/schemas, imprint.formats)."""
+    import json
+
+    from imprint.formats import FORMAT_VERSION, SCHEMAS, schema
+
+    parts = [f"Written now: `format_version` **{FORMAT_VERSION}**.\n"]
+    for name, file in SCHEMAS.items():
+        text = json.dumps(schema(name), indent=2)
+        where = f"`imprint/schemas/{name}.schema.json`"
+        parts.append(f"### {_inline(file)}\n\n{where}:\n\n```json\n{text}\n```\n")
+    return "\n".join(parts)
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "commands": commands_markdown,
     "attacks": attacks_markdown,
@@ -256,6 +271,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "warning-kinds": warning_kinds_markdown,
     "backends": backends_markdown,
     "duci-deviations": duci_deviations_markdown,
+    "schemas": schemas_markdown,
 }
 _MARKER = re.compile(r"^<!-- imprint:([\w-]+) -->$", re.M)
 

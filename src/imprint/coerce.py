@@ -154,3 +154,32 @@ def describe_type(kind: Any) -> str:
         inner = describe_type(args[0]) if args else "a value"
         return f"a comma-separated list, each {inner}"
     return _NAMES.get(kind, getattr(kind, "__name__", str(kind)))
+
+
+def name_list(value: Any, flag: str) -> tuple[str, ...]:
+    """A list of names as given in Python or on a command line: ``"loss, zlib"`` (split on
+    commas, as the flag reads it) or a sequence of strings; each name stripped, in order.
+
+    A string is never iterated letter by letter (``"loss"`` is one name, not four); an empty
+    name (``"loss,,zlib"``) or an item that is not a string is refused naming ``flag``. Raises
+    :class:`ValueError` (the caller's ConfigError wraps it, or it is one: see callers).
+    """
+    if isinstance(value, str) and not value.strip():
+        return ()  # no names: the caller says what it needs
+    if isinstance(value, str):
+        items: list[Any] = value.split(",")
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        raise Mismatch(
+            f"{flag} takes names as a comma-separated string ('loss,zlib') or a list of "
+            f"strings, not {type(value).__name__}"
+        )
+    names = []
+    for item in items:
+        if not isinstance(item, str):
+            raise Mismatch(f"{flag}: {item!r} is not a name (a string); pass e.g. 'loss,zlib'")
+        if not item.strip():
+            raise Mismatch(f"{flag} {value!r} has an empty name; pass e.g. 'loss,zlib'")
+        names.append(item.strip())
+    return tuple(names)

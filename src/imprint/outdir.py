@@ -37,8 +37,9 @@ _SWAP_TRIES = 100  # each failed try means another run renamed a folder at that 
 # the files every imprint run folder holds besides manifest.json (see imprint.report.writer)
 RUN_FILES = ("metrics.json", "scores.parquet")
 
-#: the marker file an output folder holds, {"kind": KIND}; temporal benchmarks and games are
-#: known by their own manifests (manifest.json's "kind", game.json) instead
+#: the marker file an output folder holds, {"format_version": "1.0", "kind": KIND}
+#: (marker.schema.json); temporal benchmarks and games are known by their own manifests
+#: (manifest.json's "kind", game.json) instead
 MARKER = ".imprint-output.json"
 LOCK = ".imprint-lock"  # see folder_lock
 #: output kind -> what it is called in errors
@@ -58,7 +59,10 @@ def mark_output(folder: Path, kind: str) -> None:
     """Record in ``folder`` (made if missing) that it is an output of ``kind``."""
     assert kind in KINDS, kind
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / MARKER).write_text(json.dumps({"kind": kind}) + "\n", encoding="utf-8")
+    from imprint.formats import FORMAT_VERSION  # marker.schema.json
+
+    record = {"format_version": FORMAT_VERSION, "kind": kind}
+    (folder / MARKER).write_text(json.dumps(record) + "\n", encoding="utf-8")
 
 
 def output_kind(folder: Path) -> str | None:

@@ -125,11 +125,18 @@ def check_out(out: Path, *, overwrite: bool, inputs: Sequence[tuple[str, str]] =
     return out
 
 
-def check_attacks(names: Sequence[str]) -> tuple[str, ...]:
-    """The ``--attack`` names, refused before any work when unknown or when the attack takes
-    texts out of the evaluation (held-out shots): an audit's bound needs every canary scored."""
+def check_attacks(names: str | Sequence[str]) -> tuple[str, ...]:
+    """The ``--attack`` names (a list, or one comma-separated string), refused before any work
+    when unknown or when the attack takes texts out of the evaluation (held-out shots): an
+    audit's bound needs every canary scored."""
     from imprint.attacks.base import RunContext, get_attack_class
     from imprint.attacks.shots import HELDOUT_KEY
+    from imprint.coerce import Mismatch, name_list
+
+    try:
+        names = name_list(names, "--attack")
+    except Mismatch as err:
+        raise ConfigError(str(err)) from None
 
     if not names:
         raise ConfigError("--attack names no attack; pass e.g. --attack loss,zlib")
@@ -246,7 +253,7 @@ def audit_model(
     canaries: CanarySet,
     out: Path,
     *,
-    attacks: Sequence[str] = DEFAULT_ATTACKS,
+    attacks: str | Sequence[str] = DEFAULT_ATTACKS,
     beta: float = 0.05,
     delta: float = 0.0,
     grid: Sequence[int] | None = None,

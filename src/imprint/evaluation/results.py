@@ -47,6 +47,7 @@ from imprint.evaluation.columns import summary_from_dict
 from imprint.evaluation.comparisons import comparisons_from_dict
 from imprint.evaluation.curves import RocCurve
 from imprint.evaluation.document_results import DocumentMetrics
+from imprint.formats import FORMAT_VERSION, check_format
 from imprint.metrics import MetricSummary
 from imprint.metrics.pairwise import PairedComparisons
 
@@ -170,9 +171,18 @@ class RunMetrics:
         """The messages of the warnings of ``kind``."""
         return [w.message for w in self.warnings if w.kind == kind]
 
+    def to_frame(self) -> Any:
+        """One row per score column x figure (``auc``, ``tpr@1%``, ...) with ``estimate``,
+        ``low``, ``high``, ``method``, ``unit`` (what was resampled) and why a figure is not
+        measurable: a pandas DataFrame (:func:`imprint.evaluation.frames.metrics_frame`)."""
+        from imprint.evaluation.frames import metrics_frame
+
+        return metrics_frame(self.attacks, self.blind_suite)
+
     def to_dict(self) -> dict[str, Any]:
         """The ``metrics.json`` content (JSON-ready)."""
         out: dict[str, Any] = {
+            "format_version": FORMAT_VERSION,  # imprint.formats; the schema is metrics.schema.json
             "attacks": {name: m.to_dict() for name, m in self.attacks.items()},
             "warnings": [w.message for w in self.warnings],
             "warning_kinds": [w.kind for w in self.warnings],
@@ -204,8 +214,10 @@ class RunMetrics:
     @classmethod
     def from_dict(cls, data: Any, where: str = "metrics.json") -> RunMetrics:
         """Read ``to_dict()``'s output back; a malformed value raises :class:`DataError` naming
-        its place. Folders written before ``warning_kinds`` get kind ``unclassified``."""
+        its place. Folders written before ``warning_kinds`` get kind ``unclassified``; a file
+        of a newer major ``format_version`` is refused (:func:`imprint.formats.check_format`)."""
         data = js.obj(data, where)
+        check_format(data, where)
         attacks = js.obj(js.get(data, "attacks", where), f"{where}.attacks")
 
         return cls(
@@ -289,6 +301,7 @@ def read_metrics(run_dir: str | Path) -> RunMetrics:
         data = json.loads(file.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise DataError(f"{file} is not valid JSON ({err}); rerun the run to rewrite it") from err
+    check_format(data, str(file))  # a newer layout: say which imprint reads it
     try:
         return RunMetrics.from_dict(data, where=str(file))
     except DataError as err:

@@ -204,7 +204,7 @@ def run_demo(
     lr: float | None = None,
     max_length: int = 128,
     seed: int = 0,
-    attacks: Sequence[str] = ("all",),
+    attacks: str | Sequence[str] = ("all",),
     reference: bool = True,
     blind: bool = True,
     n_bootstrap: int = 1000,
@@ -220,6 +220,7 @@ def run_demo(
     counts = sorted(set(epochs))
     if not counts:
         raise ConfigError("epochs must list at least one epoch count, e.g. 3 or 1,2,4")
+    attacks = _attack_names(attacks)  # "loss,zlib" is two attacks, never letters
     config = _demo_config(
         model=model, pool=pool, pool_size=pool_size, words=words, seed=seed, method=method,
         epochs=counts[-1], lr=lr, max_length=max_length,
@@ -242,6 +243,15 @@ def run_demo(
     if console is not None:
         _print(demo, console)
     return demo
+
+
+def _attack_names(attacks: str | Sequence[str]) -> tuple[str, ...]:
+    from imprint.coerce import Mismatch, name_list
+
+    try:
+        return name_list(attacks, "attacks")
+    except Mismatch as err:
+        raise ConfigError(str(err)) from None
 
 
 def _selected(attacks: Sequence[str], use_ref: bool) -> set[str]:

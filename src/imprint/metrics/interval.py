@@ -27,6 +27,11 @@ class Interval:
     high: float
     basis: str | None = None
 
+    def __float__(self) -> float:
+        """The point estimate: ``float(metrics.attacks["loss"].auc)``; the interval stays on
+        the object (``low``, ``high``)."""
+        return float(self.estimate)
+
     def to_dict(self) -> dict[str, Any]:
         """``{"estimate", "low", "high"}`` (and ``"basis"`` when set); NaN becomes ``None`` so
         the output is valid JSON."""

@@ -19,6 +19,7 @@ from imprint.data import Sample
 from imprint.errors import ConfigError
 from imprint.evaluation.curves import RocCurve, roc_with_band
 from imprint.evaluation.results import BlindSuiteMetrics, RunMetrics
+from imprint.formats import FORMAT_VERSION
 from imprint.outdir import check_out_dir, discard, mark_output, publish, staging_dir
 from imprint.report.blind_band import forest_inputs, verdict_lines
 from imprint.report.cells import by_auc
@@ -225,6 +226,7 @@ def _write_files(
     """The run's files in ``folder``."""
     manifest = to_jsonable({**manifest, "versions": package_versions()})
     manifest = {"provenance": provenance(manifest), **manifest}  # a re-render keeps its own
+    manifest = {"format_version": FORMAT_VERSION, **manifest}  # manifest.schema.json
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     metrics_json = json.dumps(to_jsonable(metrics.to_dict()), indent=2)
     (folder / "metrics.json").write_text(metrics_json + "\n")

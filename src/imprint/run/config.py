@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from imprint.coerce import Mismatch, name_list
 from imprint.documents.run_hook import DocumentOptions
 from imprint.errors import ConfigError
 from imprint.executors import ExecutorConfig
@@ -30,7 +31,9 @@ class RunConfig:
 
     model: str
     data: str
-    out: Path
+    # the run folder; None: a new runs/<time>-<model>-<data> (runs/latest points to it), as the
+    # CLI without --out
+    out: Path | None = None
     attacks: tuple[str, ...] = ("all",)
     refs: tuple[tuple[str, str], ...] = ()  # (name, model spec)
     # reference models with known training data (LiRA, RMIA): a game folder built with
@@ -71,6 +74,12 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         # checks of the values alone; what needs the registries or files is resolve()'s
+        try:  # "loss,zlib" is two attacks, as --attacks reads it (never the letters l, o, ...)
+            object.__setattr__(self, "attacks", name_list(self.attacks, "attacks"))
+        except Mismatch as err:
+            raise ConfigError(str(err)) from None
+        if self.out is not None and not isinstance(self.out, Path):
+            object.__setattr__(self, "out", Path(self.out))  # a str from Python or YAML
         if not self.attacks:  # '--attacks ""' would score nothing and exit 0
             raise ConfigError(
                 "--attacks names no attack; name at least one, e.g. --attacks loss,zlib, or all"

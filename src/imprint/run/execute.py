@@ -57,10 +57,14 @@ def execute_run(
 
     started = time.time()
     plan = config if isinstance(config, RunPlan) else resolve(config)
+    if plan.config.out is None:  # as the CLI without --out: a new folder, runs/latest to it
+        return _in_default_folder(plan, console, backends, progress, executor)
     config = plan.config
+    out = config.out
+    assert out is not None  # given, or made above
     if _check_folders(plan) and console is not None:
         console.print(
-            f"--out {config.out} holds an earlier run of this same configuration: it is "
+            f"--out {out} holds an earlier run of this same configuration: it is "
             "rewritten, every model pass it made answered by the store",
             soft_wrap=True,
             markup=False,
@@ -84,7 +88,7 @@ def execute_run(
         )
         metrics = dataclasses.replace(metrics, documents=documents)
     write_run(
-        config.out,
+        out,
         scored.samples,
         scored.scores,
         metrics,
@@ -114,7 +118,31 @@ def execute_run(
             ),
             soft_wrap=True,
         )
-    return RunResult(config.out, scored.samples, scored.scores, metrics, manifest)
+    return RunResult(out, scored.samples, scored.scores, metrics, manifest)
+
+
+def _in_default_folder(
+    plan: RunPlan, console: Any, backends: Any, progress: Any, executor: Any
+) -> RunResult:
+    """:func:`execute_run` of a config given no ``out``: into a new ``runs/<time>-<model>-<data>``
+    reserved now (released if the run fails), with ``runs/latest`` pointing to it after."""
+    from imprint.outdir import default_run_dir, link_latest, release_run_dir
+
+    out = default_run_dir(plan.config.model, plan.config.data)
+    config = dataclasses.replace(plan.config, out=out)
+    try:
+        result = execute_run(
+            dataclasses.replace(plan, config=config),
+            console=console,
+            backends=backends,
+            progress=progress,
+            executor=executor,
+        )
+    except BaseException:
+        release_run_dir(out)
+        raise
+    link_latest(result.out)
+    return result
 
 
 def _token_scores(scored: Any) -> Any:
@@ -145,16 +173,18 @@ def _check_folders(plan: RunPlan) -> bool:
     from imprint.requests.store import check_store_path
 
     config = plan.config
+    out = config.out
+    assert out is not None  # execute_run gave it one
     as_json = to_jsonable(config)
-    check_out_dir(config.out, overwrite=config.overwrite, config=as_json)
-    check_outside(config.out, plan.cache_path, "--cache")
+    check_out_dir(out, overwrite=config.overwrite, config=as_json)
+    check_outside(out, plan.cache_path, "--cache")
     check_store_path(plan.cache_path)  # a read-only --cache or IMPRINT_CACHE_DIR
     inputs = [("--model", config.model), ("--data", config.data),
               ("--references", config.references or "")]  # fmt: skip
     inputs += [(f"--ref {name}", spec) for name, spec in config.refs]
     inputs += [(f"--pool {name}", spec) for name, spec in config.pools.items()]
-    check_inputs_outside(config.out, inputs, why="the run replaces its --out folder whole")
-    return not config.overwrite and config_differences(config.out, as_json) == []
+    check_inputs_outside(out, inputs, why="the run replaces its --out folder whole")
+    return not config.overwrite and config_differences(out, as_json) == []
 
 
 __all__ = ["RunResult", "execute_run"]
