@@ -207,6 +207,8 @@ def test_every_run_option_reaches_the_run_config(tiny_model_dir: Path, tmp_path:
     """A renamed or forgotten option would fail here: RunConfig takes every field by name."""
 
     options = _defaults("run")
+    for name in ("config", "limit"):  # read by the command itself, before the config is built
+        options.pop(name)
     options.update(model=str(tiny_model_dir), data="wikimia:32", out=tmp_path / "o")
     options.update(attacks="loss, zlib", ref=["base=" + str(tiny_model_dir)], pool=["p=x.jsonl"])
     options.update(param=["min_k.k=0.2"], no_blind=True, truncate=7, bootstrap=11)

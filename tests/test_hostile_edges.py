@@ -283,8 +283,9 @@ def test_overwrite_keeps_a_foreign_folder_when_the_grid_is_refused(
             {"models": [{"name": "t", "model": "MODEL", "args": {"dtype": "float99"}}]},
             r"models\[0\].args.dtype \(model 't'\)",
         ),
-        ({"models": ["no-such-model"]}, r"models\[0\] \(model 'no-such-model'\): unknown model"),
-        ({"refs": {"base": "no-such-ref"}}, r"refs.base: unknown model 'no-such-ref'"),
+        # (a bare name such as gpt2 is a hub id; two slashes make no model spec at all)
+        ({"models": ["no/such/model"]}, r"models\[0\] \(model 'no/such/model'\): unknown model"),
+        ({"refs": {"base": "no/such/ref"}}, r"refs.base: unknown model 'no/such/ref'"),
     ],
 )
 def test_plan_refuses_what_the_run_refuses(

@@ -14,6 +14,7 @@ later loads read that folder.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib.util
 import json
@@ -29,6 +30,7 @@ from typing import Any
 
 from imprint.backends.dtype_choice import DtypeChoice, choose_dtype
 from imprint.backends.filehash import file_digest
+from imprint.data.hub_access import OFFLINE_ADVICE, hub_reachable, hub_unreachable_reason
 from imprint.errors import ConfigError, MissingDependencyError
 from imprint.registry import Registry
 
@@ -168,12 +170,22 @@ def resolve_model(spec: str) -> ModelSource:
         return ModelSource(spec, str(path.resolve()))
     if path.suffix == ".gguf":
         raise ConfigError(f"GGUF file not found: {spec!r}")
-    if spec.count("/") != 1 or path.exists():
+    if spec.count("/") > 1 or path.exists() or not _HUB_NAME.fullmatch(spec):
         raise ConfigError(
-            f"unknown model {spec!r}: not an alias ({', '.join(sorted(ALIASES))}), "
-            "not a folder, not gguf:PATH and not a hub id like owner/name"
+            f"unknown model {spec!r}: not an alias ({', '.join(sorted(ALIASES))}), not a "
+            "folder, not gguf:PATH and not a hub id (owner/name, or a name such as gpt2)"
         )
-    return ModelSource(spec, spec)
+    close = difflib.get_close_matches(spec, ALIASES, n=1, cutoff=0.8) if "/" not in spec else []
+    if close:  # a near-miss of an alias is a typo far more often than an owner-less hub model
+        raise ConfigError(
+            f"unknown model alias {spec!r}: did you mean {close[0]!r}? (a hub model without an "
+            f"owner is written hf:{spec})"
+        )
+    return ModelSource(spec, spec)  # a hub id: owner/name, or an owner-less one such as gpt2
+
+
+#: a hub repository id: ``name`` (the hub's owner-less legacy models, e.g. gpt2) or owner/name
+_HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
 
 #: files that decide what a local model computes: weights, config, tokenizer, chat template
@@ -311,15 +323,24 @@ def load_causal_lm(spec: str, *, dtype: str = "auto", device: str = "auto") -> t
     device = pick_device(device)
     dtype = choose_model_dtype(spec, dtype, device).dtype
     source = materialize(resolve_model(spec))
+    # a hub id with the hub out of reach: the cache only, failing in seconds, not after retries
+    cache_only = not source.is_local and not hub_reachable()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source.location)
+        tokenizer = AutoTokenizer.from_pretrained(source.location, local_files_only=cache_only)
         model = AutoModelForCausalLM.from_pretrained(
-            source.location, dtype=getattr(torch, _DTYPES[dtype]), attn_implementation="sdpa"
+            source.location,
+            dtype=getattr(torch, _DTYPES[dtype]),
+            attn_implementation="sdpa",
+            local_files_only=cache_only,
         )
     except OSError as err:
+        if cache_only:
+            raise ConfigError(
+                f"model {spec!r} is not in the local hub cache and {hub_unreachable_reason()}. "
+                f"{OFFLINE_ADVICE}"
+            ) from err
         raise ConfigError(
-            f"could not load model {spec!r} from {source.location!r}: {err}. Offline, use a "
-            "local folder, gguf:PATH or an alias"
+            f"could not load model {spec!r} from {source.location!r}: {err}. {OFFLINE_ADVICE}"
         ) from err
     except pickle.UnpicklingError as err:
         raise _unsafe_pickle_error(spec, source, err) from err

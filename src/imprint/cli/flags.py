@@ -56,3 +56,60 @@ def config_from_flags(**flags: Any) -> Any:
             )
         model_args[option] = value
     return RunConfig(model_args=model_args, shared_args=shared, **flags)
+
+
+#: lm-evaluation-harness's ``--model`` names -> imprint's scheme for ``--model SCHEME:ID``
+LM_EVAL_MODELS = {"hf": "hf", "hf-auto": "hf", "huggingface": "hf", "vllm": "vllm"}
+
+
+def lm_eval_model(model: str, pairs: list[str]) -> tuple[str, list[str], str | None]:
+    """lm-eval's spelling ``--model hf --model-args pretrained=ID,...`` as imprint's
+    ``--model hf:ID`` with the other model args kept: (model, the ``KEY=VALUE`` pairs left, a
+    line saying so, or None when ``model`` is not an lm-eval model name)."""
+    scheme = LM_EVAL_MODELS.get(model)
+    if scheme is None:
+        return model, pairs, None
+    named = [p for p in pairs if p.split("=", 1)[0].strip() == "pretrained"]
+    if not named:
+        raise ConfigError(
+            f"--model {model} names no model: write --model {scheme}:ID (e.g. --model "
+            f"{scheme}:HuggingFaceTB/SmolLM2-135M), or lm-eval's --model {model} --model-args "
+            "pretrained=ID"
+        )
+    if len(named) > 1:
+        raise ConfigError(f"--model-args names pretrained= {len(named)} times; keep one")
+    name = named[0].split("=", 1)[1].strip()
+    spec = f"{scheme}:{name}"
+    note = f"--model {model} --model-args pretrained={name} is read as --model {spec}"
+    return spec, [p for p in pairs if p is not named[0]], note
+
+
+def n_per_label_from_limit(limit: int | None, n_per_label: int | None) -> int | None:
+    """``--limit N`` (lm-eval's name): N texts in all, N/2 members and N/2 non-members, i.e.
+    ``--n-per-label N/2``; given with a different ``--n-per-label`` it is refused."""
+    if limit is None:
+        return n_per_label
+    if limit < 2 or limit % 2:
+        raise ConfigError(
+            f"--limit {limit}: give an even number >= 2; --limit N takes N texts, half members "
+            "and half non-members (the same as --n-per-label N/2), e.g. --limit 100"
+        )
+    if n_per_label is not None and n_per_label != limit // 2:
+        raise ConfigError(
+            f"--limit {limit} means --n-per-label {limit // 2}, but --n-per-label {n_per_label} "
+            "is given too; keep one"
+        )
+    return limit // 2
+
+
+def flag_spelling(message: str, flags: dict[str, str]) -> str:
+    """``message`` with each Python option name (``n_per_label``, ``label_field=``) written as
+    the flag the user typed (``--n-per-label``): errors raised below the command line name
+    the Python API's arguments. ``flags``: option name -> flag. A name inside a longer word, a
+    path or a flag (``--n-per-label``) is left alone."""
+    import re
+
+    for name in sorted(flags, key=len, reverse=True):
+        if "_" in name:  # one-word names (model, data, seed) are ordinary words in a message
+            message = re.sub(rf"(?<![\w./-]){re.escape(name)}(?![\w-])", flags[name], message)
+    return message

@@ -17,10 +17,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from imprint.data.catalog import HUB_URL, BenchmarkEntry, DataFile, Role, shared_file_names
+from imprint.data.hub_access import hub_endpoint, hub_reachable, hub_unreachable_reason
 from imprint.errors import DataError
 
 DATA_DIR_ENV = "IMPRINT_DATA_DIR"
-_TRUE = {"1", "true", "yes", "on"}
 _FAILED = "the hub download failed"
 
 
@@ -131,8 +131,8 @@ def _find(
         return cached, "hub cache", None
     if not download:
         return None, "", None
-    if hub_offline():
-        return None, "", "the Hugging Face hub is switched off (HF_HUB_OFFLINE is set)"
+    if not hub_reachable():  # decided in seconds, not after the hub client's minute of retries
+        return None, "", hub_unreachable_reason()
     try:
         return _download(hub, entry.hub_repo, file), "hub", None
     except Exception as exc:  # the hub raises many kinds; all mean "not fetchable here"
@@ -146,21 +146,6 @@ def _hub() -> Any:
     import huggingface_hub.constants  # noqa: F401  (a lazy submodule: import it by name)
 
     return huggingface_hub
-
-
-def hub_offline() -> bool:
-    """True when the user switched the hub off (``HF_HUB_OFFLINE``): no network attempt."""
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE:
-        return True
-    try:
-        return bool(_hub().constants.HF_HUB_OFFLINE)
-    except ImportError:
-        return True
-
-
-def hub_endpoint() -> str:
-    """The hub to talk to: ``$HF_ENDPOINT`` (a mirror) or huggingface.co, read at call time."""
-    return os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or HUB_URL
 
 
 def _cached(hub: Any, repo: str, file: DataFile) -> Path | None:

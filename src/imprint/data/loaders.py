@@ -491,10 +491,20 @@ def load_hf_dataset(
         import datasets
     except ImportError:
         raise MissingDependencyError("datasets", "hub") from None
+    from imprint.data.hub_access import hub_reachable, hub_unreachable_reason
+
     source = f"hf:{name}" + (f"[{config}]" if config else "") + f":{split}"
+    offline = not hub_reachable()  # then the cache only: no minute of retries before failing
     try:
-        ds = datasets.load_dataset(name, config, split=split)
+        ds = _load_hub_dataset(datasets, name, config, split, offline=offline)
     except Exception as exc:  # the hub raises many kinds; all mean "not loadable here"
+        if offline:
+            raise DataError(
+                f"{source}: not in the local datasets cache, and the hub is unreachable "
+                f"({hub_unreachable_reason()}). "
+                "Fix: pass a local .jsonl/.csv/.parquet file, or set IMPRINT_DATA_DIR to a "
+                "folder holding the benchmark files."
+            ) from exc
         raise DataError(
             f"{source}: could not load from the Hugging Face hub ({type(exc).__name__}: {exc}). "
             "The hub may be unreachable (offline) or the name/split/config may be wrong. "
@@ -512,3 +522,18 @@ def load_hf_dataset(
         on_bad=on_bad,
         require_both_classes=require_both_classes,
     )
+
+
+def _load_hub_dataset(
+    datasets: Any, name: str, config: str | None, split: str, *, offline: bool
+) -> Any:
+    """``datasets.load_dataset``; ``offline``: from the local cache only (datasets reads its
+    offline switch at call time, so it is set for this call alone)."""
+    if not offline:
+        return datasets.load_dataset(name, config, split=split)
+    before = datasets.config.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = True
+    try:
+        return datasets.load_dataset(name, config, split=split)
+    finally:
+        datasets.config.HF_HUB_OFFLINE = before
