@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
@@ -74,8 +74,29 @@ app = typer.Typer(
 )
 
 
+def _print_version(asked: bool) -> None:
+    """``imprint --version``: the installed package's version, then exit (before any command)."""
+    if asked:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("llm-imprint")
+        except PackageNotFoundError:  # run from a source tree that is not installed
+            from imprint import __version__ as found
+        typer.echo(f"imprint {found}")
+        raise typer.Exit(0)
+
+
+Version = Annotated[
+    bool,
+    typer.Option(
+        "--version", is_eager=True, callback=_print_version, help="print the version and exit"
+    ),
+]
+
+
 @app.callback()
-def _every_command() -> None:
+def _every_command(version: Version = False) -> None:
     """Before any command: the console's layout for where it prints (a terminal, or a pipe:
     full width, nothing cut), and other libraries' progress bars off."""
     from imprint.cli.common import fit_console
