@@ -158,28 +158,25 @@ def describe_type(kind: Any) -> str:
 
 def name_list(value: Any, flag: str) -> tuple[str, ...]:
     """A list of names as given in Python or on a command line: ``"loss, zlib"`` (split on
-    commas, as the flag reads it) or a sequence of strings; each name stripped, in order.
+    commas and stripped, empty items skipped, as the flag reads it: ``"loss,,zlib"`` is two
+    names, ``""`` none) or a list or tuple of strings, in order.
 
-    A string is never iterated letter by letter (``"loss"`` is one name, not four); an empty
-    name (``"loss,,zlib"``) or an item that is not a string is refused naming ``flag``. Raises
-    :class:`ValueError` (the caller's ConfigError wraps it, or it is one: see callers).
+    A string is never iterated letter by letter (``"loss"`` is one name, not four); another
+    type, or an item of a list that is not a string or is empty, raises :class:`Mismatch`
+    naming ``flag`` (the caller raises it as its ConfigError).
     """
-    if isinstance(value, str) and not value.strip():
-        return ()  # no names: the caller says what it needs
     if isinstance(value, str):
-        items: list[Any] = value.split(",")
-    elif isinstance(value, list | tuple):
-        items = list(value)
-    else:
+        return tuple(name.strip() for name in value.split(",") if name.strip())
+    if not isinstance(value, list | tuple):
         raise Mismatch(
             f"{flag} takes names as a comma-separated string ('loss,zlib') or a list of "
             f"strings, not {type(value).__name__}"
         )
     names = []
-    for item in items:
+    for item in value:
         if not isinstance(item, str):
             raise Mismatch(f"{flag}: {item!r} is not a name (a string); pass e.g. 'loss,zlib'")
         if not item.strip():
-            raise Mismatch(f"{flag} {value!r} has an empty name; pass e.g. 'loss,zlib'")
+            raise Mismatch(f"{flag} {list(value)!r} has an empty name; pass e.g. 'loss,zlib'")
         names.append(item.strip())
     return tuple(names)
