@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from cli_helpers import cli, small_data
 
 from imprint.errors import ConfigError
 from imprint.strict_yaml import DuplicateKeyError, safe_load
@@ -67,15 +68,6 @@ def test_every_yaml_read_goes_through_the_strict_loader() -> None:
 # -- items 6, 7, 10: output folders ---------------------------------------------------------------
 
 
-def _cli(*args: str) -> tuple[int, str]:
-    from typer.testing import CliRunner
-
-    from imprint.cli import app
-
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    return result.exit_code, " ".join(result.output.split())
-
-
 def _fake_run(folder: Path) -> Path:
     """A folder with a run's signature (as :func:`is_run_folder` reads it), no model needed."""
     import json
@@ -88,15 +80,6 @@ def _fake_run(folder: Path) -> Path:
     return folder
 
 
-def _small_data(tmp_path: Path) -> Path:
-    path = tmp_path / "d.jsonl"
-    path.write_text(
-        "".join(f'{{"text": "text number {i} here", "label": {i % 2}}}\n' for i in range(8)),
-        encoding="utf-8",
-    )
-    return path
-
-
 @pytest.mark.parametrize("out", ["/sys/imprint-no/run", "/proc/imprint-no/run"])
 def test_a_run_out_where_no_folder_can_be_made_is_refused_before_any_work(
     tmp_path: Path, out: str
@@ -104,7 +87,7 @@ def test_a_run_out_where_no_folder_can_be_made_is_refused_before_any_work(
     from imprint.run import RunConfig, execute_run
 
     # the model does not exist: only a check made before any work can name --out
-    config = RunConfig(model=str(tmp_path / "no-such-model"), data=str(_small_data(tmp_path)),
+    config = RunConfig(model=str(tmp_path / "no-such-model"), data=str(small_data(tmp_path)),
                        out=Path(out), attacks=("loss",), progress=False, blind=False)  # fmt: skip
     with pytest.raises(ConfigError, match=rf"--out {out}: cannot create a folder in /"):
         execute_run(config)
@@ -122,9 +105,9 @@ def test_file_and_folder_outputs_where_nothing_can_be_made_are_refused() -> None
 def test_build_temporal_overwrite_refuses_a_run_folder(tmp_path: Path) -> None:
     run = _fake_run(tmp_path / "run")
     before = (run / "manifest.json").read_text(encoding="utf-8")
-    code, output = _cli("data", "build-temporal", "--dump", tmp_path / "dump.jsonl", "--out", run,
-                        "--member-before", "2020-01-01", "--nonmember-after", "2021-01-01",
-                        "--overwrite")  # fmt: skip
+    code, output = cli("data", "build-temporal", "--dump", tmp_path / "dump.jsonl", "--out", run,
+                       "--member-before", "2020-01-01", "--nonmember-after", "2021-01-01",
+                       "--overwrite")  # fmt: skip
     assert code == 2, output
     assert "is an imprint run folder; this command writes a build-temporal benchmark" in output
     assert (run / "manifest.json").read_text(encoding="utf-8") == before
@@ -134,9 +117,9 @@ def test_build_temporal_refuses_a_users_folder_without_overwrite(tmp_path: Path)
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine", encoding="utf-8")
-    code, output = _cli("data", "build-temporal", "--dump", tmp_path / "dump.jsonl",
-                        "--out", mine, "--member-before", "2020-01-01",
-                        "--nonmember-after", "2021-01-01")  # fmt: skip
+    code, output = cli("data", "build-temporal", "--dump", tmp_path / "dump.jsonl",
+                       "--out", mine, "--member-before", "2020-01-01",
+                       "--nonmember-after", "2021-01-01")  # fmt: skip
     assert code == 2 and "imprint did not write" in output and "notes.txt" in output, output
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
 
@@ -159,7 +142,7 @@ def test_overlap_build_overwrite_refuses_a_run_folder(tmp_path: Path) -> None:
     before = (run / "manifest.json").read_text(encoding="utf-8")
     corpus = tmp_path / "c.txt"
     corpus.write_text("one two three four five six seven eight\n", encoding="utf-8")
-    code, output = _cli(
+    code, output = cli(
         "overlap", "build", "--corpus", corpus, "--out", run, "--overwrite", "--no-measure"
     )
     assert code == 2, output
@@ -173,7 +156,7 @@ def test_perturb_and_run_refuse_an_output_of_another_kind_even_with_overwrite(
     from imprint.outdir import check_out_dir, mark_output
 
     run = _fake_run(tmp_path / "run")
-    code, output = _cli("perturb", "--data", _small_data(tmp_path), "--out", run, "--overwrite")
+    code, output = cli("perturb", "--data", small_data(tmp_path), "--out", run, "--overwrite")
     assert (
         code == 2 and "is an imprint run folder; this command writes an imprint perturb" in output
     )
@@ -194,8 +177,8 @@ def test_perturb_and_run_refuse_an_output_of_another_kind_even_with_overwrite(
 
 def test_a_file_output_never_replaces_a_file_of_an_imprint_output(tmp_path: Path) -> None:
     run = _fake_run(tmp_path / "run")
-    code, output = _cli("blind", "--data", _small_data(tmp_path), "--out", run / "metrics.json",
-                        "--overwrite")  # fmt: skip
+    code, output = cli("blind", "--data", small_data(tmp_path), "--out", run / "metrics.json",
+                       "--overwrite")  # fmt: skip
     assert code == 2, output
     assert "is a file of an imprint run folder; pass a file path outside it" in output
     assert (run / "metrics.json").read_text(encoding="utf-8") == "{}"
@@ -222,7 +205,7 @@ def test_experiment_refuses_a_folder_that_is_not_a_study(tmp_path: Path, plan: b
     (mine / "important.txt").write_text("keep", encoding="utf-8")
     (mine / "tables.md").write_text("my tables", encoding="utf-8")
     grid = _grid(tmp_path, "m", "x.jsonl")
-    code, output = _cli("experiment", grid, "--out", mine, *(["--plan"] if plan else []))
+    code, output = cli("experiment", grid, "--out", mine, *(["--plan"] if plan else []))
     assert code == 2, output
     assert "is a folder that imprint did not write (not an imprint experiment" in output
     assert "add --overwrite" in output
@@ -231,7 +214,7 @@ def test_experiment_refuses_a_folder_that_is_not_a_study(tmp_path: Path, plan: b
 
 def test_experiment_refuses_a_run_folder_even_with_overwrite(tmp_path: Path) -> None:
     run = _fake_run(tmp_path / "run")
-    code, output = _cli("experiment", _grid(tmp_path, "m", "x.jsonl"), "--out", run, "--overwrite")
+    code, output = cli("experiment", _grid(tmp_path, "m", "x.jsonl"), "--out", run, "--overwrite")
     assert code == 2, output
     assert "is an imprint run folder; this command writes an imprint experiment" in output
     assert sorted(p.name for p in run.iterdir()) == [
@@ -261,7 +244,7 @@ def test_overwrite_keeps_a_foreign_folder_when_the_grid_is_refused(
     mine.mkdir()
     (mine / "important.txt").write_text("keep me", encoding="utf-8")
     grid = _grid(tmp_path, str(tiny_model_dir), str(tmp_path / "missing.jsonl"))
-    code, output = _cli("experiment", grid, "--out", mine, "--overwrite")
+    code, output = cli("experiment", grid, "--out", mine, "--overwrite")
     assert code == 2 and "missing.jsonl" in output, output
     assert (mine / "important.txt").read_text(encoding="utf-8") == "keep me"
 
@@ -293,13 +276,13 @@ def test_plan_refuses_what_the_run_refuses(
 ) -> None:
     import yaml
 
-    data = _small_data(tmp_path)
+    data = small_data(tmp_path)
     base = {"models": [str(tiny_model_dir)], "benchmarks": [str(data)], "attacks": ["loss"],
             "settings": {"n_bootstrap": 20, "device": "cpu", "blind": False}}  # fmt: skip
     text = yaml.safe_dump({**base, **change}).replace("MODEL", str(tiny_model_dir))
     grid = tmp_path / "g.yaml"
     grid.write_text(text, encoding="utf-8")
-    code, output = _cli("experiment", grid, "--out", tmp_path / "study", "--plan")
+    code, output = cli("experiment", grid, "--out", tmp_path / "study", "--plan")
     assert code == 2, output
     # the plan lists every problem: "N problems, every one listed: (1) ..." or the one alone
     assert re.search(r"g\.yaml: (\d+ problems, every one listed: \(1\) )?" + match, output), output
@@ -310,7 +293,7 @@ def test_a_run_time_option_error_names_the_file_and_place(tmp_path: Path, tiny_m
     from imprint.study.grid import run_grid
     from imprint.study.spec import load_spec
 
-    grid = _grid(tmp_path, str(tiny_model_dir), str(_small_data(tmp_path)),
+    grid = _grid(tmp_path, str(tiny_model_dir), str(small_data(tmp_path)),
                  settings={"dtype": "float99", "blind": False})  # fmt: skip
     spec = load_spec(grid, out=tmp_path / "study")
     with pytest.raises(ConfigError, match=r"g\.yaml: settings\.dtype \(model .*'float99'"):
@@ -323,12 +306,12 @@ def test_plan_counts_cells_shows_which_are_stored_and_what_the_rest_cost(
     from imprint.study.grid import run_grid
     from imprint.study.spec import load_spec
 
-    data, study = str(_small_data(tmp_path)), tmp_path / "study"
+    data, study = str(small_data(tmp_path)), tmp_path / "study"
     run_grid(load_spec(_grid(tmp_path, str(tiny_model_dir), data), out=study), None,
              progress=False)  # fmt: skip
     grid = _grid(tmp_path, str(tiny_model_dir), data, attacks=["loss", "zlib", "min_k"],
                  sweep={"min_k.k": [0.1, 0.2]})  # fmt: skip
-    code, output = _cli("experiment", grid, "--out", study, "--plan")
+    code, output = cli("experiment", grid, "--out", study, "--plan")
     assert code == 0, output
     assert "cells: 4 (1 distinct stored); to compute: 3 in 2 run(s)" in output
     assert f"on {data}: 1 of 4 stored" in output
@@ -339,9 +322,9 @@ def test_plan_counts_cells_shows_which_are_stored_and_what_the_rest_cost(
 
 def test_plan_of_a_large_sweep_warns_with_its_cost(tmp_path: Path, tiny_model_dir: Path) -> None:
     values = [round(0.005 * i, 3) for i in range(1, 151)]
-    grid = _grid(tmp_path, str(tiny_model_dir), str(_small_data(tmp_path)), attacks=["min_k"],
+    grid = _grid(tmp_path, str(tiny_model_dir), str(small_data(tmp_path)), attacks=["min_k"],
                  sweep={"min_k.k": values})  # fmt: skip
-    code, output = _cli("experiment", grid, "--out", tmp_path / "study", "--plan")
+    code, output = cli("experiment", grid, "--out", tmp_path / "study", "--plan")
     assert code == 0, output
     assert "to compute: 150 in 150 run(s)" in output
     assert "warning: a large grid: 150 cells to compute, about 8 min" in output
@@ -396,12 +379,12 @@ def test_grid_list_errors_name_their_key(tmp_path: Path, content: str, match: st
 def test_an_unreachable_ray_address_is_refused_at_once_before_any_work(tmp_path: Path) -> None:
     import time
 
-    data = _small_data(tmp_path)
+    data = small_data(tmp_path)
     started = time.monotonic()
     # the model does not exist: only a check made before any work can name the address
     where = ("--executor", "ray", "--address", "127.0.0.1:1")
-    code, output = _cli("run", "--model", tmp_path / "no-such-model", "--data", data, "--out",
-                        tmp_path / "out", *where)  # fmt: skip
+    code, output = cli("run", "--model", tmp_path / "no-such-model", "--data", data, "--out",
+                       tmp_path / "out", *where)  # fmt: skip
     assert code == 2, output
     assert "--address '127.0.0.1:1': nothing answers at 127.0.0.1:1" in output
     assert "ray start --head" in output
@@ -438,8 +421,8 @@ def test_a_ray_address_with_credentials_never_repeats_the_password(tmp_path: Pat
         ExecutorConfig(kind="ray", address="ray://user:s3cret@127.0.0.1:1")
     assert "s3cret" not in str(err.value) and "ray://user:***@127.0.0.1:1" in str(err.value)
     where = ("--executor", "ray", "--address", "u:s3cret@127.0.0.1:1")
-    code, output = _cli("run", "--model", tmp_path / "m", "--data", _small_data(tmp_path),
-                        "--out", tmp_path / "o", *where)  # fmt: skip
+    code, output = cli("run", "--model", tmp_path / "m", "--data", small_data(tmp_path),
+                       "--out", tmp_path / "o", *where)  # fmt: skip
     assert code == 2 and "s3cret" not in output and "u:***@127.0.0.1:1" in output, output
 
 
@@ -455,7 +438,7 @@ def test_a_second_experiment_on_one_folder_waits_and_reads_the_cells_back(
     from imprint.study.grid import run_grid
     from imprint.study.spec import load_spec
 
-    grid, study = _grid(tmp_path, str(tiny_model_dir), str(_small_data(tmp_path))), tmp_path / "s"
+    grid, study = _grid(tmp_path, str(tiny_model_dir), str(small_data(tmp_path))), tmp_path / "s"
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
     command = [sys.executable, "-m", "imprint", "experiment", str(grid), "--out", str(study),
                "--no-progress"]  # fmt: skip
@@ -477,9 +460,9 @@ def test_a_second_experiment_on_one_folder_waits_and_reads_the_cells_back(
 def test_plan_refuses_cuda_where_the_load_would(tmp_path: Path, tiny_model_dir: Path) -> None:
     import torch
 
-    grid = _grid(tmp_path, str(tiny_model_dir), str(_small_data(tmp_path)),
+    grid = _grid(tmp_path, str(tiny_model_dir), str(small_data(tmp_path)),
                  settings={"device": "cuda", "blind": False})  # fmt: skip
-    code, output = _cli("experiment", grid, "--out", tmp_path / "study", "--plan")
+    code, output = cli("experiment", grid, "--out", tmp_path / "study", "--plan")
     if torch.cuda.is_available():  # the load would use it: the plan passes
         assert code == 0, output
     else:
@@ -499,17 +482,17 @@ def test_the_cost_estimate_uses_the_study_s_own_pace(tmp_path: Path) -> None:
 
 
 def test_data_filter_and_overlap_score_never_replace_a_file_of_a_run(tmp_path: Path) -> None:
-    run, data = _fake_run(tmp_path / "run"), _small_data(tmp_path)
+    run, data = _fake_run(tmp_path / "run"), small_data(tmp_path)
     corpus = tmp_path / "c.txt"
     corpus.write_text("text number 1 here and more words follow it\n", encoding="utf-8")
-    code, output = _cli("overlap", "build", "--corpus", corpus, "--out", tmp_path / "idx",
-                        "--n", "2", "--no-measure")  # fmt: skip
+    code, output = cli("overlap", "build", "--corpus", corpus, "--out", tmp_path / "idx",
+                       "--n", "2", "--no-measure")  # fmt: skip
     assert code == 0, output
-    code, output = _cli("data", "filter", "--data", data, "--index", tmp_path / "idx", "--n", "2",
-                        "--max-overlap", "0.5", "--out", run / "metrics.json")  # fmt: skip
+    code, output = cli("data", "filter", "--data", data, "--index", tmp_path / "idx", "--n", "2",
+                       "--max-overlap", "0.5", "--out", run / "metrics.json")  # fmt: skip
     assert code == 2 and "is a file of an imprint run folder" in output, output
-    code, output = _cli("overlap", "score", "--index", tmp_path / "idx", "--data", data,
-                        "--out", run / "scores.parquet")  # fmt: skip
+    code, output = cli("overlap", "score", "--index", tmp_path / "idx", "--data", data,
+                       "--out", run / "scores.parquet")  # fmt: skip
     assert code == 2 and "is a file of an imprint run folder" in output, output
     assert (run / "metrics.json").read_text(encoding="utf-8") == "{}"
     assert (run / "scores.parquet").read_text(encoding="utf-8") == "{}"

@@ -10,27 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_helpers import cli, small_data
 
 from imprint.errors import ConfigError
-
-
-def _cli(*args: object) -> tuple[int, str]:
-    from typer.testing import CliRunner
-
-    from imprint.cli import app
-
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    return result.exit_code, " ".join(result.output.split())
-
-
-def _small_data(tmp_path: Path) -> Path:
-    path = tmp_path / "d.jsonl"
-    path.write_text(
-        "".join(f'{{"text": "text number {i} here", "label": {i % 2}}}\n' for i in range(8)),
-        encoding="utf-8",
-    )
-    return path
-
 
 # -- run --attacks "" ----------------------------------------------------------------------------
 
@@ -38,8 +20,8 @@ def _small_data(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("attacks", ["", " , ,"])
 def test_run_with_no_attack_named_is_refused_before_any_work(tmp_path: Path, attacks: str) -> None:
     out = tmp_path / "run"
-    code, output = _cli("run", "--model", tmp_path / "no-such-model", "--data",
-                        _small_data(tmp_path), "--attacks", attacks, "--out", out)  # fmt: skip
+    code, output = cli("run", "--model", tmp_path / "no-such-model", "--data",
+                       small_data(tmp_path), "--attacks", attacks, "--out", out)  # fmt: skip
     assert code == 2, output
     assert "--attacks" in output and "no attack" in output and "loss" in output, output
     assert not out.exists()
@@ -90,7 +72,7 @@ def test_experiment_plan_refuses_a_game_its_run_refuses(
 ) -> None:
     grid = _game_grid(tmp_path, tiny_model_dir, **config)
     for plan in ("--plan", None):  # the plan says what the run says, before any training
-        code, output = _cli("experiment", grid, "--out", tmp_path / "study", *([plan] * bool(plan)))
+        code, output = cli("experiment", grid, "--out", tmp_path / "study", *([plan] * bool(plan)))
         assert code == 2, output
         assert re.search(r"g\.yaml: " + match, output), output
     assert not (tmp_path / "study" / "games").exists()
@@ -153,6 +135,6 @@ def test_is_blank_keeps_visible_text_and_marks_invisible_text() -> None:
 
 def test_experiment_plan_passes_a_game_its_run_builds(tmp_path: Path, tiny_model_dir: Path) -> None:
     grid = _game_grid(tmp_path, tiny_model_dir, sweep=[1, 2])
-    code, output = _cli("experiment", grid, "--out", tmp_path / "study", "--plan")
+    code, output = cli("experiment", grid, "--out", tmp_path / "study", "--plan")
     assert code == 0 and "game tiny: epochs [1, 2]" in output, output
     assert not (tmp_path / "study" / "games").exists()  # a plan trains nothing
