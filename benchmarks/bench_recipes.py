@@ -15,9 +15,11 @@ for the recipes' placeholders, which are replaced by offline stand-ins:
   texts of one label joined, longest first): 25 sequences of 200 words each, the recipe's cap.
 
 Commands the recipe marks as needing a GPU or a server (``tests/test_docs_recipes.py``'s
-``NOT_RUN``) are listed with the reason, not run. A command that fails is reported with its last
-output line and the benchmark goes on. Prints one line per command (wall and CPU seconds) and a
-total per recipe, with the machine's load average, and writes ``OUT/bench_recipes.json``.
+``NOT_RUN`` and ``STAND_INS``: the test runs the latter on a tiny local model, which says nothing
+about the recipe's time) are listed with the reason, not run. A command that fails is reported
+with its last output line and the benchmark goes on. Prints one line per command (wall and CPU
+seconds) and a total per recipe, with the machine's load average, and writes
+``OUT/bench_recipes.json``.
 
 Run: python benchmarks/bench_recipes.py [--only audit-finetuned] [--out /tmp/bench-recipes]
 """
@@ -39,7 +41,11 @@ from common import load_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from test_docs_recipes import _why_not_run, bash_commands  # noqa: E402  (the test's parser)
+from test_docs_recipes import (  # noqa: E402  (the test's parser and its reasons)
+    STAND_INS,
+    _why_not_run,
+    bash_commands,
+)
 
 #: the recipes' placeholders -> their offline stand-ins (see the module docstring)
 MODELS = {
@@ -117,7 +123,10 @@ def run_page(page: Path, work: Path, files: dict[str, Path]) -> dict[str, Any]:
     imprint = str(ROOT / ".venv" / "bin" / "imprint")
     steps, total, total_cpu = [], 0.0, 0.0
     for command in bash_commands(page):
-        why = _why_not_run(command)
+        why = _why_not_run(command) or next(
+            (reason for prefix, (reason, _) in STAND_INS.items() if command.startswith(prefix)),
+            None,
+        )
         if why:
             steps.append({"command": command, "not_run": why})
             print(f"  not run  {command[:90]}  ({why})", flush=True)
