@@ -18,7 +18,6 @@ from imprint.metrics import (
     UndefinedMetricWarning,
     auc,
     bootstrap_metrics,
-    evaluate,
     jackknife,
     min_nonmembers,
 )
@@ -224,12 +223,6 @@ def test_interval_to_dict_nan_is_none() -> None:
         "low": None,
         "high": None,
     }
-
-
-def test_evaluate_is_bootstrap_metrics() -> None:
-    labels, scores = make_data(4, 120)
-    kwargs = dict(n_resamples=80, seed=3, confidence=0.8, fpr_bounds=(0.05,))
-    assert evaluate(labels, scores, **kwargs) == bootstrap_metrics(labels, scores, **kwargs)
 
 
 # ---------------------------------------------------------------- degenerate and bad input

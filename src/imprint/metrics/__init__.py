@@ -21,7 +21,6 @@ from imprint.metrics.bootstrap import (
     Interval,
     MetricSummary,
     bootstrap_metrics,
-    evaluate,
 )
 from imprint.metrics.paired import delong_test, paired_bootstrap
 from imprint.metrics.pairwise import PairedComparisons, PairedDifference, compare_scores
@@ -46,7 +45,6 @@ __all__ = [
     "compare_scores",
     "confusion_at_thresholds",
     "delong_test",
-    "evaluate",
     "fpr_at_threshold",
     "min_nonmembers",
     "paired_bootstrap",

@@ -51,7 +51,6 @@ __all__ = [
     "MetricSummary",
     "bca_interval",
     "bootstrap_metrics",
-    "evaluate",
     "weighted_statistics",
 ]
 
@@ -491,30 +490,4 @@ def bootstrap_metrics(
         tied_share=tied_share(score_arr),
         tie_decides=ties,
         n_nonmember_units=neg_units,
-    )
-
-
-def evaluate(
-    labels: ArrayLike,
-    scores: ArrayLike,
-    *,
-    n_resamples: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-    fpr_bounds: Sequence[float] = DEFAULT_FPR_BOUNDS,
-    groups: ArrayLike | None = None,
-    resamples: str | None = None,
-    interval: str = "bca",
-) -> MetricSummary:
-    """Every headline metric with its interval; same as :func:`bootstrap_metrics`."""
-    return bootstrap_metrics(
-        labels,
-        scores,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        seed=seed,
-        fpr_bounds=fpr_bounds,
-        groups=groups,
-        resamples=resamples,
-        interval=interval,
     )
