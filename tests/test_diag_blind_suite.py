@@ -300,7 +300,9 @@ def test_cli_blind_marks_tpr_not_measurable_with_few_nonmembers(tmp_path: Path):
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
-    assert "TPR@1%FPR not measurable" in text and "needs at least 400 non-members" in text
+    # neither TPR column can be measured in any row: both left out, one line says why
+    assert "TPR at 1% and 5% FPR not shown: no row can measure them" in text
+    assert "400 and 80 non-members needed, 30 here" in text and "TPR@1%FPR" not in text
     assert "at 1 % FPR not measurable with 30 non-members" in text  # the warning
     assert "% at 1 % FPR" not in text  # no "TPR 6.2% at 1 % FPR"
     saved = json.loads(out.read_text())

@@ -110,8 +110,9 @@ def test_ctrl_c_says_what_was_kept_and_the_rerun_resumes(tmp_path, tiny_model_di
     assert result.exit_code == 130, result.output
     kept = sum(finished)
     assert kept > 0  # one token batch of the 40 texts kept nothing
-    said = re.search(r"interrupted: (\d+) of (\d+) passes kept in the store; rerun the same "
-                     r"command to resume", " ".join(result.output.split()))  # fmt: skip
+    said = re.search(r"interrupted: (\d+) requests kept in the store; rerun the same "
+                     r"command to resume \((\d+) of (\d+) left\)",
+                     " ".join(result.output.split()))  # fmt: skip
     assert said is not None, result.output
     assert int(said[1]) == kept
     monkeypatch.undo()
@@ -121,4 +122,5 @@ def test_ctrl_c_says_what_was_kept_and_the_rerun_resumes(tmp_path, tiny_model_di
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     counts = manifest["requests"]["target"]["logprobs"]
-    assert counts["cache_hits"] == kept and counts["executed"] == int(said[2]) - kept > 0
+    assert counts["cache_hits"] == kept and counts["executed"] == int(said[2]) > 0
+    assert int(said[3]) == kept + int(said[2])

@@ -316,17 +316,23 @@ def test_tpr_at_unresolvable_fpr_is_not_measurable(tmp_path):
     write_run(out, samples, scores, metrics, manifest)
     saved = json.loads((out / "metrics.json").read_text())["attacks"]["loss"]
     assert "62" in saved["tpr@1%"]["not_measurable"]
+    # no row can measure 0.1, 1 or 5 %: the columns are left out (report and terminal alike),
+    # one line says why, and 10 % is labelled as the lowest measurable FPR
     md = (out / "report.md").read_text()
     loss_row = next(line for line in md.splitlines() if line.startswith("| loss"))
-    assert loss_row.count("not measurable") == 3
-    assert "TPR@0.1%FPR not measurable: an FPR of 0.1 % needs at least 4000" in md
-    assert "not measurable: an FPR of 1 % needs at least 400" in (out / "report.html").read_text()
+    assert loss_row.count("|") == 4 and "not measurable" not in loss_row
+    note = ("TPR at 0.1%, 1% and 5% FPR not shown: no row can measure them (an FPR bound must "
+            "allow 4 false positives: 4,000, 400 and 80 non-members needed, 62 here); TPR@10% "
+            "is the lowest measurable FPR")  # fmt: skip
+    assert note in md.replace("\\", "") and "TPR@10% (lowest measurable FPR)" in md
+    assert note in (out / "report.html").read_text()
     from rich.console import Console
 
     console = Console(record=True, width=200)
     console.print(rich_table(metrics))
-    terminal = console.export_text()
-    assert "not measurable" in terminal and "needs at least 4000" in terminal
+    terminal = " ".join(console.export_text().split())
+    assert note in terminal and "TPR@10% (lowest measurable FPR)" in terminal
+    assert "TPR@1%FPR" not in terminal
 
 
 def test_tpr_measurable_from_exactly_four_over_fpr(tmp_path):

@@ -99,6 +99,24 @@ def _command_section(path: tuple[str, ...], command: Any) -> list[str]:
     return [*out, ""]
 
 
+def _global_options(root: Any) -> list[str]:
+    """The options of ``imprint`` itself (given before the command: ``imprint --quiet run``)."""
+    ctx = root.context_class(root, info_name="imprint")
+    rows = []
+    for param in root.params:
+        record = None if getattr(param, "hidden", False) else param.get_help_record(ctx)
+        if record is None or param.name == "help":
+            continue
+        names, _, metavar = record[0].partition(" <")
+        shown = ", ".join(_code(n.strip()) for n in re.split(r",| / ", names) if n.strip())
+        rows.append((shown, _kind(param) or metavar.rstrip(">"), record[1]))
+    if not rows:
+        return []
+    out = ["## Global options", "", "Given before the command, e.g. `imprint --quiet run ...`.", "",
+           "| option | type | what it does |", "|---|---|---|"]  # fmt: skip
+    return [*out, *(f"| {n} | {_cell(k)} | {_cell(h)} |" for n, k, h in rows), ""]
+
+
 def commands_markdown() -> str:
     """A section per command and subcommand of ``imprint``, from its click definition."""
     import typer
@@ -106,7 +124,7 @@ def commands_markdown() -> str:
     from imprint.cli import app
 
     root = typer.main.get_command(app)
-    lines: list[str] = []
+    lines = _global_options(root)
     for path, command in _walk(root, ("imprint",)):
         if len(path) > 1:
             lines += _command_section(path, command)

@@ -74,6 +74,26 @@ app = typer.Typer(
 )
 
 
+Quiet = Annotated[
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        help="print only results (tables, verdicts, their warnings, output paths) and errors: "
+        "no progress, no plan or stage lines",
+    ),
+]
+LogFormat = Annotated[
+    str,
+    typer.Option(
+        "--log-format",
+        help="text, or jsonl: progress and stage lines as JSON objects on stderr, one per line "
+        "(stage_start, progress, stage_end, info, warning, result, error, interrupted); the "
+        "results still print on stdout",
+    ),
+]
+
+
 def _print_version(asked: bool) -> None:
     """``imprint --version``: the installed package's version, then exit (before any command)."""
     if asked:
@@ -96,12 +116,23 @@ Version = Annotated[
 
 
 @app.callback()
-def _every_command(version: Version = False) -> None:
-    """Before any command: the console's layout for where it prints (a terminal, or a pipe:
-    full width, nothing cut), and other libraries' progress bars off."""
+def _every_command(
+    quiet: Quiet = False, log_format: LogFormat = "text", version: Version = False
+) -> None:
+    """Before any command: how it talks (--quiet, --log-format), the console's layout for
+    where it prints (a terminal's width, or 80 columns for a pipe or a file unless COLUMNS
+    says otherwise; tables wrap, nothing cut), and other libraries' progress bars off where
+    imprint draws none."""
     from imprint.cli.common import fit_console
     from imprint.report.progress import silence_third_party_bars
+    from imprint.report.terminal import LOG_FORMATS, configure
 
+    if log_format not in LOG_FORMATS:
+        raise typer.BadParameter(
+            f"{log_format!r}: use text or jsonl (a JSON-lines event stream on stderr)",
+            param_hint="--log-format",
+        )
+    configure(quiet=quiet, log_format=log_format)
     fit_console()
     silence_third_party_bars()
 

@@ -27,6 +27,7 @@ __all__ = [
     "fail",
     "fit_console",
     "handle_errors",
+    "on_interrupt",
     "parse_key_values",
     "parse_list",
     "progress_bars",
@@ -50,15 +51,17 @@ class _Console(Console):
             self.print(Text(f"-- {title} --" if title else "--"), soft_wrap=True)
 
 
-#: columns a table may take when the output is a pipe or a file (CI logs, ``| tee``): wide
-#: enough that no name is cut and no row wraps; tables take only the width they need
-PIPE_WIDTH = 2000
+#: columns the output takes when it is a pipe or a file (CI logs, ``| tee``) and ``COLUMNS``
+#: is not set: a classic terminal's width; tables wrap their cells (at spaces, nothing cut)
+#: and lines wrap at spaces, a path or URL kept whole on its own line
+PIPE_WIDTH = 80
 console = _Console()
 
 
 def fit_console() -> None:
     """Lay the console out for where it prints now: a terminal's own width, or (a pipe, a file,
-    a test's captured output) :data:`PIPE_WIDTH` columns, unless ``COLUMNS`` says otherwise."""
+    a test's captured output) :data:`PIPE_WIDTH` columns, unless ``COLUMNS`` says otherwise
+    (``COLUMNS=200 imprint ... | less -S`` for wide tables)."""
     import os
 
     piped = not console.is_terminal and not os.environ.get("COLUMNS")
@@ -73,21 +76,30 @@ ProgressFn = Callable[[str, int], Callable[[int], None]]
 
 
 def say(message: str, *, label: str = "", style: str = "") -> None:
-    """Print ``message`` as plain text on one line: brackets (``llm-imprint[vllm]``), ``:name:``
-    emoji codes and long paths in it are printed as they are, never parsed or wrapped."""
-    line = Text.assemble((label, style), " " if label else "", message)
-    console.print(line, soft_wrap=True)
+    """Print ``message`` as plain text: brackets (``llm-imprint[vllm]``) and ``:name:`` emoji
+    codes are printed as they are, never parsed; wrapped at spaces to the console's width, a
+    long path or URL kept whole (:func:`imprint.report.terminal.print_wrapped`)."""
+    from imprint.report.terminal import print_wrapped
+
+    print_wrapped(console, message, label=label, style=style)
 
 
 def warn(message: str) -> None:
-    """Print ``warning: <message>``."""
+    """Print ``warning: <message>`` (also a ``warning`` event with ``--log-format jsonl``)."""
+    from imprint.report.terminal import event
+
+    event("warning", message=message)
     say(message, label="warning:", style="bold yellow")
 
 
 def fail(err: Exception) -> NoReturn:
-    """Print ``error: <message>`` (one line, no traceback) and exit with code 2."""
+    """Print ``error: <message>`` on one line, never wrapped (a log's grep finds it whole), no
+    traceback (also an ``error`` event with ``--log-format jsonl``), and exit with code 2."""
+    from imprint.report.terminal import event
+
     message = " ".join(str(err).splitlines()) or type(err).__name__
-    say(message, label="error:", style="bold red")
+    event("error", message=message)
+    console.print(Text.assemble(("error:", "bold red"), " ", message), soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -105,10 +117,41 @@ def handle_errors(command: Callable[P, R]) -> Callable[P, R]:
             except (ImprintError, ValueError) as err:
                 fail(err)
             except KeyboardInterrupt as err:  # Ctrl-C: what the store kept, exit 130 (SIGINT)
-                say(str(err) if isinstance(err, RunInterrupted) else "interrupted")
+                from imprint.report.terminal import event
+
+                line = str(err) if isinstance(err, RunInterrupted) else INTERRUPTED
+                event("interrupted", message=line)
+                say(line)
                 raise typer.Exit(130) from None
 
     return wrapper
+
+
+#: Ctrl-C outside a run's model work (which counts what its store kept, RunInterrupted)
+INTERRUPTED = (
+    "interrupted: the model requests already made are kept in the store; rerun the same "
+    "command to resume"
+)
+
+
+def on_interrupt(line: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Decorate a command (under :func:`handle_errors`): a Ctrl-C outside a run's model work
+    (which says what its store kept, :class:`RunInterrupted`) prints ``line``, e.g. what the
+    command keeps on disk and that the same command resumes, and exits 130."""
+
+    def decorate(command: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(command)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return command(*args, **kwargs)
+            except RunInterrupted:
+                raise
+            except KeyboardInterrupt as err:
+                raise RunInterrupted(line) from err
+
+        return wrapper
+
+    return decorate
 
 
 _PACKAGE = str(Path(__file__).resolve().parents[1])  # the imprint package folder

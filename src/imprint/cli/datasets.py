@@ -9,10 +9,9 @@ import json
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
-from imprint.cli.common import console, handle_errors
+from imprint.cli.common import console, handle_errors, say
 from imprint.data.benchmarks import BenchmarkInfo
 
 __all__ = ["list_datasets"]
@@ -49,7 +48,7 @@ def list_datasets(name: Filter = None, as_json: AsJson = False, fmt: str = "tabl
     for family in dict.fromkeys(i.entry.family if i.entry else i.name for i in infos):
         _family_table(family, [i for i in infos if i.entry and i.entry.family == family])
     here = sum(i.available for i in infos)
-    console.print(
+    say(
         f"{len(infos)} benchmarks, {here} here. A missing one is downloaded on first use "
         "(--data NAME); offline, the error names the file to place and where. --json shows "
         "every field, including the files' hub paths."
@@ -57,36 +56,37 @@ def list_datasets(name: Filter = None, as_json: AsJson = False, fmt: str = "tabl
 
 
 def _family_table(family: str, infos: list[BenchmarkInfo]) -> None:
-    """One table per family: what the family shares in the title, one row per name."""
+    """One block per family, wrapped to the console's width (80 columns in a pipe): what the
+    family shares first (caveats every name has are said once), then one line per name with
+    its size, where its copy is (a path kept whole) and its own caveats."""
+    from imprint.report.terminal import print_wrapped
+
     first = infos[0]
-    origin = "" if first.origin == "built-in" else f" ({escape(first.origin)})"
-    title = (
-        f"[bold]{escape(family)}[/bold]{origin}: {escape(first.provenance)}\n"
-        f"source: {escape(first.source)} | licence: {escape(first.licence)}\n"
-        f"fields: {escape(first.fields)}"
-    )
-    # a terminal's width is shared out; a pipe's (imprint.cli.common.PIPE_WIDTH) is not filled
-    table = Table(title=title, title_justify="left", show_lines=False, expand=console.is_terminal)
-    table.add_column("name", style="bold", no_wrap=True)
-    table.add_column("here", overflow="fold", max_width=40 if console.is_terminal else None)
-    table.add_column("size", overflow="fold", ratio=1)
-    table.add_column("caveats", overflow="fold", ratio=3)
+    origin = "" if first.origin == "built-in" else f" ({first.origin})"
+    console.print(Text(f"{family}{origin}", style="bold"), soft_wrap=True)
+    for line in (first.provenance, f"source: {first.source}", f"licence: {first.licence}",
+                 f"fields: {first.fields}"):  # fmt: skip
+        print_wrapped(console, line, indent="  ")
+    shared = [c for c in first.caveats if all(c in i.caveats for i in infos)]
+    if shared:
+        print_wrapped(console, "caveats" + (" (every name)" if len(infos) > 1 else "") + ":",
+                      indent="  ")  # fmt: skip
+        for caveat in shared:
+            print_wrapped(console, f"- {caveat}", indent="  ")
+    width = max(len(i.name) for i in infos)
     for info in infos:
-        table.add_row(
-            escape(info.name),
-            _here(info),
-            escape(info.size),
-            escape("\n".join(f"- {c}" for c in info.caveats)),
-        )
-    console.print(table)
+        print_wrapped(console, f"{info.name:<{width}}  {info.size}; here: {_here(info)}",
+                      indent="  ")  # fmt: skip
+        for caveat in (c for c in info.caveats if c not in shared):
+            print_wrapped(console, f"- {caveat}", indent="    ")
 
 
 def _here(info: BenchmarkInfo) -> str:
     if info.local_path is not None:
-        return escape(str(info.local_path))
+        return str(info.local_path)
     if info.in_hub_cache:
         return "hub cache"
-    return "[dim]no (built locally)[/dim]" if info.source.startswith("build:") else "[dim]no[/dim]"
+    return "no (built locally)" if info.source.startswith("build:") else "no"
 
 
 def _row(info: BenchmarkInfo) -> dict[str, object]:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from imprint.cli.common import console, handle_errors, parse_list, say
+from imprint.cli.common import console, handle_errors, on_interrupt, parse_list, say
 from imprint.game.config import DEFAULT_LR, GENERATE
 from imprint.game.demo import DEMO_DEFAULTS
 
@@ -94,8 +94,16 @@ def _group() -> None:
     """Randomized privacy games: ground truth for membership inference."""
 
 
+#: a game build keeps each finished game and reference model; the one in training is lost
+BUILD_KEPT = (
+    "interrupted: finished games and reference models are kept, the one in training is not; "
+    "rerun the same command to resume"
+)
+
+
 @game_app.command("build")
 @handle_errors
+@on_interrupt(BUILD_KEPT)
 def build(
     model: BaseModel = "smollm2-135m",
     pool: Pool = GENERATE,

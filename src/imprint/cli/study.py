@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from imprint.cli.common import console, handle_errors, say, warn
+from imprint.cli.common import console, handle_errors, on_interrupt, say, warn
 from imprint.cli.run import Address, ExecutorKind, WorkerCpus, Workers
 
 __all__ = ["experiment"]
@@ -36,6 +36,10 @@ Overwrite = Annotated[
 
 
 @handle_errors
+@on_interrupt(
+    "interrupted: finished cells and every stored model request are kept; rerun the same "
+    "command to resume"
+)
 def experiment(
     file: File,
     out: Out = None,

@@ -17,13 +17,15 @@ def fmt_interval(interval: Any) -> str:
 
 
 def print_blind(results: list[Any], title: str) -> None:
+    """The blind suite's table: TPR columns that no classifier can measure are left out, with
+    one line saying why (the run tables' rule, :class:`imprint.report.cells.TprColumns`)."""
     from imprint.diagnostics.blind_suite import selected_summary
+    from imprint.report.cells import TprColumns
 
-    shown = table(title, ("baseline", "AUC", "TPR@1%FPR", "TPR@5%FPR", "top features"))
-    notes: dict[float, str] = {}
+    columns = TprColumns([r.summary for r in results if r.summary], (0.01, 0.05))
+    shown = table(title, ("baseline", "AUC", *columns.headers(), "top features"))
+    notes: list[str] = []
     for r in results:
-        tpr, unmeasured = _measured_tprs(r.summary, (0.01, 0.05))
-        notes.update(unmeasured)
         feats = ", ".join(f"{f} ({w:+.2g})" for f, w in r.top_features[:5])
         if r.protocol_auc:
             feats += (
@@ -31,11 +33,13 @@ def print_blind(results: list[Any], title: str) -> None:
                 "sd (a spread, not an interval)"
             )
         auc = fmt_interval(r.summary.auc if r.summary else None)
-        tprs = (fmt_interval(tpr[b]) if b in tpr else "n/m" for b in (0.01, 0.05))
+        tprs = [_blind_tpr(r.summary, b, notes) for b in columns.bounds]
         add_row(shown, r.name, auc, *tprs, r.error or feats)
     console.print(shown)
-    for bound, reason in notes.items():
-        say(f"n/m = TPR@{bound * 100:g}%FPR not measurable: {reason}")
+    if columns.note:
+        say(columns.note)
+    for note in notes:
+        say(note)
     selected = selected_summary(results)
     if selected is not None:
         best, summary, m = selected
@@ -43,14 +47,17 @@ def print_blind(results: list[Any], title: str) -> None:
         say(f"strongest: {best.name} (AUC {fmt_interval(summary.auc)}{how})")
 
 
-def _measured_tprs(
-    summary: Any, bounds: tuple[float, ...]
-) -> tuple[dict[float, Any], dict[float, str]]:
-    """(bound -> TPR interval, bound -> why not measurable) of a blind classifier's summary."""
+def _blind_tpr(summary: Any, bound: float, notes: list[str]) -> str:
+    """A blind classifier's TPR cell; 'n/m' with its reason added to ``notes`` (once)."""
     if summary is None:
-        return {b: None for b in bounds}, {}
-    reasons = summary.unresolved(bounds)  # non-member documents when documents were resampled
-    return {b: summary.tpr_at_fpr.get(b) for b in bounds if b not in reasons}, reasons
+        return "-"
+    reason = summary.unresolved((bound,)).get(bound)  # non-member documents when resampled
+    if reason is None:
+        return fmt_interval(summary.tpr_at_fpr.get(bound))
+    note = f"n/m = TPR@{bound * 100:g}%FPR not measurable: {reason}"
+    if note not in notes:
+        notes.append(note)
+    return "n/m"
 
 
 def print_index(manifest: dict[str, Any], out: Path) -> None:

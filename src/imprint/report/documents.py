@@ -7,30 +7,40 @@ from __future__ import annotations
 from typing import Any
 
 from imprint.evaluation.document_results import DocumentMetrics
-from imprint.metrics import DEFAULT_FPR_BOUNDS
-from imprint.report.cells import fmt, tpr_cell
+from imprint.report.cells import TprColumns, fmt
 
 __all__ = ["document_blocks", "document_rich_table", "document_rows"]
 
 
 def document_rows(metrics: DocumentMetrics) -> tuple[list[str], list[list[str]]]:
-    """The document table: one row per document score, the sequence-level AUC beside it."""
-    from imprint.metrics.bootstrap import fpr_key
-
+    """The document table: one row per document score, the sequence-level AUC beside it; TPR
+    columns that no row can measure are left out (:func:`document_columns` says why)."""
+    columns = document_columns(metrics)
     header = [
         "score",
         "document AUC [95% CI]",
-        *(f"TPR@{fpr_key(b)[4:]}FPR" for b in DEFAULT_FPR_BOUNDS),
+        *columns.headers(),
         "sequence AUC [95% CI]",
         "gain [95% CI]",
     ]
     rows = []
     for name, row in metrics.rows.items():
-        tprs = [tpr_cell(row.metrics, b) for b in DEFAULT_FPR_BOUNDS]
+        tprs = columns.cells(row.metrics)
         seq = fmt(row.sequence_auc) if row.sequence_auc else "-"
         gain = fmt(row.gain) if row.gain else "-"
         rows.append([name, fmt(row.metrics.auc), *tprs, seq, gain])
     return header, rows
+
+
+def document_columns(metrics: DocumentMetrics) -> TprColumns:
+    """The document table's TPR@FPR columns, by the rule of every run table."""
+    return TprColumns([row.metrics for row in metrics.rows.values()])
+
+
+def _column_notes(metrics: DocumentMetrics) -> list[str]:
+    columns = document_columns(metrics)
+    rows = [row.metrics for row in metrics.rows.values()]
+    return ([columns.note] if columns.note else []) + columns.row_notes(rows)
 
 
 def _dataset_lines(dataset: dict[str, Any]) -> list[str]:
@@ -101,6 +111,7 @@ def document_blocks(metrics: DocumentMetrics) -> list[tuple[str, Any]]:
             "differences from the authors' code in the manifest, config.documents).",
         ),
         ("table", document_rows(metrics)),
+        *(("p", note) for note in _column_notes(metrics)),
     ]
     blocks += [("p", line) for line in _dataset_lines(metrics.dataset)]
     curve = metrics.dataset.get("curve")
@@ -118,13 +129,14 @@ def document_rich_table(metrics: DocumentMetrics) -> Any:
     from rich.table import Table
 
     header, rows = document_rows(metrics)
-    lines = _dataset_lines(metrics.dataset)
+    lines = _column_notes(metrics) + _dataset_lines(metrics.dataset)
     table = Table(
         title=f"documents ({metrics.n_documents}; intervals resample documents)",
         caption=escape("\n".join(lines)) if lines else None,
+        caption_justify="left",
     )
     for h in header:
-        table.add_column(escape(h))
+        table.add_column(escape(h), overflow="fold")
     for row in rows:
         table.add_row(*(escape(cell) for cell in row))
     return table

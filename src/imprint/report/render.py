@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from imprint.evaluation.results import BlindClassifierMetrics, BlindSuiteMetrics, RunMetrics
-from imprint.metrics import DEFAULT_FPR_BOUNDS, MetricSummary
-from imprint.metrics.bootstrap import fpr_key
+from imprint.metrics import MetricSummary
 from imprint.report.blind_band import forest_caption, verdict_lines
-from imprint.report.cells import NOT_MEASURABLE, by_auc, fmt, tpr_cell
+from imprint.report.cells import TprColumns, by_auc, fmt
 from imprint.report.comparisons import comparison_blocks
 from imprint.report.documents import document_blocks
 from imprint.report.exposed import ExposedTexts, exposed_blocks
@@ -65,43 +64,48 @@ def md_escape(text: str) -> str:
     return _MD_SYNTAX.sub(r"\\\1", entities)
 
 
-def metric_rows(metrics: RunMetrics) -> list[list[str]]:
-    """Rows: attack, AUC, TPR at each FPR bound; the blind baselines first."""
-    rows = []
-    if isinstance(metrics.blind, BlindClassifierMetrics) and metrics.blind.summary:
-        rows.append(
-            [BLIND_NAME, fmt(metrics.blind.summary.auc), *("-" for _ in DEFAULT_FPR_BOUNDS)]
-        )
-    suite = metrics.blind_suite
-    if isinstance(suite, BlindSuiteMetrics):
-        name = f"blind, strongest: {suite.strongest} (no model, selection-adjusted CI)"
-        rows.append([name, fmt(suite.selected.auc), *_tpr_cells(suite.selected)])
-    for name in by_auc({n: r.auc for n, r in metrics.attacks.items()}):
-        row = metrics.attacks[name]
-        rows.append([name, fmt(row.auc), *_tpr_cells(row)])
-    return rows
-
-
-def _tpr_cells(column: MetricSummary) -> list[str]:
-    return [tpr_cell(column, b) for b in DEFAULT_FPR_BOUNDS]
-
-
-HEADER = ["attack", "AUC [95% CI]", *(f"TPR@{fpr_key(b)[4:]}FPR" for b in DEFAULT_FPR_BOUNDS)]
-
-
-def measurability_notes(metrics: RunMetrics) -> list[str]:
-    """Why a TPR@FPR column reads 'not measurable' (one line per column and reason)."""
+def tpr_rows(metrics: RunMetrics) -> list[MetricSummary]:
+    """The rows whose TPR@FPR cells the Attacks table shows: the attacks and the blind suite's
+    selected classifier (the SoK forest's row shows AUC only)."""
     rows = list(metrics.attacks.values())
     if isinstance(metrics.blind_suite, BlindSuiteMetrics):
         rows.append(metrics.blind_suite.selected)
-    notes: list[str] = []
-    for bound in DEFAULT_FPR_BOUNDS:
-        for row in rows:
-            reason = row.not_measurable.get(bound)
-            note = f"TPR@{fpr_key(bound)[4:]}FPR {NOT_MEASURABLE}: {reason}"
-            if reason and note not in notes:
-                notes.append(note)
-    return notes
+    return rows
+
+
+def attack_columns(metrics: RunMetrics) -> TprColumns:
+    """The Attacks table's TPR@FPR columns: those some row can measure (one rule for the
+    terminal table and both reports, :class:`~imprint.report.cells.TprColumns`)."""
+    return TprColumns(tpr_rows(metrics))
+
+
+def metric_rows(metrics: RunMetrics, columns: TprColumns | None = None) -> list[list[str]]:
+    """Rows: attack, AUC, TPR at each shown FPR bound; the blind baselines first."""
+    columns = columns or attack_columns(metrics)
+    rows = []
+    if isinstance(metrics.blind, BlindClassifierMetrics) and metrics.blind.summary:
+        rows.append([BLIND_NAME, fmt(metrics.blind.summary.auc), *("-" for _ in columns.bounds)])
+    suite = metrics.blind_suite
+    if isinstance(suite, BlindSuiteMetrics):
+        name = f"blind, strongest: {suite.strongest} (no model, selection-adjusted CI)"
+        rows.append([name, fmt(suite.selected.auc), *columns.cells(suite.selected)])
+    for name in by_auc({n: r.auc for n, r in metrics.attacks.items()}):
+        row = metrics.attacks[name]
+        rows.append([name, fmt(row.auc), *columns.cells(row)])
+    return rows
+
+
+def header(columns: TprColumns) -> list[str]:
+    """The Attacks table's header for ``columns``."""
+    return ["attack", "AUC [95% CI]", *columns.headers()]
+
+
+def measurability_notes(metrics: RunMetrics, columns: TprColumns | None = None) -> list[str]:
+    """Under the Attacks table: one line for the columns no row can measure (dropped), then
+    why a shown column reads 'not measurable' in some rows (each reason once)."""
+    columns = columns or attack_columns(metrics)
+    dropped = [columns.note] if columns.note else []
+    return dropped + columns.row_notes(tpr_rows(metrics))
 
 
 def breakdown_rows(metrics: RunMetrics) -> tuple[list[str], list[list[str]]]:
@@ -170,6 +174,7 @@ def report_blocks(
 ) -> list[Block]:
     """The report's content in order, as plain-text blocks (see :data:`Block`)."""
     cfg, data = manifest["config"], manifest["data"]
+    columns = attack_columns(metrics)
     blocks: list[Block] = [
         ("h1", "imprint membership inference report"),
         (
@@ -191,8 +196,8 @@ def report_blocks(
             f"Intervals: 95 % stratified bootstrap, {cfg['n_bootstrap']} resamples, seed "
             f"{cfg['seed']}, {resampling(metrics)}. " + blind_description(metrics),
         ),
-        ("table", (HEADER, metric_rows(metrics), "attacks")),
-        *(("p", note) for note in measurability_notes(metrics)),
+        ("table", (header(columns), metric_rows(metrics, columns), "attacks")),
+        *(("p", note) for note in measurability_notes(metrics, columns)),
         *_figure("forest.png", plots),
         *_blind_verdict(metrics, "forest.png" in plots),
         *_figure("roc.png", plots),
@@ -350,19 +355,21 @@ def _html_table(header: list[str], rows: list[list[str]], ident: str | None = No
 
 
 def rich_table(metrics: RunMetrics) -> Any:
-    """The terminal table; notes on unmeasurable TPR columns as its caption."""
+    """The terminal table (the Attacks table's columns and notes); cells wrap, never cut."""
     from rich.markup import escape
     from rich.table import Table
 
-    notes = measurability_notes(metrics)
+    columns = attack_columns(metrics)
+    notes = measurability_notes(metrics, columns)
     table = Table(
         title="membership inference (higher score = member; intervals "
         + resampling(metrics).split(" (")[0]
         + ")",
         caption=escape("\n".join(notes)) if notes else None,
+        caption_justify="left",
     )
-    for h in HEADER:
-        table.add_column(escape(h))
-    for row in metric_rows(metrics):
+    for h in header(columns):
+        table.add_column(escape(h), overflow="fold")
+    for row in metric_rows(metrics, columns):
         table.add_row(*(escape(cell) for cell in row))
     return table

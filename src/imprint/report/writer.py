@@ -202,18 +202,28 @@ def write_run(
     finally:
         discard(staged)  # nothing left after a successful publish; the debris of a failed one
     if console is not None:
-        from rich.markup import escape  # a column such as ref[base] is not a style tag
+        _print_results(console, metrics, out)
 
-        console.print(rich_table(metrics))
-        if metrics.documents is not None:
-            from imprint.report.documents import document_rich_table
 
-            console.print(document_rich_table(metrics.documents))
-        for line in verdict_lines(metrics):  # the blind verdict in every state, not only shift
-            console.print(escape(line))
-        for warning in metrics.warnings:
-            console.print(f"[bold yellow]warning:[/] {escape(warning.message)}")
-        console.print(f"report: {escape(str(out / 'report.html'))}")  # a path may hold [x]
+def _print_results(console: Any, metrics: RunMetrics, out: Path) -> None:
+    """The run's results on the terminal (also with --quiet): tables, the blind verdict, the
+    warnings and the report's path, lines wrapped at spaces (paths whole); with jsonl also a
+    ``warning`` event per warning and a ``result`` event naming the report."""
+    from imprint.report.terminal import event, print_wrapped
+
+    console.print(rich_table(metrics))
+    if metrics.documents is not None:
+        from imprint.report.documents import document_rich_table
+
+        console.print(document_rich_table(metrics.documents))
+    for line in verdict_lines(metrics):  # the blind verdict in every state, not only shift
+        print_wrapped(console, line)
+    for warning in metrics.warnings:
+        event("warning", message=warning.message, kind=warning.kind)
+        print_wrapped(console, warning.message, label="warning:", style="bold yellow")
+    report = out / "report.html"
+    event("result", kind="run", path=str(out), report=str(report))
+    print_wrapped(console, f"report: {report}")
 
 
 def _write_files(

@@ -62,16 +62,18 @@ def execute_run(
     config = plan.config
     out = config.out
     assert out is not None  # given, or made above
-    if _check_folders(plan) and console is not None:
-        console.print(
-            f"--out {out} holds an earlier run of this same configuration: it is "
-            "rewritten, every model pass it made answered by the store",
-            soft_wrap=True,
-            markup=False,
-        )
-    inputs = load_inputs(plan)
+    if _check_folders(plan):
+        from imprint.report.terminal import status
+
+        status(console, f"--out {out} holds an earlier run of this same configuration: "
+               "it is rewritten, every model pass it made answered by the store")  # fmt: skip
+    from imprint.report.terminal import stage
+
+    with stage("data"):  # jsonl: stage_start and stage_end events
+        inputs = load_inputs(plan)
     scored = score(plan, inputs, console, backends, progress, executor)
-    metrics = evaluate_scores(scored.samples, scored.scores, config=config)
+    with stage("evaluate"):
+        metrics = evaluate_scores(scored.samples, scored.scores, config=config)
     found = tuple(RunWarning("data_defects", m) for m in inputs.defects.warnings(config.data))
     for kind, message in scored.warnings:  # said now, and in metrics.json and the report
         warnings.warn(message, UserWarning, stacklevel=2)
@@ -87,19 +89,19 @@ def execute_run(
             inputs.split, scored.samples, scored.scores, config=config, signals=scored.documents
         )
         metrics = dataclasses.replace(metrics, documents=documents)
-    write_run(
-        out,
-        scored.samples,
-        scored.scores,
-        metrics,
-        manifest,
-        console=console,
-        overwrite=config.overwrite,
-        extra=_token_scores(scored),  # staged with the rest: published whole or not at all
-    )
-    if console is not None and scored.plan is not None:
-        from rich.text import Text
-
+    with stage("report"):
+        write_run(
+            out,
+            scored.samples,
+            scored.scores,
+            metrics,
+            manifest,
+            console=console,
+            overwrite=config.overwrite,
+            extra=_token_scores(scored),  # staged with the rest: published whole or not at all
+        )
+    if scored.plan is not None:
+        from imprint.report.terminal import status
         from imprint.run.estimate import duration, ran_line
 
         said = scored.plan.estimate_s
@@ -110,13 +112,12 @@ def execute_run(
             if scored.plan.estimated_all
             else f" (the plan said about {duration(said)} for what it estimated)"
         )
-        console.print(
-            Text(
-                f"done: {duration(time.time() - started)} in all, the scores "
-                f"{duration(scored.scoring_s)}{plan_said}; "
-                f"{ran_line(scored.plan, scored.work.to_dict(), scored.call_seconds)}"
-            ),
-            soft_wrap=True,
+        status(
+            console,
+            f"done: {duration(time.time() - started)} in all, the scores "
+            f"{duration(scored.scoring_s)}{plan_said}; "
+            f"{ran_line(scored.plan, scored.work.to_dict(), scored.call_seconds)}",
+            stage="done",
         )
     return RunResult(out, scored.samples, scored.scores, metrics, manifest)
 

@@ -80,11 +80,10 @@ def score(
         samples, attacks, prefixes = _set_up_attacks(plan, backends["target"], run_context, inputs)
         work_plan = plan_work(attacks, samples, backends, prefixes, cache_path=plan.cache_path,
                               prepared=work.to_dict(), store=requests.runner.store)  # fmt: skip
-        if console is not None:
-            from rich.text import Text
+        from imprint.report.terminal import status
 
-            for line in work_plan.lines():
-                console.print(Text(line), soft_wrap=True)
+        for line in work_plan.lines():  # --quiet: none; jsonl: info events
+            status(console, line, stage="plan")
         if work_plan.tokens_per_s:  # batches of bounded seconds: an interrupt loses little
             requests.runner.rates[backends["target"].fingerprint] = work_plan.tokens_per_s
         started = time.perf_counter()
@@ -127,18 +126,21 @@ def score(
 
 
 def kept_line(plan: WorkPlan | None, counts: dict[str, dict[str, dict[str, int]]]) -> str:
-    """``interrupted: N of M passes kept in the store; ...``: of the plan's distinct requests,
-    those the store held before plus those this run executed (each stored with its batch)."""
+    """``interrupted: N requests kept in the store; rerun the same command to resume (M of T
+    left)``: of the plan's distinct requests, those the store held before plus those this run
+    executed (each stored with its batch)."""
     resume = "rerun the same command to resume"
     if plan is None or not plan.calls:
-        return f"interrupted before the model work was planned; {resume}"
+        return f"interrupted: 0 requests kept in the store (before the model work); {resume}"
     kept = total = 0
     for call in plan.calls:
         done = counts.get(call.role, {}).get(call.kind, {}).get("executed", 0)
         kept += min(call.count, (call.stored or 0) + done)
         total += call.count
-    noun = "passes" if all(c.kind == "logprobs" for c in plan.calls) else "model requests"
-    return f"interrupted: {kept:,} of {total:,} {noun} kept in the store; {resume}"
+    return (
+        f"interrupted: {kept:,} requests kept in the store; {resume} "
+        f"({total - kept:,} of {total:,} left)"
+    )
 
 
 def _attack_context(
