@@ -313,13 +313,15 @@ def test_the_dialect_is_read_from_the_model_list(listed, dialect):
 
 
 def test_the_plan_counts_requests_per_attack_before_any_work(generate):
-    from types import SimpleNamespace
+    from dataclasses import replace
 
-    from imprint.backends.http_plan import plan_lines, request_counts
+    from imprint.attacks.base import get_attack_class
+    from imprint.run.http_plan import plan_lines, request_counts
 
     texts = ["one two three four five", "a b c"]  # 5 and 3 words: 4 + 2 next-word positions
-    simmia = SimpleNamespace(name="simmia", n_samples=5, disclosure="text")
-    samia = SimpleNamespace(name="samia", n_samples=10)
+    # the counts are read off the calls the attacks declare (a prepared SimMIA has its prefix P)
+    simmia = replace(get_attack_class("simmia")(n_samples=5), shot_prefix="P. ")
+    samia = get_attack_class("samia")(n_samples=10)
     assert request_counts([simmia, samia], texts, 1) == {"simmia": 2 * 6 * 5, "samia": 20}
     assert request_counts([simmia, samia], texts, 128) == {"simmia": 12, "samia": 2}
     with FakeOpenAIServer(generate) as server, client(server) as backend:

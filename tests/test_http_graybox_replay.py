@@ -34,10 +34,11 @@ import pytest
 from scipy.stats import spearmanr
 from typer.testing import CliRunner
 
+from imprint.attacks.base import get_attack_class
 from imprint.backends.alignment import EchoAnswer
 from imprint.backends.http_logprobs import HTTPLogprobBackend, LogprobOptions
-from imprint.backends.http_plan import plan_lines
 from imprint.cli import app
+from imprint.run.http_plan import plan_lines
 
 RECORDED = Path(__file__).parent / "data" / "recorded" / "llamacpp_smollm2_wikimia.json"
 MODEL = "served-model"
@@ -210,9 +211,6 @@ def test_the_probe_alone_tells_the_form_and_the_shift(replay):
     assert evidence["argmax_is_next_token"] > 0.7 * evidence["probe_positions"]
     assert evidence["argmax_is_this_token"] < 0.1 * evidence["probe_positions"]
 
-    class Attack:
-        def __init__(self, name: str) -> None:
-            self.name = name
-
-    (line,) = plan_lines([Attack("loss"), Attack("lowercase")], ["a", "b", "c"], backend)
+    attacks = [get_attack_class("loss")(), get_attack_class("lowercase")()]
+    (line,) = plan_lines(attacks, ["a", "b", "c"], backend)
     assert "(echo): 3 text(s) x 2 pass(es) = 6, plus 1 per distinct context" in line

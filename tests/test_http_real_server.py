@@ -23,17 +23,19 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
 from typer.testing import CliRunner
 
+from imprint.attacks.base import get_attack_class
 from imprint.backends.http import APIError, OpenAICompatibleBackend, RetryPolicy
-from imprint.backends.http_plan import request_counts
 from imprint.backends.models import materialize, resolve_model
 from imprint.cli import app
 from imprint.requests.store import RequestStore
+from imprint.run.http_plan import request_counts
 
 NAME = "my-model"  # the docs' command's model name: a folder of that name in the server's cwd
 TEXTS = [  # short: SimMIA asks 2 x (words - 1) next words per text, one request each here
@@ -168,11 +170,10 @@ def test_the_docs_black_box_command_runs_unchanged_on_a_one_choice_server(
     ]
     assert target["server_reported"]["model"] == [NAME]
 
-    class Attack:  # the counts the plan says, for the attacks as run
-        def __init__(self, name: str, n: int) -> None:
-            self.name, self.n_samples = name, n
-
-    planned = request_counts([Attack("samia", 2), Attack("simmia", 1)], [t for t, _ in TEXTS], 1)
+    # the counts the plan says, for the attacks as run (SimMIA prepared with its prefix P)
+    simmia = replace(get_attack_class("simmia")(n_samples=1), shot_prefix=SHOT)
+    attacks = [get_attack_class("samia")(n_samples=2), simmia]
+    planned = request_counts(attacks, [t for t, _ in TEXTS], 1)
     assert target["usage"]["requests"] == sum(planned.values()) == 8 + 2 * 4 * 3
 
 

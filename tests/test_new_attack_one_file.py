@@ -23,14 +23,21 @@ def _example_from_readme() -> str:
     return match.group(1)
 
 
-def test_the_worked_example_is_one_file_and_runs(tiny_model_dir, tmp_path):
+def _package_with(tmp_path: Path, name: str, code: str) -> tuple[dict[str, str], Path, list]:
+    """A copy of the package with one new attack file ``name``, 16 WikiMIA texts to score, and
+    the environment that runs the copy."""
     tree = tmp_path / "src"
     shutil.copytree(ROOT / "src" / "imprint", tree / "imprint")
-    (tree / "imprint" / "attacks" / "median_ll.py").write_text(_example_from_readme())
+    (tree / "imprint" / "attacks" / name).write_text(code)
     rows = [json.loads(line) for line in (WIKIMIA / "WikiMIA_length32.jsonl").open()][:16]
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     env = {**os.environ, "PYTHONPATH": str(tree), "IMPRINT_CACHE_DIR": str(tmp_path / "c")}
+    return env, data, rows
+
+
+def test_the_worked_example_is_one_file_and_runs(tiny_model_dir, tmp_path):
+    env, data, rows = _package_with(tmp_path, "median_ll.py", _example_from_readme())
     listed = subprocess.run(
         [sys.executable, "-m", "imprint", "attacks"], env=env, capture_output=True, text=True
     )
@@ -48,3 +55,41 @@ def test_the_worked_example_is_one_file_and_runs(tiny_model_dir, tmp_path):
     assert manifest["requests"]["target"]["logprobs"]["executed"] == len(rows)
     metrics = json.loads((out / "metrics.json").read_text())
     assert 0 <= metrics["attacks"]["median_ll"]["auc"]["estimate"] <= 1
+
+
+def _model_call_example() -> str:
+    page = (ROOT / "docs" / "extending.md").read_text()
+    match = re.search(r"```python\n# src/imprint/attacks/echo_sim\.py\n(.*?)```", page, re.S)
+    assert match, "docs/extending.md's model-call example (src/imprint/attacks/echo_sim.py) is gone"
+    return match.group(1)
+
+
+def test_a_model_call_attack_is_one_file_planned_counted_and_stored(tiny_model_dir, tmp_path):
+    """The docs' second example samples text and embeds it: one new file, and the run plans its
+    calls (read off its planned_requests), executes what it planned, and stores the answers."""
+    env, data, rows = _package_with(tmp_path, "echo_sim.py", _model_call_example())
+    args = ["--model", str(tiny_model_dir), "--data", str(data), "--attacks", "loss,echo_sim"]
+    args += ["--device", "cpu", "--no-blind", "--bootstrap", "20"]
+    args += ["--cache", str(tmp_path / "s.sqlite"), "--param", "echo_sim.max_tokens=4"]
+    manifests = []
+    for out in (tmp_path / "r1", tmp_path / "r2"):
+        ran = subprocess.run(
+            [sys.executable, "-m", "imprint", "run", *args, "--out", str(out)],
+            env=env, capture_output=True, text=True,
+        )  # fmt: skip
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        manifests.append(json.loads((out / "manifest.json").read_text()))
+    first, again = manifests
+    planned = {(c["role"], c["kind"]): c["count"] for c in first["plan"]["calls"]}
+    executed = first["requests"]
+    assert planned[("target", "greedy")] == executed["target"]["greedy"]["executed"] == len(rows)
+    # the suffixes' embeddings are planned; the continuations' are known only from the answers
+    words = [r["text"].split() for r in rows]
+    suffixes = {" ".join(w[max(1, len(w) // 2) :]).strip() for w in words}
+    assert planned[("embedder", "embed")] == len(suffixes)
+    assert executed["embedder"]["embed"]["executed"] >= len(suffixes)
+    assert first["plan"]["uncounted"]["echo_sim"] == ["embed (of the continuations)"]
+    assert again["requests"]["target"]["greedy"]["executed"] == 0  # stored: asked nothing
+    assert again["requests"]["embedder"]["embed"]["executed"] == 0
+    metrics = json.loads((tmp_path / "r2" / "metrics.json").read_text())
+    assert 0 <= metrics["attacks"]["echo_sim"]["auc"]["estimate"] <= 1

@@ -24,8 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from imprint.attacks.base import Attack
-from imprint.signals.needs import Need, SignalSet
+from imprint.attacks.api import Attack, Need, SignalSet
 
 
 @dataclass(frozen=True)
@@ -248,3 +247,27 @@ def test_a_plugin_attack_from_the_old_recipe_is_refused_before_any_work(
     error = [line for line in output.splitlines() if "old_spread" in line]
     assert len(error) == 1 and "rename" in error[0] and "score_signals" in error[0], output
     assert "Traceback" not in output and not (tmp_path / "run" / "scores.parquet").exists()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_plugin_written_for_each_documented_api_version_registers_or_is_told_what_to_rename(
+    version,
+):
+    """Version 2 (imprint.attacks.api, the fixture's plugin) registers as it is; version 1 (the
+    previous release's recipe) is refused in one line that says what VERSIONS says to change.
+    Both run as installed plugins in the tests above; a new version must add its recipe here."""
+    from imprint.attacks.api import API_VERSION, VERSIONS
+    from imprint.attacks.registry import _check_attack
+    from imprint.errors import ConfigError
+
+    assert sorted(VERSIONS) == [1, 2] and API_VERSION == 2
+    namespace: dict[str, object] = {"__name__": f"imprint_toy.v{version}"}
+    exec(textwrap.dedent({1: OLD_RECIPE, 2: ATTACK}[version]), namespace)  # noqa: S102
+    cls = namespace["OldSpread" if version == 1 else "LogpSpread"]
+    if version == API_VERSION:
+        assert _check_attack(f"plugin_v{version}", cls).name == f"plugin_v{version}"
+        return
+    with pytest.raises(ConfigError) as refused:
+        _check_attack(f"plugin_v{version}", cls)
+    assert "\n" not in str(refused.value) and "score_signals(self, signals)" in str(refused.value)
+    assert "score_signals(self, signals)" in VERSIONS[version]

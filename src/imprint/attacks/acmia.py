@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,8 @@ from imprint.attacks.model_calls import ModelCallAttack
 from imprint.backends.base import Backend, TokenStats
 from imprint.errors import CapabilityError, ConfigError
 from imprint.requests.client import ModelRequests
+from imprint.requests.logprobs import LogprobRequest
+from imprint.requests.plan import AttackCalls
 
 _MIN_SIGMA = 1e-10  # the authors' floor
 
@@ -111,13 +114,23 @@ class Acmia(ModelCallAttack):
                 f"Face backend); {type(backend).__name__} does not expose them"
             )
 
+    def roles(self) -> dict[str, float]:
+        """The tempered target's role per temperature (a role of the attack's own)."""
+        return {f"target@t={t:g}": t for t in self.temperatures}
+
+    def planned_requests(self, texts: Sequence[str], *, target_local: bool = True) -> AttackCalls:
+        """The plain pass and one pass per temperature, each temperature a role of its own."""
+        roles = self.roles()
+        out = [(role, LogprobRequest(t)) for role in ("target", *roles) for t in texts]
+        found = {role: partial(_tempered_target, t=t) for role, t in roles.items()}
+        return AttackCalls.of(out, roles=found)
+
     def score_with_requests(
         self, requests: ModelRequests, texts: Sequence[str], **kwargs: Any
     ) -> dict[str, np.ndarray]:
         """Three columns per temperature, each shape (len(texts),), higher = member."""
         from imprint.backends.hf import HFLogprobBackend
-        from imprint.backends.tempered import TemperedBackend, tempered_replica
-        from imprint.executors import CallFactory
+        from imprint.backends.tempered import TemperedBackend
 
         local = requests.local("target")
         if not isinstance(local, HFLogprobBackend):
@@ -127,15 +140,11 @@ class Acmia(ModelCallAttack):
             )
         plain = requests.token_stats("target", texts)
         out: dict[str, np.ndarray] = {}
-        for t in self.temperatures:
-            role = f"target@t={t:g}"
-            if role not in requests.backends:  # a role of this client only: the run's are kept
-                requests.backends[role] = TemperedBackend(local, t)
-                base = requests.runner.executor.factory("target")
-                if base is not None:  # Ray: workers temper their own replica of the target
-                    requests.runner.executor.register(
-                        role, CallFactory(tempered_replica, (base, t))
-                    )
+        for role, t in self.roles().items():
+            # a role of this client only (the run's are kept); Ray workers temper their own
+            # replica of the target
+            requests.add_role(role, TemperedBackend(local, t),
+                              derive=partial(_replica_factory, t=t))  # fmt: skip
             tempered = requests.token_stats(role, texts)
             rows = [acmia_scores(p, h, t) for p, h in zip(plain, tempered, strict=True)]
             for key, name in (("ac", "acmia"), ("deriv", "acmia_deriv"), ("norm", "acmia_norm")):
@@ -143,3 +152,21 @@ class Acmia(ModelCallAttack):
         n_nan = int(np.isnan(next(iter(out.values()))).sum())
         warn_undefined(self.name, "acmia", n_nan, len(texts), "no scored token")
         return out
+
+
+def _replica_factory(base: Any, t: float) -> Any:
+    """How a Ray worker builds the tempered view of its own replica (``base``) of the target."""
+    from imprint.backends.tempered import tempered_replica
+    from imprint.executors import CallFactory
+
+    return CallFactory(tempered_replica, (base, t))
+
+
+def _tempered_target(backends: dict[str, Any], t: float) -> Any:
+    """The tempered view of the run's loaded local target (the plan's stored-answer check),
+    else None."""
+    from imprint.backends.tempered import TemperedBackend
+
+    target = backends.get("target")
+    local = target.local_model() if target is not None else None
+    return TemperedBackend(local, t) if local is not None else None

@@ -49,6 +49,8 @@ from imprint.attacks.contract import prepared_field
 from imprint.attacks.shots import nonmember_shots, too_few_held_out
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError
+from imprint.requests.logprobs import LogprobRequest
+from imprint.requests.plan import AttackCalls
 from imprint.signals.needs import Need, SignalSet, TextVariant
 
 __all__ = [
@@ -410,6 +412,12 @@ class CAMIA(Attack):
             reason=f"camia: {len(shots.samples)} reference non-members from {shots.source}",
             attack=replace(self, _reference=tuple(s.text for s in shots.samples)),
         )
+
+    def planned_requests(self, texts: Sequence[str], *, target_local: bool = True) -> AttackCalls:
+        """The passes of the reference texts and of their repetitions."""
+        reference = tuple(self._reference or ())
+        rows = [*reference, *(v for t in reference for v in REPEAT.apply(t))]
+        return AttackCalls.of([("target", LogprobRequest(t)) for t in rows])
 
     def needs(self) -> tuple[Need, ...]:
         return (Need(), Need(variant=REPEAT))

@@ -24,6 +24,7 @@ import numpy as np
 from imprint.backends.base import Access, Backend
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError
+from imprint.requests.plan import AttackCalls
 from imprint.signals.needs import Need, SignalSet
 from imprint.training_manifest import ReferenceSet
 
@@ -149,6 +150,13 @@ class Attack:
 
     def needs(self) -> tuple[Need, ...]:
         raise NotImplementedError  # abstract: every registered attack overrides it
+
+    def planned_requests(self, texts: Sequence[str], *, target_local: bool = True) -> AttackCalls:
+        """The model calls this attack makes for ``texts`` beyond its :meth:`needs` (as
+        prepared), by role: the same typed requests it executes, so the run's plan counts what
+        then runs (:mod:`imprint.requests.plan`); ``target_local``: the target is a local model,
+        not an API. A log-prob attack makes none."""
+        return AttackCalls()
 
     def columns(self) -> tuple[str, ...]:
         """Names of the score columns this attack writes (one per variant)."""

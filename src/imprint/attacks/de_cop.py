@@ -53,6 +53,8 @@ from imprint.data.sample import Sample
 from imprint.data.words import split_units
 from imprint.errors import CapabilityError, ConfigError, DataError
 from imprint.requests.client import ModelRequests
+from imprint.requests.kinds import ParaphraseRequest
+from imprint.requests.plan import AttackCalls
 
 log = logging.getLogger(__name__)
 
@@ -441,6 +443,24 @@ class DECOP(ModelCallAttack):
         for i, text in enumerate(texts):
             out.append(usable_paraphrases(text, found[i]))
         return out
+
+    def planned_requests(self, texts: Sequence[str], *, target_local: bool = True) -> AttackCalls:
+        """Three paraphrase requests per text (none when the data gives the paraphrases); the
+        questions, one per ordering of each text whose paraphrases are usable, are known after
+        them (estimated for an HTTP target at every text's)."""
+        asks = "letter_logprobs" if self.rule(None) == "letter_logits" else "multiple_choice"
+        uncounted = (f"{asks} (asked of the texts with usable paraphrases)",)
+        estimated = {"target": len(texts) * self.n_orderings}
+        if self.paraphrase_fields:  # read from the data: no paraphrase calls
+            return AttackCalls(uncounted=uncounted, estimated=estimated)
+        role = "target" if self.paraphraser == "target" else "paraphraser"
+        out = [
+            (role, ParaphraseRequest(prompt=p.format(text=t),
+                                     max_tokens=self._paraphrase_budget(t)))
+            for t in texts
+            for p in PARAPHRASE_PROMPTS
+        ]  # fmt: skip
+        return AttackCalls.of(out, uncounted=uncounted, estimated=estimated)
 
     def _paraphrase_budget(self, text: str) -> int:
         if self.paraphrase_max_tokens:

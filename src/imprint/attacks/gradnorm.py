@@ -32,6 +32,8 @@ from imprint.backends.base import Access, Backend
 from imprint.backends.gradients import check_gradients, check_norm
 from imprint.errors import ConfigError
 from imprint.requests.client import ModelRequests
+from imprint.requests.kinds import GradNormRequest
+from imprint.requests.plan import AttackCalls
 
 
 def gradnorm_score(norms: np.ndarray) -> np.ndarray:
@@ -64,6 +66,13 @@ class GradNorm(ModelCallAttack):
     def check_backend(self, backend: Backend) -> None:
         """Raise CapabilityError before any work when ``backend`` has no gradients."""
         check_gradients(backend)
+
+    def planned_requests(self, texts: Sequence[str], *, target_local: bool = True) -> AttackCalls:
+        """One ``gradnorm`` request per text."""
+        return AttackCalls.of([("target", self._request(t)) for t in texts])
+
+    def _request(self, text: str) -> GradNormRequest:
+        return GradNormRequest(text=text, norm=self.norm, aggregate=self.aggregate)
 
     def score_with_requests(
         self, requests: ModelRequests, texts: Sequence[str], **kwargs: Any

@@ -57,6 +57,7 @@ from imprint.attacks.model_calls import ModelCallAttack
 from imprint.backends.base import Backend
 from imprint.errors import CapabilityError, ConfigError
 from imprint.requests.pair_tokens import ModelGroup, PairTokensRequest
+from imprint.requests.plan import AttackCalls
 from imprint.signals.needs import SignalSet
 
 __all__ = ["InfoRMIA", "informia_tokens", "sequence_score"]
@@ -147,13 +148,20 @@ class InfoRMIA(ModelCallAttack):
                 f"Face model; {type(backend).__name__} gives none"
             )
 
+    def _requests(self, texts: Sequence[str]) -> list[PairTokensRequest]:
+        return [PairTokensRequest(text=t, temperature=float(self.temperature)) for t in texts]
+
+    def planned_requests(self, texts: Sequence[str], *, target_local: bool = True) -> AttackCalls:
+        """One pair-tokens request per text to the target and its references together."""
+        return AttackCalls.of([("target+references", r) for r in self._requests(texts)])
+
     def token_results(self, requests: Any, texts: Sequence[str]) -> list[dict[str, Any]]:
         """The ``pair_tokens`` result of every text (see :mod:`imprint.requests.pair_tokens`)."""
         group = ModelGroup(
             requests.backend("target"), [requests.backend(m) for m in self.models], self.models
         )
-        reqs = [PairTokensRequest(text=t, temperature=float(self.temperature)) for t in texts]
-        return list(requests.runner.run("target+references", group.fingerprint, reqs, group))
+        reqs = self._requests(texts)
+        return requests.ask("target+references", reqs, group)
 
     def token_scores(self, requests: Any, texts: Sequence[str]) -> list[dict[str, Any]]:
         """Per text: ``pieces`` (the scored tokens' text), ``ids`` and ``scores`` (s_t, bits)."""

@@ -17,6 +17,7 @@ import numpy as np
 from imprint.attacks.base import Attack, ScoringInputs
 from imprint.errors import ConfigError
 from imprint.requests.client import ModelRequests, in_memory_requests
+from imprint.requests.plan import AttackCalls
 from imprint.signals.needs import Need, SignalSet
 
 
@@ -25,6 +26,11 @@ class ModelCallAttack(Attack):
 
     def needs(self) -> tuple[Need, ...]:
         return ()
+
+    def planned_requests(self, texts: Sequence[str], *, target_local: bool = True) -> AttackCalls:
+        """Override to declare the calls (see :meth:`Attack.planned_requests`); by default the
+        plan says this attack's calls are not counted."""
+        return AttackCalls(uncounted=("its model calls",))
 
     def score_with_requests(
         self, requests: ModelRequests, texts: Sequence[str], **kwargs: Any

@@ -57,6 +57,8 @@ from imprint.backends.base import SAMPLING, Access, Backend
 from imprint.data.words import split_units, split_words
 from imprint.errors import CapabilityError, ConfigError
 from imprint.requests.client import ModelRequests
+from imprint.requests.kinds import sample_request
+from imprint.requests.plan import AttackCalls
 
 Normalise = Literal["generation", "reference", "both"]
 Aggregate = Literal["max", "mean"]
@@ -276,6 +278,18 @@ class NGramCoverage(ModelCallAttack):
                 scores = self.text_scores(gens, splits[i][1])
                 out["ngram_coverage"][i], out["ngram_creativity"][i] = scores
         return out
+
+    def planned_requests(self, texts: Sequence[str], *, target_local: bool = True) -> AttackCalls:
+        """One ``sample`` request per text of more than one unit, as scoring sends it."""
+        out = []
+        for text in texts:
+            split = split_prefix_suffix(text, self.prefix_ratio)
+            if split is not None:  # a text of one unit is not sent
+                request = sample_request(split[0], self.n_samples, self._budget(split[1]),
+                                         seed=self.seed, temperature=self.temperature,
+                                         top_k=self.top_k)  # fmt: skip
+                out.append(("target", request))
+        return AttackCalls.of(out)
 
     def _budget(self, suffix: str) -> int:
         if self.max_tokens:

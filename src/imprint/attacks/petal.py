@@ -37,6 +37,8 @@ from imprint.backends.models import alias_installed
 from imprint.errors import CapabilityError, ConfigError
 from imprint.requests.client import ModelRequests
 from imprint.requests.embed import Embedder
+from imprint.requests.logprobs import LogprobRequest
+from imprint.requests.plan import AttackCalls
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +160,20 @@ class PETAL(ModelCallAttack):
         """As the base class; ``surrogate`` may hand in an already loaded surrogate backend."""
         roles = {**(roles or {}), **({"surrogate": surrogate} if surrogate else {})}
         return super().score_with_backend(backend, texts, embedder=embedder, roles=roles)
+
+    def planned_requests(self, texts: Sequence[str], *, target_local: bool = True) -> AttackCalls:
+        """The surrogate's pass per text, and the target's when it is local; the embeddings of
+        the predicted tokens, and an API target's greedy tokens (one per surrogate token,
+        estimated at 1.3 tokens a word), are known only once the models answer."""
+        out = [("surrogate", LogprobRequest(t)) for t in texts]
+        kinds = ["embed (of the tokens the models predict)"]
+        estimated = {}
+        if target_local:  # the target's greedy tokens come from its own pass
+            out += [("target", LogprobRequest(t)) for t in texts]
+        else:
+            kinds.append("greedy (one per surrogate token of each text)")
+            estimated["target"] = sum(max(round(1.3 * len(t.split())) - 1, 0) for t in texts)
+        return AttackCalls.of(out, uncounted=tuple(kinds), estimated=estimated)
 
     def score_with_requests(
         self, requests: ModelRequests, texts: Sequence[str], **kwargs: Any

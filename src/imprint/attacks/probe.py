@@ -36,7 +36,8 @@ from imprint.attacks.shots import nonmember_shots, too_few_held_out
 from imprint.backends.base import Access
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError
-from imprint.requests.hidden_states import context_ids, hidden_states
+from imprint.requests.hidden_states import HiddenStatesRequest, context_ids, hidden_states
+from imprint.requests.plan import AttackCalls
 from imprint.signals.needs import Need, SignalSet
 
 __all__ = ["Probe", "fit_probe", "layer_split", "proxy_split", "standardise"]
@@ -154,6 +155,13 @@ class Probe(Attack):
             attack=replace(self, _train=tuple(s.text for s in shots.samples)),
         )
 
+    def planned_requests(self, texts: Sequence[str], *, target_local: bool = True) -> AttackCalls:
+        """Hidden states of the training texts under the proxy, of every text under the target."""
+        out = [(PROXY_ROLE, HiddenStatesRequest(text=t, template=self.template))
+               for t in self._train or ()]  # fmt: skip
+        out += [("target", HiddenStatesRequest(text=t, template=self.template)) for t in texts]
+        return AttackCalls.of(out)
+
     def needs(self) -> tuple[Need, ...]:
         return ()
 
@@ -205,16 +213,17 @@ class Probe(Attack):
         """Register the proxy (the target fine-tuned on ``members``) in role probe-proxy."""
         from imprint.backends.hf import HFLogprobBackend
 
-        if PROXY_ROLE in requests.backends:
+        if requests.has_role(PROXY_ROLE):
             return
         local = requests.local("target")
         key = hashlib.sha256(
             repr((requests.fingerprint("target"), members, self.ft_epochs, self.ft_lr)).encode()
         ).hexdigest()[:16]
         model = fine_tune(local, members, self.template, epochs=self.ft_epochs, lr=self.ft_lr)
-        requests.backends[PROXY_ROLE] = HFLogprobBackend(
+        proxy = HFLogprobBackend(
             f"probe-proxy-{key}", name=PROXY_ROLE, model=model, tokenizer=local.tokenizer
         )
+        requests.add_role(PROXY_ROLE, proxy)  # a model of this run only: no worker builds it
 
 
 def fine_tune(local: Any, texts: Sequence[str], template: str, *, epochs: int, lr: float) -> Any:

@@ -37,6 +37,9 @@ from imprint.attacks.contract import prepared_field
 from imprint.attacks.shots import nonmember_shots, too_few_held_out
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError
+from imprint.requests.kinds import EmbedRequest
+from imprint.requests.logprobs import LogprobRequest
+from imprint.requests.plan import AttackCalls
 from imprint.signals.needs import Need, SignalSet
 
 __all__ = ["QMIA", "fit_quantile_head", "pinball_loss", "principal_components"]
@@ -184,6 +187,13 @@ class QMIA(Attack):
             reason=f"qmia: {len(shots.samples)} training non-members from {shots.source}",
             attack=replace(self, _train=tuple(s.text for s in shots.samples)),
         )
+
+    def planned_requests(self, texts: Sequence[str], *, target_local: bool = True) -> AttackCalls:
+        """A pass per training text, an embedding per training and evaluated text."""
+        train = tuple(self._train or ())
+        passes = [("target", LogprobRequest(t)) for t in train]
+        embeds = [("embedder", EmbedRequest(text=s.strip())) for s in (*train, *texts)]
+        return AttackCalls.of([*passes, *embeds])
 
     def needs(self) -> tuple[Need, ...]:
         return (Need(),)

@@ -35,6 +35,8 @@ from imprint.backends.base import SAMPLING, Access, Backend
 from imprint.data.words import rouge1_recall, rouge_tokens, split_units
 from imprint.errors import CapabilityError, ConfigError
 from imprint.requests.client import ModelRequests
+from imprint.requests.kinds import sample_request
+from imprint.requests.plan import AttackCalls
 
 
 def split_prefix(text: str, ratio: float) -> tuple[str, str]:
@@ -96,6 +98,21 @@ class SaMIA(ModelCallAttack):
             raise CapabilityError(f"samia needs text generation; {backend!r} cannot sample")
         backend.text_backend()
 
+    def _budget(self, suffix: str) -> int:
+        return self.max_tokens or max(8, 3 * len(split_units(suffix)))
+
+    def planned_requests(self, texts: Sequence[str], *, target_local: bool = True) -> AttackCalls:
+        """One ``sample`` request per text, as :meth:`score_with_requests` sends it."""
+        out = []
+        for text in texts:
+            prompt, suffix = split_prefix(text, self.prefix_ratio)
+            budget = self._budget(suffix)
+            out.append(("target", sample_request(prompt, self.n_samples, budget,
+                                                 seed=self.seed + budget,
+                                                 temperature=self.temperature,
+                                                 top_k=self.top_k)))  # fmt: skip
+        return AttackCalls.of(out)
+
     def score_with_requests(
         self, requests: ModelRequests, texts: Sequence[str], **kwargs: Any
     ) -> dict[str, np.ndarray]:
@@ -105,8 +122,7 @@ class SaMIA(ModelCallAttack):
         out = {"samia": np.zeros(len(texts)), "samia_zlib": np.zeros(len(texts))}
         groups: dict[int, list[int]] = {}  # one sample() call per token budget
         for i, (_, suffix) in enumerate(splits):
-            budget = self.max_tokens or max(8, 3 * len(split_units(suffix)))
-            groups.setdefault(budget, []).append(i)
+            groups.setdefault(self._budget(suffix), []).append(i)
         for budget, idx in sorted(groups.items()):
             candidates = requests.sample(
                 "target",

@@ -71,7 +71,11 @@ from imprint.data.words import first_word, is_number, split_words
 from imprint.errors import CapabilityError, ConfigError
 from imprint.requests.client import ModelRequests
 from imprint.requests.embed import Embedder
+from imprint.requests.kinds import NextWordRequest, Request, SampleRequest, sample_request
+from imprint.requests.logprobs import LogprobRequest
+from imprint.requests.next_token import NextTokenRequest
 from imprint.requests.next_word import MODES, NextWordConfig, WordDist
+from imprint.requests.plan import AttackCalls
 
 PREFIX = "simmia"
 RENAMED_MODES = {"expected": "greedy_topk"}
@@ -267,6 +271,45 @@ class SimMIA(ModelCallAttack):
         if local is None:
             backend.text_backend()
 
+    def planned_requests(self, texts: Sequence[str], *, target_local: bool = True) -> AttackCalls:
+        """Per text, without and with the shot prefix P: two log-prob passes (prob_ratio), two
+        next-token requests (token laws), two next-word requests (a local target) or a sample
+        request per word position (an API); the embeddings of the words or tokens it draws are
+        known only from the answers."""
+        prefix = self.shot_prefix or ""
+        if self.disclosure == "prob_ratio":
+            return AttackCalls.of(
+                [("target", LogprobRequest(t, p or None)) for p in (None, prefix) for t in texts]
+            )
+        uncounted = ("embed (of the words or tokens it draws)",)
+        out: list[tuple[str, Request]]
+        if self.disclosure in TOKEN_DISCLOSURES:
+            settings = self._token_settings()
+            out = [("target", NextTokenRequest(text=t, prefix=p, **settings))
+                   for p in (None, prefix) for t in texts]  # fmt: skip
+        elif not target_local:  # one sample request per prompt P + x_<i
+            out = [("target", r) for p in ("", prefix) for r in self._remote_requests(texts, p)]
+        else:
+            c = self.sampling_config()
+            out = [
+                ("target", NextWordRequest(text=t, prefix=p, n=c.n, top_k=c.top_k,
+                                           temperature=c.temperature,
+                                           max_word_tokens=c.max_word_tokens, mode=str(c.mode),
+                                           seed=self.seed, min_mass=c.min_mass))
+                for p in (None, prefix) for t in texts
+            ]  # fmt: skip
+        return AttackCalls.of(out, uncounted=uncounted)
+
+    def _token_settings(self) -> dict[str, Any]:
+        return {
+            "n": self.n_samples,
+            "top_k": self.top_k,
+            "temperature": self.temperature,
+            "mode": self.mode,
+            "min_mass": self.min_mass,
+            "seed": self.seed,
+        }
+
     def score_with_requests(
         self,
         requests: ModelRequests,
@@ -328,14 +371,7 @@ class SimMIA(ModelCallAttack):
     ) -> dict[str, np.ndarray]:
         """disclosure='token' or 'logprob': ``next_token`` requests without and with P (one
         forward pass per text and context gives every position's law), ``embed`` requests."""
-        settings = {
-            "n": self.n_samples,
-            "top_k": self.top_k,
-            "temperature": self.temperature,
-            "mode": self.mode,
-            "min_mass": self.min_mass,
-            "seed": self.seed,
-        }
+        settings = self._token_settings()
         laws = [requests.next_tokens("target", texts, p, settings) for p in (None, prefix)]
         vocab = token_vocabulary([*laws[0], *laws[1]])
         vectors = dict(zip(vocab, requests.embed(vocab), strict=True)) if vocab else {}
@@ -371,6 +407,16 @@ class SimMIA(ModelCallAttack):
             self._sample_remote(requests, texts, ""),
             self._sample_remote(requests, texts, prefix),
         )
+
+    def _remote_requests(self, texts: Sequence[str], prefix: str) -> list[SampleRequest]:
+        """The ``sample`` requests of :meth:`_sample_remote`: one per prompt P + x_<i."""
+        return [
+            sample_request(prefix + t[: w.end], self.n_samples, self.max_word_tokens,
+                           seed=self.seed + (1 if prefix else 0), temperature=self.temperature,
+                           top_k=self.top_k, task="next_word")
+            for t in texts
+            for w in split_words(t)[:-1]
+        ]  # fmt: skip
 
     def _sample_remote(
         self, requests: ModelRequests, texts: Sequence[str], prefix: str

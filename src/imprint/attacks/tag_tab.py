@@ -55,6 +55,8 @@ from imprint.backends.base import Backend, TokenStats
 from imprint.data.words import Word, split_words
 from imprint.errors import CapabilityError, ConfigError, MissingDependencyError
 from imprint.requests.client import ModelRequests
+from imprint.requests.logprobs import LogprobRequest
+from imprint.requests.plan import AttackCalls
 
 SENTENCE_ENDS = frozenset(".!?。！？؟।॥…")
 Lookup = Literal["stripped", "as_written"]
@@ -232,6 +234,10 @@ class TagTab(ModelCallAttack):
                 "model with a fast (Rust) tokenizer"
             )
         wordfreq_table(self.language)  # a missing wordfreq fails here, before any work
+
+    def planned_requests(self, texts: Sequence[str], *, target_local: bool = True) -> AttackCalls:
+        """One log-prob pass per text."""
+        return AttackCalls.of([("target", LogprobRequest(t)) for t in texts])
 
     def score_with_requests(
         self, requests: ModelRequests, texts: Sequence[str], **kwargs: Any

@@ -29,14 +29,14 @@ from imprint.requests.kinds import (
     ChoiceRequest,
     EmbedRequest,
     GradNormRequest,
-    GreedyRequest,
     NeighbourRequest,
     NextWordRequest,
     ParaphraseRequest,
-    SampleRequest,
+    Request,
     TokenCountsRequest,
     local_transformers,
     prompt_seed,
+    sample_request,
 )
 from imprint.requests.logprobs import LogprobRequest, check_logprobs
 from imprint.requests.runner import Lazy, RequestRunner
@@ -96,16 +96,46 @@ class ModelRequests:
         """The local transformers backend behind ``role`` (fast paths), or None for an API."""
         return self._local_models(self.backend(role)) if self._local_models else None
 
+    def ask(self, role: str, reqs: Sequence[Request], backend: Any = None) -> list[Any]:
+        """The answers to typed requests ``reqs`` in ``role`` (stored, counted like every other
+        kind) from the role's backend, or from ``backend``: a model an attack composes for these
+        requests only (InfoRMIA's target and references together), keyed by its fingerprint."""
+        backend = self.backend(role) if backend is None else backend
+        return self.runner.run(role, str(backend.fingerprint), list(reqs), backend)
+
+    def has_role(self, role: str) -> bool:
+        return role in self.backends
+
+    def add_role(
+        self,
+        role: str,
+        backend: Any,
+        *,
+        worker: Any = None,
+        derive: Callable[[Any], Any] | None = None,
+        of: str = "target",
+    ) -> None:
+        """Add model ``role`` to this client unless it has one (kept as it is): an
+        auxiliary model an attack builds itself (a tempered view of the target, a fine-tuned
+        proxy). ``backend`` answers here (a :class:`Lazy` loads on first use); ``worker`` is how
+        a Ray worker builds its own copy (a picklable factory), or ``derive(base)`` makes that
+        from the worker factory of role ``of`` when the executor has one (a view of a replica).
+        Without either, the role's requests run here."""
+        if role not in self.backends:
+            self.backends[role] = backend
+            if worker is None and derive is not None:
+                base = self.runner.executor.factory(of)
+                worker = derive(base) if base is not None else None
+            if worker is not None:
+                self.runner.executor.register(role, worker)
+
     def load(self, role: str, spec: str) -> Any:
         """The backend in ``role``, loaded from ``spec`` on first use (e.g. a surrogate model);
         the executor learns how a worker builds the same model."""
         if role not in self.backends:
             if self._loader is None:
                 raise ConfigError(f"no model in role {role!r} and no loader to load {spec!r}")
-            self.backends[role] = self._loader(role, spec)
-            factory = self._factory(role, spec)
-            if factory is not None:
-                self.runner.executor.register(role, factory)
+            self.add_role(role, self._loader(role, spec), worker=self._factory(role, spec))
         return self.backend(role)
 
     def _factory(self, role: str, spec: str) -> Any:
@@ -129,33 +159,12 @@ class ModelRequests:
 
     # -- text ----------------------------------------------------------------------------------
     def sample(
-        self,
-        role: str,
-        prompts: Sequence[str],
-        n: int,
-        max_tokens: int,
-        *,
-        seed: int = 0,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        stop: Sequence[str] = (),
-        task: str = "continue",
+        self, role: str, prompts: Sequence[str], n: int, max_tokens: int, **law: Any
     ) -> list[list[str]]:
-        """``n`` continuations per prompt, shape (len(prompts), n); greedy when temperature 0."""
-        cls = GreedyRequest if temperature == 0 and n == 1 else SampleRequest
-        reqs = [
-            cls(
-                prompt=p,
-                n=n,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                top_k=top_k,
-                seed=seed,
-                stop=tuple(stop),
-                task=task,
-            )
-            for p in prompts
-        ]
+        """``n`` continuations per prompt, shape (len(prompts), n); ``law``: the keywords of
+        :func:`~imprint.requests.kinds.sample_request` (seed, temperature, top_k, stop, task),
+        the one constructor of these requests (greedy when temperature 0)."""
+        reqs = [sample_request(p, n, max_tokens, **law) for p in prompts]
         out = self.runner.run(role, self.fingerprint(role), reqs, self._text_backend(role))
         return [list(texts) for texts in out]
 
@@ -247,9 +256,8 @@ class ModelRequests:
         loaded only when a text is missing from the store."""
         from imprint.requests.mlm_neighbours import MaskedLMNeighbours, model_fingerprint
 
-        if "mlm" not in self.backends:
-            self.backends["mlm"] = Lazy(lambda: MaskedLMNeighbours(spec))
-            self.runner.executor.register("mlm", CallFactory(MaskedLMNeighbours, (spec,)))
+        self.add_role("mlm", Lazy(lambda: MaskedLMNeighbours(spec)),
+                      worker=CallFactory(MaskedLMNeighbours, (spec,)))  # fmt: skip
         reqs = [NeighbourRequest(text=t, config=config, seed=seed) for t in texts]
         out = self.runner.run("mlm", model_fingerprint(spec), reqs, self.backends["mlm"])
         return [tuple(texts) for texts in out]

@@ -195,6 +195,25 @@ class ChoiceRequest(GreedyRequest):
     task: str = "answer"
 
 
+def sample_request(
+    prompt: str,
+    n: int,
+    max_tokens: int,
+    *,
+    seed: int = 0,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    stop: Sequence[str] = (),
+    task: str = "continue",
+) -> SampleRequest:
+    """The request for ``n`` continuations of ``prompt``: a :class:`GreedyRequest` when it draws
+    nothing (temperature 0, one sample), else a :class:`SampleRequest`. The one constructor that
+    :meth:`ModelRequests.sample` executes and the attacks' call plans count."""
+    cls = GreedyRequest if temperature == 0 and n == 1 else SampleRequest
+    return cls(prompt=prompt, n=n, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
+               seed=seed, stop=tuple(stop), task=task)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class NextWordRequest(Request):
     """SimMIA's next-word weights at every word position of ``text`` after ``prefix``.

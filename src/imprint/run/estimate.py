@@ -178,7 +178,7 @@ def plan_work(
     passes = {role: len(rows) for role, rows in wanted.items()}
     tokens = {role: _tokens(_tokenizer_of(backends, role), rows) for role, rows in wanted.items()}
     # what the store already answers is no work: checked for the roles whose model is loaded
-    stored = {role: _stored(store, _role_model(backends, role), LOGPROBS_KIND,
+    stored = {role: _stored(store, _role_model(backends, role, extra.roles), LOGPROBS_KIND,
                             [LogprobRequest(t, p).key() for t, p in rows])
               for role, rows in wanted.items()}  # fmt: skip
     todo = {role: _tokens(_tokenizer_of(backends, role), _missing(rows, stored[role]))
@@ -202,13 +202,13 @@ def plan_work(
     ]
     records = _read_records(cache_path)
     for (role, kind), keys in extra.keys.items():
-        found = _stored(store, _role_model(backends, role), kind, sorted(keys))
+        found = _stored(store, _role_model(backends, role, extra.roles), kind, sorted(keys))
         left = len(keys) - len(found or ())
         seconds, how = _kind_rate(records, target, role, kind)
         estimate = left * seconds if seconds else (0.0 if left == 0 else None)
         calls.append(KindPlan(role, kind, len(keys), None, estimate, how,
                               _size(found)))  # fmt: skip
-    from imprint.backends.http_plan import plan_lines
+    from imprint.run.http_plan import plan_lines
 
     http = tuple(plan_lines(attacks, texts, target)) if target is not None else ()
     return WorkPlan(
@@ -234,18 +234,15 @@ def _stored(store: Any, backend: Any, kind: str, keys: list[str]) -> set[str] | 
     return set(store.get_keys(backend.fingerprint, kind, keys, lambda blob: None))
 
 
-def _role_model(backends: dict[str, Any], role: str) -> Any:
-    """The model of ``role`` whose fingerprint keys its stored answers: a loaded backend, a
-    tempered view of a loaded local target (no reload), or the run's embedder (MiniLM, whose
+def _role_model(backends: dict[str, Any], role: str, added: dict[str, Any]) -> Any:
+    """The model of ``role`` whose fingerprint keys its stored answers: a loaded backend, the
+    model of a role an attack adds itself, as the attack finds it (``added``: e.g. ACMIA's
+    tempered view of the loaded target, no reload), or the run's embedder (MiniLM, whose
     fingerprint needs no loading); None otherwise."""
     if role in backends:
         return backends[role]
-    base, _, temperature = role.partition("@t=")  # ACMIA's tempered target (role target@t=T)
-    local = backends[base].local_model() if temperature and base in backends else None
-    if local is not None:
-        from imprint.backends.tempered import TemperedBackend
-
-        return TemperedBackend(local, float(temperature))
+    if role in added:
+        return added[role](backends)
     if role == "embedder":
         from imprint.requests.embed import default_embedder
 

@@ -1,54 +1,41 @@
 """Requests a black-box run sends to an HTTP target, said before the work.
 
-:func:`request_counts` counts, per attack, the requests its sampling calls make (before the
-store answers any) from the attack's own settings and the texts, at ``c`` choices per request:
-SaMIA and n-gram coverage ``texts x ceil(N / c)``; SimMIA (text disclosure) ``2 x sum over texts
-of (words - 1) x ceil(N / c)`` (its next words after x_<i and after P + x_<i: about 11,700 for 40
-WikiMIA-32 texts at N = 5 on a one-choice server); PETAL one greedy token per surrogate token
-(estimated as 1.3 per word); DE-COP one question per ordering plus 3 paraphrases when the target
-writes them. :func:`plan_lines` says them, with the choices per request learned by an earlier run
-against this server, or both figures (as asked, and at one choice) when none is known yet; the
-backend says the time once its first answers are timed (:meth:`OpenAICompatibleBackend.
-estimate_line`). For the gray-box backend (``openai-logprobs``) it says one request per text and
-log-prob pass (lowercase, ReCaLL and CON-ReCall add passes), and, on a shifted server, up to twice
-that. Attacks are read by name and field (no import of ``imprint.attacks``).
+:func:`request_counts` counts, per attack, the requests its calls send to the target (before the
+store answers any), read off the calls each attack declares (``planned_requests``, the typed
+requests it executes; :func:`imprint.requests.plan.http_requests`), at ``c`` choices per
+request: ``ceil(N / c)`` per distinct sample request of ``N`` continuations (SaMIA and n-gram
+coverage one per text; SimMIA with text disclosure one per word position of each text, without
+and with its shot prefix: about 11,700 for 40 WikiMIA-32 texts at N = 5 on a one-choice server),
+one per paraphrase, plus what the attack estimates for calls known only from the answers
+(PETAL's greedy tokens, DE-COP's questions). :func:`plan_lines` says them, with the choices per
+request learned by an earlier run against this server, or both figures (as asked, and at one
+choice) when none is known yet; the backend says the time once its first answers are timed
+(:meth:`OpenAICompatibleBackend.estimate_line`). For the gray-box backend
+(``openai-logprobs``) it says one request per text and log-prob pass of the attacks' needs,
+and, on a shifted server, up to twice that.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
-from imprint.data.words import split_words
+from imprint.requests.plan import http_requests
 
 __all__ = ["plan_lines", "request_counts"]
-
-
-def _per_text(attack: Any, texts: Sequence[str], c: int) -> int | None:
-    name = getattr(attack, "name", "")
-    n = int(getattr(attack, "n_samples", 1) or 1)
-    if name in ("samia", "ngram_coverage"):
-        return len(texts) * math.ceil(n / c)
-    if name == "simmia" and getattr(attack, "disclosure", "text") == "text":
-        positions = sum(max(len(split_words(t)) - 1, 0) for t in texts)
-        return 2 * positions * math.ceil(n / c)
-    if name == "petal":
-        return sum(max(round(1.3 * len(t.split())) - 1, 0) for t in texts)
-    if name == "de_cop":
-        own = getattr(attack, "paraphraser", "target") == "target" and not getattr(
-            attack, "paraphrase_fields", None
-        )
-        return len(texts) * (int(getattr(attack, "n_orderings", 24)) + (3 if own else 0))
-    return None
 
 
 def request_counts(
     attacks: Sequence[Any], texts: Sequence[str], choices_per_request: int
 ) -> dict[str, int | None]:
-    """Attack name -> HTTP requests it sends for ``texts`` (None: not estimated)."""
-    c = max(1, choices_per_request)
-    return {a.name: _per_text(a, texts, c) for a in attacks}
+    """Attack name -> HTTP requests it sends to the target for ``texts`` (None: not estimated),
+    for the attacks that send it any."""
+    out: dict[str, int | None] = {}
+    for attack in attacks:
+        n = http_requests(attack.planned_requests(texts, target_local=False), choices_per_request)
+        if n != 0:
+            out[attack.name] = n
+    return out
 
 
 def plan_lines(attacks: Sequence[Any], texts: Sequence[str], backend: Any) -> list[str]:
@@ -82,14 +69,11 @@ def plan_lines(attacks: Sequence[Any], texts: Sequence[str], backend: Any) -> li
     return [line + "; the time is said after the first answers"]
 
 
-#: log-prob passes per text beyond the plain one that every per-token attack shares
-_EXTRA_PASSES = {"lowercase": 1, "recall": 1, "con_recall": 2}
-
-
 def _logprob_lines(attacks: Sequence[Any], texts: Sequence[str], backend: Any) -> list[str]:
-    """The gray-box backend's requests: one per text and log-prob pass (the probe is done)."""
-    names = [getattr(a, "name", "") for a in attacks]
-    passes = 1 + sum(_EXTRA_PASSES.get(n, 0) for n in names)
+    """The gray-box backend's requests: one per text and log-prob pass of the attacks' needs of
+    the target (each distinct need once; the probe is done)."""
+    needs = dict.fromkeys(n for a in attacks for n in a.needs() if n.model == "target")
+    passes = max(len(needs), 1)
     n = len(texts) * passes
     opts = backend.options
     line = (
