@@ -215,3 +215,9 @@ def test_the_python_guide_runs(tiny_model_dir, tmp_path, monkeypatch, one_torch_
 
     for folder in (Path("studies/quick"), Path("audits/demo"), Path("canaries/demo")):
         validate(json.loads((folder / ".imprint-output.json").read_text()), schema("marker"))
+    for folder, load in ((Path("studies/quick"), imprint.load_study),
+                         (Path("audits/demo"), imprint.load_audit)):  # fmt: skip
+        marker = folder / ".imprint-output.json"
+        marker.write_text(marker.read_text().replace('"1.0"', '"2.0"'))
+        with pytest.raises(DataError, match=r"format_version 2\.0.*reads format 1\.x"):
+            load(folder)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from imprint.errors import DataError
-from imprint.outdir import output_kind
+from imprint.outdir import MARKER, output_kind
 from imprint.run.folder import Run, load_run, read_json
 
 if TYPE_CHECKING:
@@ -72,6 +72,8 @@ class Audit:
 def load_audit(path: str | Path) -> Audit:
     """The audit folder at ``path`` (written by ``imprint audit``)."""
     folder = Path(path)
+    if (folder / MARKER).is_file():  # its version first: a newer layout is refused as such
+        read_json(folder / MARKER, "an imprint output folder's marker")
     if not folder.is_dir() or output_kind(folder) != "audit":
         raise DataError(
             f"{folder} is not an audit folder (written by `imprint audit`, with audit.json); "

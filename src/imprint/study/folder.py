@@ -82,6 +82,8 @@ class Study:
 def load_study(path: str | Path) -> Study:
     """The study folder at ``path`` (written by ``imprint experiment FILE.yaml``)."""
     folder = Path(path)
+    marker = folder / MARKER  # its version first: a newer layout is refused as such
+    manifest = read_json(marker, "a study folder's marker") if marker.is_file() else {}
     if not folder.is_dir() or output_kind(folder) != "study":
         raise DataError(
             f"{folder} is not a study folder (written by `imprint experiment FILE.yaml`, with "
@@ -92,6 +94,4 @@ def load_study(path: str | Path) -> Study:
             f"{folder} has no cells.parquet: the study has not finished a grid yet; rerun "
             "`imprint experiment FILE.yaml` (finished cells are reused)"
         )
-    marker = folder / MARKER
-    manifest = read_json(marker, "a study folder's marker") if marker.is_file() else {}
     return Study(folder, manifest)
