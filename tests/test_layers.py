@@ -25,7 +25,7 @@ STAGES = {
     "run": 10,
     "game": 11,
     **dict.fromkeys(("study", "audit"), 12),
-    **dict.fromkeys(("cli", "__main__"), 13),
+    **dict.fromkeys(("cli", "view", "__main__"), 13),
 }
 
 

@@ -23,6 +23,7 @@ from imprint.cli import audit as audit_commands
 from imprint.cli import diagnostics, game, study
 from imprint.cli import duci as duci_commands
 from imprint.cli import run as run_commands
+from imprint.cli import view as view_commands
 
 __all__ = ["app", "main"]
 
@@ -156,6 +157,7 @@ app.command("experiment")(study.experiment)
 app.add_typer(audit_commands.canaries_app, name="canaries")
 app.command("audit")(audit_commands.audit)
 app.command("duci")(duci_commands.duci)
+app.command("view")(view_commands.view)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -56,13 +56,14 @@ def _pct(f: float) -> str:
 class RunScores:
     """Scores of a run folder: ``labels`` (shape (n,)), ``meta`` (n dicts), ``scores`` attack
     name -> array of shape (n,), possibly with NaN; ``ids`` the n sample ids (empty when the
-    file has no ``id`` column)."""
+    file has no ``id`` column); ``texts`` the n texts (empty when it has no ``text`` column)."""
 
     path: Path
     labels: NDArray[np.int64]
     meta: list[dict[str, Any]]
     scores: dict[str, NDArray[np.float64]]
     ids: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
 
 
 def read_run(run_dir: str | Path) -> RunScores:
@@ -87,7 +88,10 @@ def read_run(run_dir: str | Path) -> RunScores:
     if not scores:
         raise DataError(f"{file} has no attack score columns")
     ids = [str(i) for i in table.column("id").to_pylist()] if "id" in table.column_names else []
-    return RunScores(path, labels, meta, scores, ids)
+    texts = (
+        [str(t) for t in table.column("text").to_pylist()] if "text" in table.column_names else []
+    )
+    return RunScores(path, labels, meta, scores, ids, texts)
 
 
 @dataclass(frozen=True)
