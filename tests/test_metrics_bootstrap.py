@@ -21,9 +21,9 @@ from imprint.metrics import (
     jackknife,
     min_nonmembers,
 )
-from imprint.metrics import bootstrap as bootstrap_module
+from imprint.metrics import resample as resample_module
 from imprint.metrics.binary import confusion_at_thresholds, tpr_from_counts
-from imprint.metrics.bootstrap import _resample_chunks, _resample_statistics
+from imprint.metrics.resample import _resample_chunks, _resample_statistics
 
 
 def tpr_at_fpr(labels, scores, bound: float) -> float:
@@ -102,7 +102,7 @@ def test_resample_statistics_match_per_resample_loop(seed: int, n: int, ties: bo
 @pytest.mark.parametrize(("seed", "n", "ties"), [(0, 40, False), (1, 60, True), (5, 7, True)])
 @pytest.mark.parametrize("chunk_elements", [1 << 20, 50])
 def test_bootstrap_matches_reference_loop(seed, n, ties, chunk_elements, monkeypatch) -> None:
-    monkeypatch.setattr(bootstrap_module, "_CHUNK_ELEMENTS", chunk_elements)
+    monkeypatch.setattr(resample_module, "_CHUNK_ELEMENTS", chunk_elements)
     labels, scores = make_data(seed, n, ties=ties)
     # the read-out at one allowed false positive, so that small data compare many bounds
     summary = bootstrap_metrics(
@@ -296,7 +296,7 @@ def reference_grouped(labels, scores, docs, *, n_resamples, seed, bounds):
 
 @pytest.mark.parametrize(("seed", "ties"), [(0, False), (1, True)])
 def test_grouped_bootstrap_matches_reference_loop(seed: int, ties: bool, monkeypatch) -> None:
-    monkeypatch.setattr(bootstrap_module, "_CHUNK_ELEMENTS", 10**9)  # one chunk, as the loop
+    monkeypatch.setattr(resample_module, "_CHUNK_ELEMENTS", 10**9)  # one chunk, as the loop
     labels, scores, docs = grouped_data(seed, 12, 5, ties=ties)
     bounds = (0.0, 0.05, 0.3)
     summary = bootstrap_metrics(
@@ -375,7 +375,7 @@ def jackknife_loop(labels, scores, unit, bounds):
 @pytest.mark.parametrize(("seed", "n", "ties"), [(0, 40, False), (1, 60, True), (3, 25, False)])
 @pytest.mark.parametrize("chunk_elements", [1 << 20, 50])
 def test_bca_matches_reference_loop(seed, n, ties, chunk_elements, monkeypatch) -> None:
-    monkeypatch.setattr(bootstrap_module, "_CHUNK_ELEMENTS", chunk_elements)
+    monkeypatch.setattr(resample_module, "_CHUNK_ELEMENTS", chunk_elements)
     labels, scores = make_data(seed, n, ties=ties)
     bounds = (0.0, 0.05, 0.1, 0.3)
     summary = bootstrap_metrics(
@@ -401,7 +401,7 @@ def test_bca_matches_reference_loop(seed, n, ties, chunk_elements, monkeypatch) 
 @pytest.mark.parametrize(("seed", "ties"), [(0, False), (1, True)])
 def test_grouped_bca_matches_reference_loop(seed: int, ties: bool, monkeypatch) -> None:
     """With groups the jackknife leaves out one whole group (document) at a time."""
-    monkeypatch.setattr(bootstrap_module, "_CHUNK_ELEMENTS", 10**9)  # one chunk, as the loop
+    monkeypatch.setattr(resample_module, "_CHUNK_ELEMENTS", 10**9)  # one chunk, as the loop
     labels, scores, docs = grouped_data(seed, 12, 5, ties=ties)
     bounds = (0.0, 0.3)
     summary = bootstrap_metrics(  # refusal off: 6 non-member documents resolve no bound

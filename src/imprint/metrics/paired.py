@@ -43,12 +43,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from imprint.errors import ConfigError, DataError
 from imprint.metrics._validation import as_labels_and_scores
-from imprint.metrics.bootstrap import (
-    Interval,
-    _check_settings,
-    _group_index,
-    weighted_statistics,
-)
+from imprint.metrics.bootstrap import Interval, _check_settings
+from imprint.metrics.resample import group_index, weighted_statistics
 
 __all__ = [
     "DeLongResult",
@@ -147,7 +143,7 @@ def unit_index(
     if groups is None:
         return np.arange(lab.size, dtype=np.int64), lab.copy()
     keys = np.asarray(groups).astype(str)  # ids may be ints or text: one type to sort
-    unit_of, n_units = _group_index(keys, lab)  # refuses a group holding both classes
+    unit_of, n_units = group_index(keys, lab)  # refuses a group holding both classes
     return unit_of, np.bincount(unit_of, weights=lab, minlength=n_units) > 0
 
 
