@@ -78,6 +78,7 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
                   "--out", str(tmp / "a")],
         "duci": ["duci", "--model", "smollm2-135m", "--references", str(tmp / ODD),
                  "--data", missing],
+        "view": ["view", str(tmp / ODD / "runs")],
     }  # fmt: skip
 
 
@@ -93,7 +94,7 @@ COMMANDS = [
     "audit", "blind", "canaries make", "compare", "data build-temporal", "data filter", "demo",
     "duci", "experiment", "game build", "game show",
     "overlap add", "overlap build", "overlap merge", "overlap score", "perturb", "perturb-table",
-    "run",
+    "run", "view",
 ]  # fmt: skip
 
 
