@@ -22,7 +22,7 @@ from imprint.cli.common import (
     split_key_value,
 )
 from imprint.cli.flags import config_from_flags
-from imprint.cli.run import _run_config, parse_params, parse_refs
+from imprint.cli.run import parse_params, parse_refs, run_config_kwargs
 from imprint.errors import ConfigError, DataError
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "imprint"
@@ -205,18 +205,27 @@ def _defaults(command_name: str, group: typer.Typer = app) -> dict[str, object]:
 
 
 def test_every_run_option_reaches_the_run_config(tiny_model_dir: Path, tmp_path: Path):
-    """A renamed or forgotten option would fail here: RunConfig takes every field by name."""
+    """A renamed or forgotten option would fail here: RunConfig takes every field by name, and
+    every declared run option is read by run_config_kwargs (or by the command itself)."""
+    import dataclasses
+    import inspect
 
-    options = _defaults("run")
-    for name in ("config", "limit"):  # read by the command itself, before the config is built
-        options.pop(name)
-    options.update(model=str(tiny_model_dir), data="wikimia:32", out=tmp_path / "o")
-    options.update(attacks="loss, zlib", ref=["base=" + str(tiny_model_dir)], pool=["p=x.jsonl"])
-    options.update(param=["min_k.k=0.2"], no_blind=True, truncate=7, bootstrap=11)
-    config = config_from_flags(**_run_config(dict(options)))
+    from imprint.cli.options import RunOptions
+    from imprint.cli.run import run
+
+    options = RunOptions(
+        model=str(tiny_model_dir), data="wikimia:32", out=tmp_path / "o", attacks="loss, zlib",
+        ref=("base=" + str(tiny_model_dir),), pool=("p=x.jsonl",), param=("min_k.k=0.2",),
+        no_blind=True, truncate=7, bootstrap=11, device="cpu",
+    )  # fmt: skip
+    config = config_from_flags(**run_config_kwargs(options))
     assert config.attacks == ("loss", "zlib") and config.refs == (("base", str(tiny_model_dir)),)
-    assert config.pools == {"p": "x.jsonl"} and config.params == {"min_k": {"k": 0.2}}
+    assert config.pools == {"p": "x.jsonl"} and config.params == {"min_k": {"k": "0.2"}}
     assert (config.blind, config.truncate_words, config.n_bootstrap) == (False, 7, 11)
+    assert config.shared_args == {"device": "cpu"}
+    # the command's flags are the declaration's fields, one for one
+    declared = {f.name for f in dataclasses.fields(RunOptions)}
+    assert set(inspect.signature(run).parameters) - {"ctx"} == declared
 
 
 def test_every_game_build_option_reaches_the_game_config():

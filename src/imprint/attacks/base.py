@@ -22,7 +22,7 @@ from imprint.attacks.contract import (
     hyperparameters,
     prepared_field,
 )
-from imprint.attacks.params import check_params
+from imprint.attacks.params import TypedParams, check_params
 from imprint.attacks.registry import register as register
 from imprint.backends.base import Access
 from imprint.errors import ConfigError
@@ -94,7 +94,9 @@ def build_attacks(
         if key not in names:
             raise ConfigError(f"parameters given for attack {key!r}, which is not selected")
     attacks = []
-    typed = check_params(params)  # unknown names and ill-typed values fail before any work
+    # unknown names and ill-typed values fail before any work; typed ones (resolve's) are not
+    # checked twice
+    typed = params if isinstance(params, TypedParams) else check_params(params)
     for name in names:
         cls = get_attack_class(name)
         try:

@@ -19,7 +19,7 @@ from imprint.attacks.registry import get_attack_class
 from imprint.coerce import Mismatch, TextRules, coerce, describe_type
 from imprint.errors import ConfigError
 
-__all__ = ["check_params", "coerce_params", "describe_type"]
+__all__ = ["TypedParams", "check_params", "coerce_params", "describe_type"]
 
 # Parameters take "a,b" lists for tuple fields, Python's int() spelling ("1_000") and a Python
 # 0/1 for a bool; only the words none/null mean None (an empty text stays the empty string).
@@ -76,10 +76,15 @@ def _example(kind: Any, default: Any) -> str:
     return {int: "10", float: "0.2", bool: "true", str: "text"}.get(kind, "VALUE")
 
 
-def check_params(params: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+class TypedParams(dict[str, dict[str, Any]]):
+    """Attack parameters as :func:`check_params` returned them: checked and typed, so whoever
+    receives them (``build_attacks`` after ``resolve``) does not check them again."""
+
+
+def check_params(params: Mapping[str, Mapping[str, Any]]) -> TypedParams:
     """Every ``{attack: {param: value}}`` entry checked and coerced: unknown attacks, unknown
     parameters and ill-typed values raise :class:`ConfigError` (nothing is loaded yet)."""
-    out: dict[str, dict[str, Any]] = {}
+    out = TypedParams()
     for attack, values in params.items():
         cls = get_attack_class(attack)
         # prepared state (filled in by the attack's set-up) is not a parameter

@@ -14,6 +14,7 @@ from imprint.backends.base import GRADIENTS, LOGPROBS, SAMPLING, TOKEN_LOGPROBS
 from imprint.backends.http_logprobs import LogprobOptions
 from imprint.backends.options import HFOptions, OpenAIOptions, VLLMOptions
 from imprint.backends.registry import BackendChoice, BackendProvider, LoadContext, make_provider
+from imprint.backends.shared_options import settings_for
 
 __all__ = [
     "GGUF",
@@ -27,13 +28,8 @@ __all__ = [
     "load_vllm",
 ]
 
-#: run-wide flags that feed the local transformers options (they apply to reference models too)
-_HF_SETTINGS = {
-    "device": "device",
-    "dtype": "dtype",
-    "max_length": "max_length",
-    "start_token": "start_token",
-}
+#: the run's shared model options that feed the local transformers options (references too)
+_HF_SETTINGS = settings_for(HFOptions)
 
 
 def load_hf(choice: BackendChoice, context: LoadContext) -> Any:
@@ -114,7 +110,7 @@ VLLM = make_provider(
     summary="vLLM engine: sampling with prefix caching (black-box attacks) and prompt log-probs "
     "(attacks on per-token log p: loss, zlib, min_k, recall ...; not min_k_pp/surp/dc_pdd)",
     example="vllm:meta-llama/Llama-3.2-1B",
-    settings={"dtype": "dtype", "max_model_len": "max_length", "start_token": "start_token"},
+    settings=settings_for(VLLMOptions, max_model_len="max_length"),
     requires=(("vllm", "vllm"),),
 )
 OPENAI = make_provider(

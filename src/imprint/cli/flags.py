@@ -8,17 +8,14 @@ defaults. The ``--api-*`` flags are options of the target's HTTP backend: they b
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
+from imprint.backends.shared_options import SharedModelOptions
 from imprint.errors import ConfigError
 
 #: flag (RunConfig keyword of the command line) -> its default; changed ones are shared_args
-SHARED_FLAGS: dict[str, Any] = {
-    "device": "auto",
-    "dtype": "auto",
-    "max_length": None,
-    "start_token": "auto",
-}
+SHARED_FLAGS: dict[str, Any] = {f.name: f.default for f in fields(SharedModelOptions)}
 #: --api-* flag -> (the openai provider's option name, the flag's default)
 API_FLAGS: dict[str, tuple[str, Any]] = {
     "api_mode": ("mode", "completions"),

@@ -5,6 +5,8 @@ Listing attacks imports no torch: the attack registry is lazy and nothing here l
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import typing
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,7 +22,9 @@ from imprint.cli.common import (
     say,
     split_key_value,
 )
+from imprint.cli.flags import API_FLAGS, SHARED_FLAGS
 from imprint.cli.listing import Format, check_format
+from imprint.cli.options import RunOptions
 from imprint.errors import ConfigError, DataError, ImprintError
 
 __all__ = [
@@ -30,197 +34,8 @@ __all__ = [
     "parse_params",
     "parse_refs",
     "run",
+    "run_config_kwargs",
     "split_model_args",
-]
-
-Model = Annotated[
-    str | None,
-    typer.Option(
-        help="target (required): alias, folder, hf:ID or a hub id (owner/name, or a name such "
-        "as gpt2), gguf:PATH, vllm:SPEC, game:DIR, openai:MODEL (with --api-base; there any "
-        "name is the API's model name); lm-eval's --model hf --model-args pretrained=ID reads "
-        "as hf:ID",
-        show_default=False,
-    ),
-]
-Data = Annotated[
-    str | None,
-    typer.Option(help="data (required): file, wikimia:32, hf:ID, game:DIR", show_default=False),
-]
-Limit = Annotated[
-    int | None,
-    typer.Option(
-        help="lm-eval's name for a quick run: N texts in all, N/2 members and N/2 non-members "
-        "(the same as --n-per-label N/2; N even)"
-    ),
-]
-ConfigFile = Annotated[
-    Path | None,
-    typer.Option(
-        "--config",
-        help="a YAML file of run flags, one per line without the dashes (n-per-label: 20; "
-        "lists for repeatable flags); flags on the command line win; an unknown key is refused",
-    ),
-]
-Attacks = Annotated[str, typer.Option(help="comma-separated attacks, or 'all'")]
-Refs = Annotated[list[str], typer.Option(help="reference model NAME=SPEC (repeatable)")]
-ModelArgs = Annotated[
-    list[str],
-    typer.Option(
-        "--model-args",
-        "--model-arg",
-        "--model_args",
-        help="options of the target's backend as lm-eval takes them, KEY=VALUE[,KEY=VALUE...] "
-        "(repeatable), e.g. --model-args dtype=bfloat16,max_length=512; vllm: "
-        "tensor_parallel_size=2; a wrong key lists the ones it takes; a comma followed by text "
-        "without '=' stays in the value (stop=a,b), and an empty item inside a value is refused",
-    ),
-]
-Out = Annotated[
-    Path | None,
-    typer.Option(
-        help="run folder to write (a new one; an earlier run is rewritten if it has the same "
-        "configuration, else replaced only with --overwrite); "
-        "default: a new runs/<YYYYmmdd-HHMMSS>-<model>-<data>, with runs/latest linked to it"
-    ),
-]
-Params = Annotated[list[str], typer.Option(help="ATTACK.PARAM=VALUE (repeatable)")]
-Pools = Annotated[list[str], typer.Option(help="NAME=DATA pool for shots (repeatable)")]
-ShotHoldout = Annotated[
-    int,
-    typer.Option(
-        help="non-member shots held out of EVERY attack's evaluation (whichever attacks run) "
-        "for recall, con_recall, simmia: from --pool nonmembers, else natural evaluation "
-        "non-members when there are at least twice as many; 0: none"
-    ),
-]
-References = Annotated[
-    str | None,
-    typer.Option(
-        help="reference models with known training data for lira/rmia: a game folder built "
-        "with --reference-models K, or a training manifest (.json/.yaml)"
-    ),
-]
-AllowUnmatched = Annotated[
-    bool,
-    typer.Option(
-        "--allow-unmatched-ids",
-        help="accept --references ids that match no sample of the run (counted in the manifest "
-        "and report); by default they are refused",
-    ),
-]
-Field = Annotated[str | None, typer.Option()]
-ExecutorKind = Annotated[
-    str, typer.Option("--executor", help="where model work runs: local (this process) or ray")
-]
-Address = Annotated[
-    str | None,
-    typer.Option(
-        help="Ray cluster: auto (joins `ray start --head` here) or ray://HOST:10001; "
-        "default: a private Ray on this machine"
-    ),
-]
-Workers = Annotated[
-    int | None,
-    typer.Option(help="Ray model replicas; default one per GPU, else one per --worker-cpus cores"),
-]
-WorkerCpus = Annotated[int, typer.Option(help="cores per Ray CPU replica (its torch threads)")]
-Truncate = Annotated[
-    int | None,
-    typer.Option("--truncate", "--truncate-words", help="truncate texts to N words"),
-]
-Unit = Annotated[
-    str,
-    typer.Option(
-        help="sequence, or document: each row (or --doc-field group) is a document, split into "
-        "--max-seqs sequences of --seq-words words, scored, then aggregated per document"
-    ),
-]
-DocField = Annotated[
-    str | None, typer.Option(help="with --unit document: rows sharing this field are one document")
-]
-# the document flags default to None ("not given", shown in --help as the default they take)
-# so that --unit sequence refuses each one typed, even at its default value
-SeqWords = Annotated[
-    int | None, typer.Option(help="with --unit document: words per sequence (default 200)")
-]
-MaxSeqs = Annotated[
-    int | None, typer.Option(help="with --unit document: sequences per document (default 25)")
-]
-DiPower = Annotated[
-    float | None,
-    typer.Option(
-        help="with --unit document: the power dataset inference's verdict asks for (default "
-        "0.8); under it the verdict is 'inconclusive' with the documents needed"
-    ),
-]
-DiEffectAuc = Annotated[
-    float | None,
-    typer.Option(
-        help="with --unit document: the smallest effect worth detecting, as a document AUC "
-        "(default 0.6); 'not detected' needs enough documents to find it with --di-power"
-    ),
-]
-MeeusFeatures = Annotated[
-    str | None,
-    typer.Option(
-        help="with --unit document: Meeus et al. features: agg (the authors', default), hist, both"
-    ),
-]
-MinWords = Annotated[int | None, typer.Option(help="drop texts under N words")]
-NPerLabel = Annotated[int | None, typer.Option(help="sample N members, N non-members")]
-Breakdown = Annotated[str | None, typer.Option(help="meta field to break AUC down by")]
-Int = Annotated[int, typer.Option()]
-Bootstrap = Annotated[int, typer.Option("--bootstrap", "--n-bootstrap", help="bootstrap resamples")]
-Device = Annotated[str, typer.Option(help="cpu, cuda, cuda:N or auto")]
-Dtype = Annotated[str, typer.Option(help="auto, float32, bfloat16, float16")]
-MaxLength = Annotated[int | None, typer.Option(help="context window for scoring")]
-TokenBudget = Annotated[
-    int | None,
-    typer.Option(
-        help="padded tokens per forward; default auto: 4096 on CPU, sized from free "
-        "GPU memory on CUDA"
-    ),
-]
-StartToken = Annotated[
-    str,
-    typer.Option(
-        help="token each text is scored after: auto (the model's document separator, e.g. "
-        "<|endoftext|> where BOS is a chat marker), bos, none, or a literal token"
-    ),
-]
-Cache = Annotated[Path | None, typer.Option(help="signal cache (SQLite) path")]
-NoBlind = Annotated[bool, typer.Option("--no-blind", help="skip the blind baseline")]
-OnBad = Annotated[
-    str,
-    typer.Option(
-        help="a bad data row: raise (stop, naming file and line) or drop (drop it and count it "
-        "in the manifest and report)"
-    ),
-]
-Overwrite = Annotated[
-    bool,
-    typer.Option(
-        "--overwrite",
-        help="replace the --out folder: an earlier run, or a folder imprint did not write "
-        "(deletes it)",
-    ),
-]
-ApiBase = Annotated[
-    str | None,
-    typer.Option(help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1 (black-box)"),
-]
-ApiMode = Annotated[str, typer.Option(help="completions or chat")]
-ApiKeyEnv = Annotated[
-    str, typer.Option(help="environment variable holding the API key (never stored)")
-]
-ApiConcurrency = Annotated[int, typer.Option(help="requests in flight at once")]
-ApiTopK = Annotated[
-    int | None, typer.Option(help="send top_k (servers that accept it: vLLM, llama.cpp)")
-]
-ApiTimeout = Annotated[float, typer.Option(help="seconds per API request attempt")]
-ApiMaxRetries = Annotated[
-    int, typer.Option(help="retries per API request (429, 5xx, timeouts) before the run stops")
 ]
 
 
@@ -283,118 +98,68 @@ def parse_refs(items: list[str]) -> tuple[tuple[str, str], ...]:
     )
 
 
-def _run_config(options: dict[str, Any]) -> dict[str, Any]:
-    """``RunConfig`` fields from the ``run`` options: the renamed or parsed ones here, the rest
-    pass through under their own name (an option RunConfig lacks fails loudly)."""
-    from imprint.attacks.params import check_params
+def run_config_kwargs(options: RunOptions) -> dict[str, Any]:
+    """The keywords of :func:`imprint.cli.flags.config_from_flags` (``RunConfig`` fields and the
+    shorthand model flags) from typed run options: each flag read here by name, parsed where
+    it is text (lists, KEY=VALUE items), renamed where ``RunConfig`` names it otherwise.
+    ``--param`` values stay text: :func:`imprint.run.plan.resolve` types them, once."""
+    from imprint.documents.run_hook import document_options
+    from imprint.executors import ExecutorConfig
 
-    renamed = {
-        # typed first: a wrong --param fails before torch or any model loads
-        "params": check_params(parse_params(options.pop("param"))),
-        "attacks": parse_list(options.pop("attacks"), option="--attacks", example="loss,zlib"),
-        "refs": parse_refs(options.pop("ref")),
+    o = options
+    return {
+        "model": o.model,
+        "data": o.data,
+        "out": o.out,
+        "attacks": parse_list(o.attacks, option="--attacks", example="loss,zlib"),
+        "refs": parse_refs(list(o.ref)),
+        "references": o.references,
+        "allow_unmatched_ids": o.allow_unmatched_ids,
         "model_args": parse_key_values(
-            split_model_args(options.pop("model_arg")),
+            split_model_args(list(o.model_arg)),
             option="--model-args",
             example="dtype=bfloat16,max_length=512",
         ),
-        "pools": parse_key_values(
-            options.pop("pool"), option="--pool", example="nonmembers=wikimia:32"
+        "params": parse_params(list(o.param)),
+        "pools": parse_key_values(list(o.pool), option="--pool", example="nonmembers=wikimia:32"),
+        "shot_holdout": o.shot_holdout,
+        "text_field": o.text_field,
+        "label_field": o.label_field,
+        "truncate_words": o.truncate,
+        "documents": document_options(
+            o.unit,
+            doc_field=o.doc_field,
+            seq_words=o.seq_words,
+            max_seqs=o.max_seqs,
+            di_power=o.di_power,
+            di_effect_auc=o.di_effect_auc,
+            meeus_features=o.meeus_features,
         ),
-        "truncate_words": options.pop("truncate"),
-        "n_bootstrap": options.pop("bootstrap"),
-        "documents": _document_options(options),
-        "blind": not options.pop("no_blind"),
-        "api_key_env": options.pop("api_key_env") or None,  # "" = no key
-        "executor": _executor_config(options),
+        "min_words": o.min_words,
+        "n_per_label": o.n_per_label,
+        "breakdown": o.breakdown,
+        "seed": o.seed,
+        "n_bootstrap": o.bootstrap,
+        **{name: getattr(o, name) for name in SHARED_FLAGS},  # device, dtype, ...
+        "token_budget": o.token_budget,
+        "cache": o.cache,
+        "blind": not o.no_blind,
+        "on_bad": o.on_bad,
+        "overwrite": o.overwrite,
+        "api_base": o.api_base,
+        **{name: getattr(o, name) for name in API_FLAGS if name != "api_key_env"},
+        "api_key_env": o.api_key_env or None,  # "" = no key
+        # Ray missing for --executor ray fails here, before any work, with the install command
+        "executor": ExecutorConfig(
+            kind=o.executor_kind, address=o.address, workers=o.workers, worker_cpus=o.worker_cpus
+        ),
     }
-    return {**options, **renamed}
-
-
-def _executor_config(options: dict[str, Any]) -> Any:
-    """``--executor --address --workers --worker-cpus`` as an ExecutorConfig (Ray missing for
-    ``--executor ray`` fails here, before any work, with the install command)."""
-    from imprint.executors import ExecutorConfig
-
-    return ExecutorConfig(
-        kind=options.pop("executor_kind"),
-        address=options.pop("address"),
-        workers=options.pop("workers"),
-        worker_cpus=options.pop("worker_cpus"),
-    )
-
-
-def _document_options(options: dict[str, Any]) -> Any:
-    """``--unit --doc-field --seq-words --max-seqs --di-power --di-effect-auc --meeus-features``
-    as DocumentOptions (None: sequences)."""
-    from imprint.documents.run_hook import document_options
-
-    return document_options(
-        options.pop("unit"),
-        doc_field=options.pop("doc_field"),
-        seq_words=options.pop("seq_words"),
-        max_seqs=options.pop("max_seqs"),
-        di_power=options.pop("di_power"),
-        di_effect_auc=options.pop("di_effect_auc"),
-        meeus_features=options.pop("meeus_features"),
-    )
 
 
 @handle_errors
-def run(
-    ctx: typer.Context,
-    model: Model = None,
-    data: Data = None,
-    config: ConfigFile = None,
-    attacks: Attacks = "all",
-    ref: Refs = [],  # noqa: B006
-    references: References = None,
-    allow_unmatched_ids: AllowUnmatched = False,
-    model_arg: ModelArgs = [],  # noqa: B006
-    out: Out = None,
-    param: Params = [],  # noqa: B006
-    pool: Pools = [],  # noqa: B006
-    shot_holdout: ShotHoldout = 10,
-    text_field: Field = None,
-    label_field: Field = None,
-    truncate: Truncate = None,
-    unit: Unit = "sequence",
-    doc_field: DocField = None,
-    seq_words: SeqWords = None,
-    max_seqs: MaxSeqs = None,
-    di_power: DiPower = None,
-    di_effect_auc: DiEffectAuc = None,
-    meeus_features: MeeusFeatures = None,
-    min_words: MinWords = None,
-    n_per_label: NPerLabel = None,
-    limit: Limit = None,
-    breakdown: Breakdown = None,
-    seed: Int = 0,
-    bootstrap: Bootstrap = 1000,
-    device: Device = "auto",
-    dtype: Dtype = "auto",
-    max_length: MaxLength = None,
-    token_budget: TokenBudget = None,
-    start_token: StartToken = "auto",
-    cache: Cache = None,
-    no_blind: NoBlind = False,
-    on_bad: OnBad = "raise",
-    overwrite: Overwrite = False,
-    api_base: ApiBase = None,
-    api_mode: ApiMode = "completions",
-    api_key_env: ApiKeyEnv = "OPENAI_API_KEY",
-    api_concurrency: ApiConcurrency = 8,
-    api_top_k: ApiTopK = None,
-    api_timeout: ApiTimeout = 60.0,
-    api_max_retries: ApiMaxRetries = 6,
-    executor_kind: ExecutorKind = "local",
-    address: Address = None,
-    workers: Workers = None,
-    worker_cpus: WorkerCpus = 1,
-) -> None:
+def run(ctx: typer.Context, **flags: Any) -> None:
     """Run membership inference attacks and write a report folder."""
-    options = dict(locals())  # first: the options alone
-    options.pop("ctx")
+    options = RunOptions(**_tuples(flags))
     try:
         result, reserved = _run(ctx, options)
     except ImprintError as err:  # errors from below name Python arguments: say the flags
@@ -413,7 +178,49 @@ def run(
         say(f"run folder: {result.out}{to}")
 
 
-def _run(ctx: typer.Context, options: dict[str, Any]) -> tuple[Any, bool]:
+def option_annotation(name: str) -> Any:
+    """The run option ``name`` of :class:`RunOptions` as a typer annotation (type, help, flag
+    spellings), for ``run`` and for other commands that take the same flag."""
+    field = _FIELDS[name]
+    kind = typing.get_type_hints(RunOptions)[name]
+    if typing.get_origin(kind) is tuple:  # a repeatable flag: typer takes a list
+        kind = list[str]
+    info = typer.Option(
+        *field.metadata["flags"], help=field.metadata["help"], show_default=name not in _REQUIRED
+    )
+    return Annotated[kind, info]
+
+
+def _signature() -> inspect.Signature:
+    """``run``'s parameters as typer reads them, derived from :class:`RunOptions` (the options
+    every model takes listed last)."""
+    shared = set(SHARED_FLAGS)
+    params = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                annotation=typer.Context)]  # fmt: skip
+    for name in sorted(_FIELDS, key=lambda n: n in shared):
+        default = _FIELDS[name].default
+        params.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=[] if isinstance(default, tuple) else default,
+                annotation=option_annotation(name),
+            )
+        )
+    return inspect.Signature(params, return_annotation=None)
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(RunOptions)}
+_REQUIRED = ("model", "data")  # None in the declaration: --config may give them instead
+run.__signature__ = _signature()  # type: ignore[attr-defined]
+#: the Ray flags, for the commands that run on Ray too (``imprint experiment``)
+ExecutorKind = option_annotation("executor_kind")
+Address = option_annotation("address")
+Workers = option_annotation("workers")
+WorkerCpus = option_annotation("worker_cpus")
+
+
+def _run(ctx: typer.Context, options: RunOptions) -> tuple[Any, bool]:
     """The run of the command line's ``options`` after ``--config``, ``--limit`` and lm-eval's
     model spelling are read, and whether its folder is a new default one (reserved here, and
     released if the run fails)."""
@@ -421,29 +228,36 @@ def _run(ctx: typer.Context, options: dict[str, Any]) -> tuple[Any, bool]:
     from imprint.cli.run_file import read_run_file
     from imprint.outdir import default_run_dir, release_run_dir
 
-    config = options.pop("config")
-    if config is not None:
-        hints = typing.get_type_hints(run.__wrapped__)  # type: ignore[attr-defined]
-        options.update(read_run_file(config, ctx, hints))
-    for name in ("model", "data"):
-        if options[name] is None:
-            raise typer.BadParameter(
-                "missing: give it on the command line or in --config", param_hint=f"--{name}"
-            )
-    options["n_per_label"] = n_per_label_from_limit(options.pop("limit"), options["n_per_label"])
-    pairs = split_model_args(options["model_arg"])
-    options["model"], options["model_arg"], note = lm_eval_model(options["model"], pairs)
+    if options.config is not None:
+        read = read_run_file(options.config, ctx, typing.get_type_hints(RunOptions))
+        options = dataclasses.replace(options, **_tuples(read))
+    for name in _REQUIRED:
+        if getattr(options, name) is None:
+            ctx.fail(f"Missing option '--{name}' (give it on the command line or in --config)")
+    data = options.data
+    assert options.model is not None and data is not None
+    n_per_label = n_per_label_from_limit(options.limit, options.n_per_label)
+    pairs = split_model_args(list(options.model_arg))
+    model, model_args, note = lm_eval_model(options.model, pairs)
     if note:
         say(note)
-    reserved = options["out"] is None
+    options = dataclasses.replace(
+        options, model=model, model_arg=tuple(model_args), n_per_label=n_per_label, limit=None
+    )
+    reserved = options.out is None
     if reserved:  # a new folder per run, reserved now: no run replaces another unasked
-        options["out"] = default_run_dir(options["model"], options["data"])
+        options = dataclasses.replace(options, out=default_run_dir(model, data))
     try:
-        return run_attacks(console=console, **_run_config(options)), reserved
+        return run_attacks(console=console, **run_config_kwargs(options)), reserved
     except BaseException:
-        if reserved:
-            release_run_dir(options["out"])  # an empty reservation, left by a failed run
+        if reserved and options.out is not None:
+            release_run_dir(options.out)  # an empty reservation, left by a failed run
         raise
+
+
+def _tuples(values: dict[str, Any]) -> dict[str, Any]:
+    """Option values with the repeatable flags' lists as tuples (RunOptions is frozen)."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
 
 
 def _as_flags(err: ImprintError, ctx: typer.Context) -> ImprintError:

@@ -91,12 +91,12 @@ def _typed(param: Any, hint: Any, value: Any, where: str) -> Any:
     optional = type(None) in typing.get_args(hint)
     kind = args[0] if optional and len(args) == 1 else hint
     if value is None:
-        if typing.get_origin(kind) is list:
+        if typing.get_origin(kind) in (list, tuple):
             return []
         if optional:
             return None
         raise ConfigError(f"{where}: empty; give a value or drop the key")
-    if typing.get_origin(kind) is list:
+    if typing.get_origin(kind) in (list, tuple):
         return [_scalar_text(v, where) for v in _items(value, where)]
     if kind is bool:
         if not isinstance(value, bool):

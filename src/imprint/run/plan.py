@@ -14,17 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from imprint.attacks import RunContext, build_attacks
-from imprint.attacks.params import check_params
+from imprint.attacks.params import TypedParams, check_params
 from imprint.backends.base import LOGPROBS, Access
 from imprint.backends.models import default_cache_path, resolve_model
 from imprint.backends.registry import BackendChoice, LoadContext, choose_backend, provider_for
+from imprint.backends.shared_options import SHARED_NAMES
 from imprint.errors import ConfigError
 from imprint.executors import BackendFactory, Executor, make_executor
 from imprint.run.config import RunConfig
 from imprint.training_manifest import ReferenceSet, load_reference_set
 
 #: the backend options every model may take, given once (``RunConfig.shared_args``)
-SHARED_ARGS = ("device", "dtype", "max_length", "start_token")
+SHARED_ARGS = SHARED_NAMES
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class RunPlan:
     choices: dict[str, BackendChoice]
     references: ReferenceSet | None
     target_access: Access
-    params: dict[str, dict[str, Any]]
+    params: TypedParams  # checked once, here; build_attacks does not check them again
     cache_path: Path
 
     @property
@@ -77,9 +78,10 @@ def resolve(config: RunConfig) -> RunPlan:
         )
     choices = backend_choices(config, (*config.refs, *extra))
     access = Access.of(choices["target"].provider.capabilities)
-    plan = RunPlan(
-        config, choices, references, access, params, config.cache or default_cache_path()
-    )
+    # the plan's config holds the typed parameters: the manifest records them as before, and
+    # an earlier run of the same --param text compares equal to this one
+    typed = dataclasses.replace(config, params=params) if config.params != params else config
+    plan = RunPlan(typed, choices, references, access, params, config.cache or default_cache_path())
     build_attacks(config.attacks, plan.attack_context(), params=params)  # names, access
     return plan
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import reprlib
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 from imprint.attacks import RunContext, build_attacks
 from imprint.attacks.params import check_params
 from imprint.backends.models import default_cache_path
+from imprint.backends.shared_options import SharedModelOptions
 from imprint.errors import ConfigError
 
 __all__ = [
@@ -94,25 +96,16 @@ class GameSweep:
     epochs: tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Run settings shared by every cell (the ``imprint run`` options of the same names)."""
+@dataclass(frozen=True, kw_only=True)
+class Settings(SharedModelOptions):
+    """Run settings shared by every cell (the ``imprint run`` options of the same names): the
+    shared model options (declared once, :class:`SharedModelOptions`; its ``shared_args()``
+    gives those changed, ``RunConfig.shared_args``) and these."""
 
     seed: int = 0
     n_bootstrap: int = 1000
-    device: str = "auto"
-    dtype: str = "auto"
-    max_length: int | None = None
-    start_token: str = "auto"
     token_budget: int | None = None
     blind: bool = True
-
-    def shared_args(self) -> dict[str, Any]:
-        """The model options every cell's models get (``RunConfig.shared_args``): the
-        settings of that kind changed from their defaults."""
-        defaults = Settings()
-        names = ("device", "dtype", "max_length", "start_token")
-        return {n: getattr(self, n) for n in names if getattr(self, n) != getattr(defaults, n)}
 
 
 @dataclass(frozen=True)
@@ -360,11 +353,11 @@ def _settings(value: Any, at: _At) -> Settings:
     for key in ("n_bootstrap",):
         if key in raw:
             _int(raw[key], at / key)
-    for key in ("max_length", "token_budget"):
-        if key in raw:
+    hints = typing.get_type_hints(Settings)  # each key's type, from the one declaration
+    for key in (k for k in raw if k not in ("seed", "n_bootstrap", "blind")):
+        if hints[key] == int | None:
             _int(raw[key], at / key, optional=True)
-    for key in ("device", "dtype", "start_token"):
-        if key in raw:
+        elif hints[key] is str:
             _text(raw[key], at / key)
     if "blind" in raw and not isinstance(raw["blind"], bool):
         raise (at / "blind").error(f"expected true or false, got {_kind(raw['blind'])}")
