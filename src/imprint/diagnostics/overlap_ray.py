@@ -90,16 +90,37 @@ def fill_shard(
 def _run_shards(
     fn: Any, shards: list[Shard], args: tuple[Any, ...], label: str, progress: Progress | None
 ):
-    """Yield ``(shard, result)`` as each Ray task ends (Ray retries a task whose worker died)."""
+    """Yield ``(shard, result)`` as each Ray task ends (Ray retries a task whose worker died).
+    A wait checks every ``check_s`` that the cluster still answers (a shard may legitimately
+    take long); a ready result's transfer has the deadline ``reply_s``
+    (:mod:`imprint.executors.ray_waits`)."""
     import ray
 
+    from imprint.executors.ray_waits import (
+        ENV,
+        ClusterLostError,
+        WaitLimits,
+        check_cluster,
+        cluster_name,
+        wait_any,
+    )
+
+    limits = WaitLimits.from_env()
     task = ray.remote(num_cpus=1, max_retries=3)(fn)
     pending = {task.remote(shard, *args): shard for shard in shards}
     advance = progress(label, len(shards)) if progress else None
     while pending:
-        ready, _ = ray.wait(list(pending), num_returns=1)
+        ready = wait_any(list(pending), limits, check_cluster)
         shard = pending.pop(ready[0])
-        yield shard, ray.get(ready[0])
+        try:
+            result = ray.get(ready[0], timeout=limits.reply_s)
+        except ray.exceptions.GetTimeoutError:
+            raise ClusterLostError(
+                f"{cluster_name()}: the result of shard {shard[1]} of {shard[0]} did not arrive "
+                f"within {limits.reply_s:g} s of being ready (a node cut off?); check `ray "
+                f"status`, or allow longer with {ENV['reply_s']}"
+            ) from None
+        yield shard, result
         if advance:
             advance(1)
 

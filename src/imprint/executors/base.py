@@ -137,6 +137,7 @@ class ExecutorStats:
     shards: int = 0
     retried_shards: int = 0
     lost_workers: int = 0
+    unresponsive_workers: int = 0  # Ray workers killed for not answering a ping (frozen, cut off)
     started_workers: int = 0
     start_s: float = 0.0  # seconds spent starting Ray and the workers (their model loads)
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from imprint.errors import ConfigError
 from imprint.executors.base import (
     ExecutorConfig,
     ExecutorStats,
@@ -32,6 +33,17 @@ from imprint.executors.base import (
     WorkerLostError,
 )
 from imprint.executors.local import LocalExecutor
+from imprint.executors.ray_waits import (
+    ENV,
+    PING_GROUP,
+    WaitLimits,
+    check_cluster,
+    cluster_name,
+    free,
+    placed,
+    unanswered,
+    wait_any,
+)
 
 DEPTH = 2  # shards queued per actor: the next is ready when one ends
 
@@ -60,6 +72,11 @@ class Replica:
         fingerprint = str(self.backend.fingerprint)  # every role's model has one
         return {"fingerprint": fingerprint, **replica_place()}
 
+    def ping(self) -> int:
+        """This replica's process id; called in the actor's ping thread (see
+        :mod:`imprint.executors.ray_waits`), so it answers while a batch runs."""
+        return os.getpid()
+
     def run(self, kind: Any, shard: list[tuple[int, list[Any]]]) -> Iterator[tuple[int, list[Any]]]:
         """Answer a shard batch by batch with ``kind.execute(replica, batch)``, yielding
         ``(index, results)`` as each ends."""
@@ -83,6 +100,7 @@ class _Pool:
     actors: dict[str, Any] = field(default_factory=dict)
     starting: dict[Any, tuple[str, Any]] = field(default_factory=dict)  # info ref -> actor
     started: int = 0
+    launched: dict[str, float] = field(default_factory=dict)  # worker -> when it was created
 
 
 class RayExecutor:
@@ -98,6 +116,7 @@ class RayExecutor:
         self._started_ray = False
         self._local = LocalExecutor()  # for roles no worker can build a model for
         self._local.stats = self.stats  # counted with the rest (worker ``driver``)
+        self.limits = WaitLimits.from_env()  # a bad value fails before any work
 
     def register(self, role: str, factory: Factory) -> None:
         """How a worker builds ``role`` (an auxiliary model the client loaded: an embedder, a
@@ -164,22 +183,33 @@ class RayExecutor:
             self._fill(pool, queue, inflight, done, submit)
             if not inflight and not pool.starting:
                 raise self._all_lost(pool, len(done), len(sizes))
-            ready, _ = ray.wait([*inflight, *pool.starting], num_returns=1)
+            ready = wait_any(
+                [*inflight, *pool.starting], self.limits, lambda: self._quiet(pool, inflight)
+            )
             if ready[0] in pool.starting:
                 worker, actor = pool.starting.pop(ready[0])
-                info = check_replica(pool.role, worker, ready[0], pool.fingerprint)
+                info = check_replica(
+                    pool.role, worker, ready[0], pool.fingerprint,
+                    address=self.config.address, reply_s=self.limits.reply_s,
+                )  # fmt: skip
                 self.stats.nodes[worker] = str(info.get("node", ""))
                 pool.actors[worker] = actor
                 continue
             gen: Any = ready[0]
             worker, shard = inflight[gen]
-            try:
-                index, payload = ray.get(next(gen))
+            try:  # the result is ready: only its transfer from the worker's node is waited for
+                index, payload = ray.get(next(gen), timeout=self.limits.reply_s)
             except StopIteration:
                 del inflight[gen]
                 continue
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+            except (
+                ray.exceptions.RayActorError,
+                ray.exceptions.ActorUnavailableError,
+                ray.exceptions.GetTimeoutError,  # a node that cannot hand over its result
+            ):
                 del inflight[gen]
+                if worker in pool.actors:
+                    ray.kill(pool.actors[worker], no_restart=True)
                 self._lost(pool, worker, [i for i in shard if i not in done], queue)
                 continue
             except ray.exceptions.RayTaskError as err:
@@ -189,6 +219,44 @@ class RayExecutor:
                 arrived(index, payload)  # batches its lost actor did not deliver)
                 done.add(index)
                 self.stats.add(worker, sizes[index], pool.role, kind)
+
+    def _quiet(self, pool: _Pool, inflight: Mapping[Any, tuple[str, list[int]]]) -> None:
+        """Nothing arrived for ``check_s``: the cluster must answer, starting replicas must be
+        placed and built in time, and a busy replica that does not answer a ping within
+        ``reply_s`` (a frozen process, a node cut off) is killed, so its work is queued again."""
+        import ray
+
+        self._check_starting(pool.starting, pool)  # the cluster's check included
+        busy = {w: pool.actors[w] for w, _ in inflight.values() if w in pool.actors}
+        for worker in unanswered(busy, self.limits.reply_s):
+            self.stats.unresponsive_workers += 1
+            ray.kill(pool.actors[worker], no_restart=True)  # its streams fail: _lost re-queues
+
+    def _check_starting(self, starting: Mapping[Any, tuple[str, Any]], pool: _Pool) -> None:
+        """Refuse a starting replica that no node has taken within ``place_s`` while the cluster
+        has no free resources for it (other work holds them: no progress is possible), or that
+        has not built its model within ``build_s``."""
+        check_cluster(self.config.address)
+        now, cpus = time.monotonic(), self.config.worker_cpus
+        gpus = 1 if starting and self._gpus() else 0
+        where = cluster_name(self.config.address)
+        for worker, actor in starting.values():
+            waited = now - pool.launched.get(worker, now)
+            if waited > self.limits.place_s and placed(actor) is False and not free(cpus, gpus):
+                gpu = " and a free GPU" if gpus else ""
+                raise ConfigError(
+                    f"{where} has not placed Ray worker {worker} in {waited:.0f} s: no node has "
+                    f"{self.config.worker_cpus} free CPU(s){gpu} for it (other jobs hold "
+                    "them?). Free them (`ray status` lists the demand), pass fewer --workers, "
+                    f"or wait longer ({ENV['place_s']}, now "
+                    f"{self.limits.place_s:g} s)"
+                )
+            if waited > self.limits.build_s:
+                raise ConfigError(
+                    f"Ray worker {worker} on {where} has not built model {pool.role!r} in "
+                    f"{waited:.0f} s (its process is alive): check its log (a download stuck?); "
+                    f"allow longer with {ENV['build_s']} (now {self.limits.build_s:g} s)"
+                )
 
     def _fill(
         self,
@@ -252,13 +320,27 @@ class RayExecutor:
     def _start_actors(self, pool: _Pool, n: int) -> None:
         """Start ``n`` actors and wait for their models; a fingerprint unlike the driver's, or a
         model a worker cannot build, is an error that names the worker's host."""
+        import ray
+
         from imprint.executors.ray_setup import check_replica
 
         new = self._launch(pool, n)
-        infos = {w: a.info.remote() for w, a in new.items()}
-        for worker, ref in infos.items():
-            info = check_replica(pool.role, worker, ref, pool.fingerprint)
-            self.stats.nodes[worker] = str(info.get("node", ""))
+        pending = {a.info.remote(): (w, a) for w, a in new.items()}
+        try:
+            while pending:
+                quiet = lambda: self._check_starting(pending, pool)  # noqa: E731
+                ready = wait_any(list(pending), self.limits, quiet)
+                for ref in ready:
+                    worker, _ = pending.pop(ref)
+                    info = check_replica(
+                        pool.role, worker, ref, pool.fingerprint,
+                        address=self.config.address, reply_s=self.limits.reply_s,
+                    )  # fmt: skip
+                    self.stats.nodes[worker] = str(info.get("node", ""))
+        except BaseException:  # refused (or interrupted): no actor of this pool outlives it
+            for actor in new.values():
+                ray.kill(actor)
+            raise
         pool.actors.update(new)
 
     def _launch(self, pool: _Pool, n: int) -> dict[str, Any]:
@@ -268,7 +350,8 @@ class RayExecutor:
         from imprint.executors.ray_setup import actor_options
 
         options = actor_options(self.config, self._gpus())
-        cls = ray.remote(Replica)
+        # pings run in their own thread (answered while a batch runs); work keeps one thread
+        cls = ray.remote(concurrency_groups={PING_GROUP: 1})(Replica)  # type: ignore[call-overload]
         new: dict[str, Any] = {}
         for _ in range(n):
             exit_after = self.config.exit_after if pool.started == 0 else None
@@ -276,6 +359,7 @@ class RayExecutor:
             new[worker] = cls.options(**options).remote(  # type: ignore[attr-defined]
                 pool.factory, self.config.worker_cpus, exit_after
             )
+            pool.launched[worker] = time.monotonic()
             pool.started += 1
         self.stats.started_workers += n
         return new

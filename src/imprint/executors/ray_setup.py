@@ -21,6 +21,7 @@ __all__ = [
     "check_address",
     "check_replica",
     "check_resources",
+    "cluster_name",
     "connect",
     "default_workers",
     "mask_address",
@@ -42,6 +43,8 @@ class RayOptions(Protocol):
 ENV_KEYS = ("IMPRINT_CACHE_DIR", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME")
 #: the port each address form reaches when it names none: Ray client, GCS
 DEFAULT_PORTS = {"ray": 10001, "": 6379}
+#: the environment variable for the deadline of a quick answer (see imprint.executors.ray_waits)
+REPLY_ENV = "IMPRINT_RAY_REPLY_S"
 #: seconds the address check waits for a TCP connection, then for Ray's protocol to answer (a
 #: live head does both in milliseconds)
 CONNECT_TIMEOUT_S = 3.0
@@ -65,6 +68,20 @@ def mask_address(address: str | None) -> str | None:
     scheme, slashes, userinfo = head.rpartition("//")
     user = f"{userinfo.split(':', 1)[0]}:" if ":" in userinfo else ""
     return f"{scheme}{slashes}{user}***@{rest}"
+
+
+def cluster_name(address: str | None = None) -> str:
+    """How errors name the cluster: the address the user gave (password masked), else the GCS
+    address Ray joined."""
+    if address and address.strip() not in ("auto", "local"):
+        return f"the Ray cluster at {mask_address(address)!r}"
+    try:
+        import ray
+
+        gcs = ray.get_runtime_context().gcs_address
+    except Exception:  # a Ray client, or Ray gone: no GCS address to read
+        gcs = None
+    return f"the Ray cluster at {gcs!r}" if gcs else "the Ray cluster"
 
 
 def _masked(text: str, address: str) -> str:
@@ -255,15 +272,30 @@ def replica_place() -> dict[str, Any]:
     return {"host": socket.gethostname(), "pid": os.getpid(), "node": node, "imprint": __version__}
 
 
-def check_replica(role: str, worker: str, ref: Any, fingerprint: str) -> dict[str, Any]:
-    """Wait for a replica's ``info()``; its model must have the driver's fingerprint, and its
-    imprint (when it says) the driver's version."""
+def check_replica(
+    role: str,
+    worker: str,
+    ref: Any,
+    fingerprint: str,
+    *,
+    address: str | None = None,
+    reply_s: float = 60.0,
+) -> dict[str, Any]:
+    """Wait at most ``reply_s`` for a replica's ``info()`` (a quick answer: callers wait for the
+    replica to be built first, see :mod:`imprint.executors.ray_waits`); its model must have the
+    driver's fingerprint, and its imprint (when it says) the driver's version."""
     import ray
 
     from imprint import __version__
 
     try:
-        info: dict[str, Any] = ray.get(ref)
+        info: dict[str, Any] = ray.get(ref, timeout=reply_s)
+    except ray.exceptions.GetTimeoutError:
+        raise ConfigError(
+            f"Ray worker {worker} on {cluster_name(address)} did not answer within {reply_s:g} s "
+            f"(model {role!r}): its process or node is stuck or cut off; check `ray status` and "
+            f"the worker's log, or allow longer with {REPLY_ENV}"
+        ) from None
     except ray.exceptions.RayActorError as err:
         raise ConfigError(
             f"Ray worker {worker} could not build model {role!r}: {_last_line(err)}. Every "
