@@ -215,6 +215,14 @@ def test_the_python_guide_runs(tiny_model_dir, tmp_path, monkeypatch, one_torch_
 
     for folder in (Path("studies/quick"), Path("audits/demo"), Path("canaries/demo")):
         validate(json.loads((folder / ".imprint-output.json").read_text()), schema("marker"))
+    # every run these commands wrote (the study's cells', the audit's, imprint.run's, the
+    # document-free execute_run's) validates against the schemas
+    assert len(study.runs()) == 1  # one run scored both attacks of the grid's one benchmark
+    runs = [*(r.path for r in study.runs().values()), audit.run.path, latest.path,
+            Path("runs/wikimia32")]  # fmt: skip
+    for folder in runs:
+        validate(json.loads((folder / "metrics.json").read_text()), schema("metrics"))
+        validate(json.loads((folder / "manifest.json").read_text()), schema("manifest"))
     for folder, load in ((Path("studies/quick"), imprint.load_study),
                          (Path("audits/demo"), imprint.load_audit)):  # fmt: skip
         marker = folder / ".imprint-output.json"
