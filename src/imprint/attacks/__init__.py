@@ -13,15 +13,27 @@ from imprint.attacks.base import (
     available_attacks,
     build_attacks,
     get_attack_class,
+    hyperparameters,
+    left_out_of_all,
     register,
 )
+from imprint.attacks.params import TypedParams, check_params
+from imprint.attacks.shots import HELDOUT_KEY, HeldOut, hold_out
 
+# what the run reads of attacks: these names, never an attack's own module
 __all__ = [
+    "HELDOUT_KEY",
     "Attack",
+    "HeldOut",
     "Preparation",
     "RunContext",
+    "TypedParams",
     "available_attacks",
     "build_attacks",
+    "check_params",
     "get_attack_class",
+    "hold_out",
+    "hyperparameters",
+    "left_out_of_all",
     "register",
 ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from imprint.attacks.shots import HeldOut, hold_out
+from imprint.attacks import HeldOut, hold_out
 from imprint.data import LoadedData, Sample, apply_transforms, data_defects, resolve_data
 from imprint.data.benchmarks import DefectReport
 from imprint.data.pools import NONMEMBER_POOL, load_shot_pool

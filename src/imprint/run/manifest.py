@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from imprint.attacks.base import hyperparameters
+from imprint.attacks import hyperparameters
 
 if TYPE_CHECKING:
     from imprint.run.inputs import RunInputs

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from imprint.attacks import RunContext, build_attacks
-from imprint.attacks.params import TypedParams, check_params
+from imprint.attacks import RunContext, TypedParams, build_attacks, check_params
 from imprint.backends.base import LOGPROBS, Access
 from imprint.backends.models import default_cache_path, resolve_model
 from imprint.backends.registry import BackendChoice, LoadContext, choose_backend, provider_for

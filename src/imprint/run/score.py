@@ -9,8 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from imprint.attacks import Attack, RunContext, build_attacks
-from imprint.attacks.shots import HELDOUT_KEY
+from imprint.attacks import HELDOUT_KEY, Attack, RunContext, build_attacks
 from imprint.backends.base import TOKENS, Backend
 from imprint.backends.registry import BackendChoice
 from imprint.data import Sample
@@ -183,7 +182,7 @@ def _left_out(plan: RunPlan, run: RunContext, attacks: list[Attack]) -> tuple[tu
     """An ``attacks_left_out`` warning naming each attack that ``all`` skipped, and why."""
     if "all" not in plan.config.attacks:
         return ()
-    from imprint.attacks.base import left_out_of_all
+    from imprint.attacks import left_out_of_all
 
     ran = {a.name for a in attacks}
     skipped = [(n, why) for n, why in left_out_of_all(run) if n not in ran]
