@@ -12,9 +12,9 @@ from imprint.run import RunConfig, resolve
 def test_a_missing_reference_model_fails_in_resolve_naming_it(tiny_model_dir, tmp_path):
     config = RunConfig(
         model=str(tiny_model_dir), data="wikimia:32", out=tmp_path / "o", attacks=("ref",),
-        refs=(("r", "nonexistent-model-xyz"),),
+        refs=(("r", "no/such/model-xyz"),),  # (a bare name is a hub id: gpt2)
     )  # fmt: skip
-    with pytest.raises(ConfigError, match=r"reference model r='nonexistent-model-xyz': unknown"):
+    with pytest.raises(ConfigError, match=r"reference model r='no/such/model-xyz': unknown"):
         resolve(config)
 
 
