@@ -224,12 +224,18 @@ def _models(data: Any, base: Path, where: str) -> list[ReferenceModel]:
     )
 
 
-def _check(models: list[ReferenceModel], where: str) -> None:
-    names = [m.name for m in models]
+def check_reference_names(names: list[str], where: str = "", note: str = "") -> None:
+    """The one check of reference model names (a manifest's, a run's --ref and --references
+    together): unique, and none called ``target`` (the model under attack)."""
     if len(set(names)) != len(names) or "target" in names:
+        place = f"{where}: " if where else ""
         raise ConfigError(
-            f"{where}: reference model names must be unique and not 'target': {names}"
+            f"{place}reference model names must be unique and not 'target': {names}{note}"
         )
+
+
+def _check(models: list[ReferenceModel], where: str) -> None:
+    check_reference_names([m.name for m in models], where)
     for m in models:
         overlap = m.members & (m.nonmembers or frozenset())
         if overlap:

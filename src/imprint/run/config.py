@@ -16,6 +16,10 @@ from imprint.coerce import Mismatch, name_list
 from imprint.documents.run_hook import DocumentOptions
 from imprint.errors import ConfigError
 from imprint.executors import ExecutorConfig
+from imprint.training_manifest import check_reference_names
+
+#: why a --ref name and a --references model name may not be equal
+SHARED_NAMESPACE = " (--ref names and the --references manifest's model names share one namespace)"
 
 
 @dataclass(frozen=True)
@@ -94,9 +98,4 @@ class RunConfig:
             from imprint.backends.http_checks import check_api_base
 
             check_api_base(self.api_base)
-        names = [n for n, _ in self.refs]
-        if "target" in names or len(set(names)) != len(names):
-            raise ConfigError(
-                f"reference names must be unique and not 'target': {names} (--ref names and "
-                "the --references manifest's model names share one namespace)"
-            )
+        check_reference_names([n for n, _ in self.refs], note=SHARED_NAMESPACE)

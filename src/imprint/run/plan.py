@@ -20,8 +20,8 @@ from imprint.backends.registry import BackendChoice, LoadContext, choose_backend
 from imprint.backends.shared_options import SHARED_NAMES
 from imprint.errors import ConfigError
 from imprint.executors import BackendFactory, Executor, make_executor
-from imprint.run.config import RunConfig
-from imprint.training_manifest import ReferenceSet, load_reference_set
+from imprint.run.config import SHARED_NAMESPACE, RunConfig
+from imprint.training_manifest import ReferenceSet, check_reference_names, load_reference_set
 
 #: the backend options every model may take, given once (``RunConfig.shared_args``)
 SHARED_ARGS = SHARED_NAMES
@@ -69,12 +69,8 @@ def resolve(config: RunConfig) -> RunPlan:
     params = check_params(config.params)  # a bad --param fails before data or models load
     references = load_reference_set(config.references) if config.references else None
     extra = tuple((m.name, m.spec) for m in references.models) if references else ()
-    names = [n for n, _ in (*config.refs, *extra)]
-    if "target" in names or len(set(names)) != len(names):
-        raise ConfigError(
-            f"reference names must be unique and not 'target': {names} (--ref names and "
-            "the --references manifest's model names share one namespace)"
-        )
+    if extra:  # the config checked its own --ref names; with the manifest's, once more
+        check_reference_names([n for n, _ in (*config.refs, *extra)], note=SHARED_NAMESPACE)
     choices = backend_choices(config, (*config.refs, *extra))
     access = Access.of(choices["target"].provider.capabilities)
     # the plan's config holds the typed parameters: the manifest records them as before, and
