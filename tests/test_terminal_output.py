@@ -236,3 +236,22 @@ def test_ctrl_c_on_a_real_run_says_what_was_kept_and_exits_130(tmp_path):
     assert said is not None, stdout + stderr
     assert int(said[1].replace(",", "")) == _stored(cache) > 0
     assert "Traceback" not in stderr
+
+
+def test_jsonl_turns_other_libraries_warnings_into_events(capsys):
+    """With jsonl, stderr stays one JSON object per line: a library's Python warning (which
+    would print ``path:line: FutureWarning: ...``) becomes a ``warning`` event."""
+    from imprint.cli.common import _show_warning
+    from imprint.report import terminal
+
+    shown: list[str] = []
+    terminal.configure(log_format="jsonl")
+    try:
+        _show_warning(lambda *a, **k: shown.append("printed"), "old API", FutureWarning,
+                      "/site-packages/lib.py", 3)  # fmt: skip
+    finally:
+        terminal.configure()
+    (line,) = capsys.readouterr().err.splitlines()
+    record = json.loads(line)
+    assert record["event"] == "warning" and record["category"] == "FutureWarning"
+    assert record["message"] == "old API" and shown == []

@@ -171,6 +171,11 @@ def _show_warning(
     ours = category.__module__.split(".")[0] == "imprint" or filename.startswith(_PACKAGE)
     if ours:
         warn(str(message))
+        return
+    from imprint.report.terminal import event, settings
+
+    if settings().log_format == "jsonl":  # stderr stays one JSON object per line
+        event("warning", message=str(message), category=category.__name__, source=filename)
     else:
         fallback(message, category, filename, *args, **kwargs)
 
