@@ -229,3 +229,21 @@ def test_the_python_guide_runs(tiny_model_dir, tmp_path, monkeypatch, one_torch_
         marker.write_text(marker.read_text().replace('"1.0"', '"2.0"'))
         with pytest.raises(DataError, match=r"format_version 2\.0.*reads format 1\.x"):
             load(folder)
+
+
+def test_scores_parquet_meta_json_becomes_columns_whatever_a_row_holds(tmp_path) -> None:
+    """The parquet keeps ``meta`` as JSON text (every imprint wrote it so); a row with no
+    meta, ``null`` or a nested value reads without failing."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from imprint.run.folder import scores_frame
+
+    metas = ['{"k": 1, "nested": {"a": [1, 2]}}', "null", "", "{}"]
+    table = {"id": list("abcd"), "label": [1, 0, 1, 0], "text": list("wxyz"), "meta": metas,
+             "loss": [0.1, 0.2, 0.3, 0.4]}  # fmt: skip
+    pq.write_table(pa.table(table), tmp_path / "scores.parquet")
+    frame = scores_frame(tmp_path / "scores.parquet")
+    assert list(frame.columns) == ["id", "label", "text", "meta.k", "meta.nested", "loss"]
+    assert frame["meta.k"].iloc[0] == 1 and frame["meta.k"].iloc[1:].isna().all()
+    assert frame["meta.nested"].iloc[0] == {"a": [1, 2]}

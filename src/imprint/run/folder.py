@@ -55,12 +55,18 @@ def scores_frame(file: Path) -> pd.DataFrame:
     frame = pq.read_table(file).to_pandas()
     if "meta" not in frame.columns:
         return frame
-    metas = [json.loads(m) if isinstance(m, str) and m else {} for m in frame.pop("meta")]
+    metas = [_meta(m) for m in frame.pop("meta")]
     expanded = pd.DataFrame.from_records(metas, index=frame.index)
     expanded.columns = [f"meta.{c}" for c in expanded.columns]
     front = [c for c in ("id", "label", "text") if c in frame.columns]
     rest = [c for c in frame.columns if c not in front]
     return pd.concat([frame[front], expanded, frame[rest]], axis=1)
+
+
+def _meta(text: object) -> dict[str, Any]:
+    """One row's ``meta``: its JSON object ({} for an empty or non-object value)."""
+    value = json.loads(text) if isinstance(text, str) and text else None
+    return value if isinstance(value, dict) else {}
 
 
 @dataclass
