@@ -55,6 +55,10 @@ def test_the_command_reference_has_every_command_and_option(site: Path) -> None:
                 if opt.startswith("--") and opt != "--help":
                     assert f"<code>{opt}</code>" in page, (path, opt)
     assert seen >= 20  # run, attacks, ..., overlap build, data build-temporal, game build, ...
+    options = [o for p in root.params for o in p.opts if o.startswith("--") and o != "--help"]
+    assert {"--quiet", "--log-format"} <= set(options)  # the global options, issue 35
+    for opt in options:
+        assert f"<code>{opt}</code>" in page, ("imprint", opt)
 
 
 def test_the_attack_reference_has_every_attack_with_paper_and_deviations(site: Path) -> None:
