@@ -127,3 +127,42 @@ def test_refusals_name_the_flag(runs: Path, tmp_path: Path, monkeypatch) -> None
         port = taken.getsockname()[1]
         res = runner.invoke(app, ["view", str(runs), "--port", str(port)])
     assert res.exit_code == 2 and f"--port {port}" in res.output and "--port 0" in res.output
+
+
+def test_server_builds_a_comparison_on_request_and_refuses_unknown_runs(runs: Path, tmp_path):
+    import threading
+    import urllib.error
+    import urllib.request
+
+    from imprint.view.server import make_server
+    from imprint.view.site import build_site
+
+    entries = find_entries([runs])
+    site = tmp_path / "site"
+    build_site(entries, site, served=True)
+    assert not (site / "compare").exists()  # a served site builds comparisons when asked
+    server = make_server(site, entries, 0)
+    assert server.server_address[0] == "127.0.0.1"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/compare/"
+    try:
+        with urllib.request.urlopen(base + "good__vs__old.html", timeout=60) as answer:
+            page = answer.read().decode()
+        assert answer.status == 200 and "paired 60 samples by id" in page
+        for pair in ("good__vs__nope", "good__vs__broken"):  # unknown; no readable scores
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(base + pair + ".html", timeout=60)
+            assert refused.value.code == 404
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_ctrl_c_while_building_says_the_runs_are_untouched(runs: Path, tmp_path, monkeypatch):
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("imprint.view.site.build_site", interrupted)
+    res = runner.invoke(app, ["view", str(runs), "--build", str(tmp_path / "s"), "--no-serve"])
+    assert res.exit_code == 130 and "nothing of the runs was changed" in res.output

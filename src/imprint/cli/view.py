@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from imprint.cli.common import handle_errors, say
+from imprint.cli.common import handle_errors, on_interrupt, say
 from imprint.errors import ConfigError
 
 __all__ = ["view"]
@@ -19,6 +19,10 @@ DEFAULT_PORT = 7788
 
 
 @handle_errors
+@on_interrupt(
+    "interrupted while building the pages (before serving): nothing of the runs was changed; "
+    "rerun the same command"
+)
 def view(
     folders: Annotated[
         list[Path] | None,
