@@ -161,13 +161,14 @@ def compare_page(by_id: dict[str, Entry], a: str, b: str, out: Path) -> Path:
 
 
 def same_data_pairs(entries: Sequence[Entry], limit: int = 50) -> list[tuple[str, str]]:
-    """Pairs of runs that scored the same data (by its fingerprint): the comparisons a static
-    site builds ahead (``limit`` at most; a served site builds any pair when asked)."""
+    """Pairs of runs that scored the same data (by its fingerprint), each both ways (the first
+    ticked is A): the comparisons a static site builds ahead (``limit`` pairs at most; a served
+    site builds any pair when asked)."""
     runs = [e for e in entries if e.comparable]
     pairs = [
         (x.id, y.id)
         for i, x in enumerate(runs)
         for y in runs[i + 1 :]
         if x.data_key and x.data_key == y.data_key
-    ]
-    return pairs[:limit]
+    ][:limit]
+    return [*pairs, *((b, a) for a, b in pairs)]
