@@ -12,18 +12,24 @@ from dataclasses import fields
 from typing import Any
 
 from imprint.backends.shared_options import SharedModelOptions
+from imprint.cli.options import RunOptions
 from imprint.errors import ConfigError
+
+_RUN_DEFAULTS = {f.name: f.default for f in fields(RunOptions)}  # the one declaration's
 
 #: flag (RunConfig keyword of the command line) -> its default; changed ones are shared_args
 SHARED_FLAGS: dict[str, Any] = {f.name: f.default for f in fields(SharedModelOptions)}
-#: --api-* flag -> (the openai provider's option name, the flag's default)
+_API_OPTIONS = {
+    "api_mode": "mode",
+    "api_key_env": "key_env",
+    "api_concurrency": "concurrency",
+    "api_top_k": "top_k",
+    "api_timeout": "timeout",
+    "api_max_retries": "max_retries",
+}
+#: --api-* flag -> (the openai provider's option name, the flag's default, from RunOptions)
 API_FLAGS: dict[str, tuple[str, Any]] = {
-    "api_mode": ("mode", "completions"),
-    "api_key_env": ("key_env", "OPENAI_API_KEY"),
-    "api_concurrency": ("concurrency", 8),
-    "api_top_k": ("top_k", None),
-    "api_timeout": ("timeout", 60.0),
-    "api_max_retries": ("max_retries", 6),
+    flag: (option, _RUN_DEFAULTS[flag]) for flag, option in _API_OPTIONS.items()
 }
 
 
