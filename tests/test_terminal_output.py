@@ -255,3 +255,19 @@ def test_jsonl_turns_other_libraries_warnings_into_events(capsys):
     record = json.loads(line)
     assert record["event"] == "warning" and record["category"] == "FutureWarning"
     assert record["message"] == "old API" and shown == []
+
+
+def test_quiet_game_build_prints_the_game_and_not_the_work(
+    tmp_path, tiny_model_dir, one_torch_thread
+):
+    from test_game import write_pool
+
+    pool = write_pool(tmp_path / "pool.txt")
+    args = ["game", "build", "--model", tiny_model_dir, "--pool", pool, "--pool-size", 20,
+            "--words", 8, "--epochs", 1, "--max-length", 64, "--repetitions", "1", "--canaries",
+            4, "--canary-generator", "random", "--canary-words", 6, "--heldout", 0, "--device",
+            "cpu", "--out", tmp_path / "g"]  # fmt: skip
+    result = CliRunner().invoke(app, ["--quiet", *map(str, args)])
+    assert result.exit_code == 0, result.output
+    assert "loading base model" not in result.output  # the work: not with --quiet
+    assert f"game: 1 epoch(s) written to {tmp_path / 'g'}" in result.output  # the result

@@ -239,8 +239,19 @@ def check_games(config: GameConfig, epochs: Sequence[int]) -> tuple[list[int], B
 
 
 def _say(console: Any, message: str) -> None:
+    """A line about the work (--quiet: none; jsonl: an ``info`` event)."""
+    from imprint.report.terminal import status
+
+    status(console, message, stage="game")
+
+
+def _written(console: Any, epoch: int, folder: Path) -> None:
+    """A game written: its folder (a result: printed with --quiet too; jsonl: a ``result``)."""
+    from imprint.report.terminal import event, print_wrapped
+
+    event("result", kind="game", path=str(folder), epochs=epoch)
     if console is not None:
-        console.print(message)
+        print_wrapped(console, f"game: {epoch} epoch(s) written to {folder}")
 
 
 def _check_base_model(model: Any, tokenizer: Any, config: Any) -> StartToken:
@@ -265,7 +276,7 @@ def _build(
     config = plan.config
     timings: dict[str, float] = {}
     started = time.time()
-    _say(console, f"[bold]game[/]: loading base model {config.model} ...")
+    _say(console, f"game: loading base model {config.model} ...")
     model, tokenizer = load_causal_lm(config.model, dtype="float32", device=device)
     timings["load_s"] = round(time.time() - started, 2)
     start = _check_base_model(model, tokenizer, config)
@@ -307,7 +318,7 @@ def _build(
                 tokens=(start, end),
                 dp=privacy or None,
             )
-            _say(console, f"[bold]game[/]: {epoch} epoch(s) written to {targets[epoch]}")
+            _written(console, epoch, targets[epoch])
 
     if config.dp_epsilon is not None:  # one epoch count (build_games checked): written at the end
         from imprint.game.dp import train_dp

@@ -142,8 +142,9 @@ def _train_missing(
     progress: bool,
 ) -> None:
     """Load the base model once, then train each missing reference model from a copy of it."""
-    if console is not None:
-        console.print(f"[bold]game[/]: training reference models {todo} ({len(todo)} of them)")
+    from imprint.report.terminal import status
+
+    status(console, f"game: training reference models {todo} ({len(todo)} of them)", stage="game")
     base, tokenizer = load_causal_lm(config.model, dtype="float32", device=device)
     _check_base_model(base, tokenizer, config)
     # the tokens the game's target was trained with (an older game's: BOS and EOS)
