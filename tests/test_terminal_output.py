@@ -271,3 +271,18 @@ def test_quiet_game_build_prints_the_game_and_not_the_work(
     assert result.exit_code == 0, result.output
     assert "loading base model" not in result.output  # the work: not with --quiet
     assert f"game: 1 epoch(s) written to {tmp_path / 'g'}" in result.output  # the result
+
+
+def test_ctrl_c_in_a_game_build_says_what_it_keeps(monkeypatch, tmp_path):
+    import imprint.game.build as build
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build, "build_game", interrupted)
+    result = CliRunner().invoke(app, ["game", "build", "--out", str(tmp_path / "g")])
+    assert result.exit_code == 130, result.output
+    assert _joined(result.output) == (
+        "interrupted: finished games and reference models are kept, the one in training is "
+        "not; rerun the same command to resume"
+    )
