@@ -154,3 +154,37 @@ def test_an_offline_hub_model_fails_in_seconds_with_the_advice(tmp_path: Path) -
         "Face hub is switched off (HF_HUB_OFFLINE is set)" in out  # fmt: skip
     assert "Offline, use a local folder, gguf:PATH or an alias" in out
     assert time.monotonic() - start < 30  # the hub client's retries alone took 55 s
+
+
+def test_config_file_takes_every_run_flag(tmp_path: Path) -> None:
+    """Every declared run option is a key of --config, typed as its declaration says."""
+    import dataclasses
+    import typing
+
+    from typer.main import get_command
+
+    from imprint.cli.options import RunOptions
+    from imprint.cli.run_file import read_run_file
+
+    hints = typing.get_type_hints(RunOptions)
+    samples = {str: "x", int: 3, float: 0.5, bool: True, Path: "p"}
+    lines = []
+    for f in dataclasses.fields(RunOptions):
+        if f.name == "config":
+            continue
+        kind = hints[f.name]
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        base = args[0] if typing.get_origin(kind) is not tuple and args else kind
+        value = ["k=v"] if typing.get_origin(kind) is tuple else samples[base]
+        flag = f.metadata["flags"][0] if f.metadata["flags"] else f"--{f.name.replace('_', '-')}"
+        lines.append(f"{flag.lstrip('-')}: {json.dumps(value)}")  # the key is the flag
+    path = tmp_path / "every.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    command = get_command(app).commands["run"]  # type: ignore[attr-defined]
+    ctx = command.make_context("run", ["--config", str(path), "--seed", "7"])
+    read = read_run_file(path, ctx, hints)
+    declared = {f.name for f in dataclasses.fields(RunOptions)} - {"config"}
+    assert set(read) == declared - {"seed"}  # --seed was typed: the command line wins
+    options = RunOptions(**{k: tuple(v) if isinstance(v, list) else v for k, v in read.items()})
+    assert options.n_per_label == 3 and options.di_power == 0.5 and options.no_blind is True
+    assert options.out == Path("p") and options.model_arg == ("k=v",)
