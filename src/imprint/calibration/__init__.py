@@ -33,6 +33,7 @@ SUITE: tuple[Entry, ...] = (
     Entry("sequence_iid", sequences.rows_iid, 200, 1000),
     Entry("resolution", sequences.rows_resolution, 50, 200),
     Entry("tpr_edge", edges.rows_tpr_edge, 200, 1000),
+    Entry("tpr_edge_headline", edges.rows_tpr_edge_headline, 20, 1000),
     Entry("document_tpr_edge", edges.rows_doc_tpr_edge, 200, 1000),
     Entry("grouped_tpr_edge", edges.rows_grouped_tpr_edge, 200, 1000),
     Entry("degenerate", edges.rows_degenerate, 200, 1000),
