@@ -286,3 +286,25 @@ def test_ctrl_c_in_a_game_build_says_what_it_keeps(monkeypatch, tmp_path):
         "interrupted: finished games and reference models are kept, the one in training is "
         "not; rerun the same command to resume"
     )
+
+
+def test_the_document_table_follows_the_same_column_rule():
+    """--unit document's table: 60 non-member documents measure only 10 %, so 0.1, 1 and 5 %
+    are left out with one line, as in the Attacks table (bootstrap_metrics sets the rule)."""
+    from imprint.evaluation.document_results import DocumentMetrics, DocumentRow
+    from imprint.metrics import bootstrap_metrics
+    from imprint.report.documents import document_blocks, document_rows
+
+    rng = np.random.default_rng(0)
+    labels = np.r_[np.ones(60), np.zeros(60)]
+    summary = bootstrap_metrics(labels, labels + rng.normal(0, 1, 120), n_resamples=50)
+    rows = {"loss (mean)": DocumentRow("loss", "mean", summary)}
+    header, cells = document_rows(DocumentMetrics(120, 60, 60, 600, rows))
+    assert header[2:-2] == ["TPR@10% (lowest measurable FPR)"] and len(cells[0]) == 5
+    blocks = document_blocks(DocumentMetrics(120, 60, 60, 600, rows))
+    notes = [text for kind, text in blocks if kind == "p" and "not shown" in text]
+    assert notes == [
+        "TPR at 0.1%, 1% and 5% FPR not shown: no row can measure them (an FPR bound must "
+        "allow 4 false positives: 4,000, 400 and 80 non-members needed, 60 here); TPR@10% is "
+        "the lowest measurable FPR"
+    ]
