@@ -122,11 +122,11 @@ def test_the_manifest_and_fingerprint_follow_the_options(
     assert {k: bf16.describe()[k] for k in ("blocks", "head", "reduction")} == {
         "blocks": "compiled",
         "head": "bfloat16",
-        "reduction": "compiled",
+        "reduction": "fused head (compiled)",
     }
     monkeypatch.setenv("IMPRINT_NO_COMPILE", "1")
     assert bf16.describe()["blocks"] == "eager (IMPRINT_NO_COMPILE=1)"
-    assert bf16.describe()["reduction"] == "eager"
+    assert bf16.describe()["reduction"] == "fused head (eager)"
     monkeypatch.delenv("IMPRINT_NO_COMPILE")
     bf16.float32_head = True
     assert bf16.describe()["head"] == "float32"

@@ -1,43 +1,48 @@
-"""What ``--dtype auto`` loads a local model in, and why (recorded in the manifest).
+"""What ``--dtype auto`` loads a local model in, and why (recorded in the manifest and shown in
+the report's provenance table).
 
-On CUDA auto is bfloat16. On CPU it is bfloat16 only when both hold:
+On CUDA auto is bfloat16. On CPU it is bfloat16 only when all three hold:
 
 1. the CPU multiplies bf16 matrices natively (``amx_bf16`` or ``avx512_bf16`` on x86, ``bf16``
    on Arm): elsewhere bf16 is emulated and slower than float32;
-2. these weights passed the accuracy gate: every score column of the gray-box battery (loss,
-   zlib, min_k, min_k_pp) in bf16 ranks held-out WikiMIA texts as float32 does, Spearman >=
-   :data:`GATE_SPEARMAN` per column. ``benchmarks/bench_bf16.py --record-gate`` measures it and
-   writes the result to ``bf16_gates.py`` next to this module (a Python literal, so it ships in
-   the wheel), keyed by the weights' content fingerprint, so a run knows without a float32 pass
-   of its own.
+2. these weights' family passed the bf16 accuracy gate on this CPU kind
+   (:mod:`imprint.backends.bf16_gates`: per score column, AUC within 0.005 of float32's, TPR at
+   the lowest measurable FPR within one text, Spearman >= 0.998 on WikiMIA, Chinese, Russian and
+   long texts), recorded in ``bf16_gate_results.json`` by ``benchmarks/bench_bf16.py
+   --record-gate``;
+3. a quick probe measured on this machine (:mod:`imprint.backends.dtype_probe`: the model's
+   matrix products in both dtypes, about a second, cached per machine and model) finds bf16 at
+   least :data:`PROBE_MIN_SPEEDUP` times faster: a busy or throttled machine, or a torch build
+   without fast bf16 kernels, keeps float32.
 
 A gate recorded for another bf16 scoring path (:data:`BF16_PATH`) counts as not recorded.
-Anything else, including weights never gated, stays float32, and the reason says which rule
-decided. The CPU's flags come through :func:`cpu_flags` (a parameter in tests).
+Anything else stays float32, and the reason says which rule decided. ``--dtype float32``
+reproduces float32 results exactly; the two dtypes never share cached answers (the dtype and the
+bf16 path are part of the backend's fingerprint). The CPU's flags, the recorded gates and the
+probe come in through :func:`choose_dtype`'s parameters in tests.
 """
 
 from __future__ import annotations
 
-import ast
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from imprint.backends.bf16_gates import BF16_PATH, find_gate, load_results, summary
 from imprint.errors import ConfigError
 
-GATE_SPEARMAN = 0.9999
-GATE_FILE = Path(__file__).with_name("bf16_gates.py")
-_GATE_HEADER = (
-    '"""bf16 accuracy gates by weights fingerprint, written by benchmarks/bench_bf16.py '
-    '--record-gate\n(read by imprint.backends.dtype_choice; edit by re-measuring)."""\n\nGATES = '
-)
-# bump when the bf16 path changes what it computes: gates measured on the old one no longer hold
-BF16_PATH = "bf16-head+compiled-blocks+fused-reduce/2"
+__all__ = ["BF16_PATH", "DtypeChoice", "choose_dtype", "cpu_flags", "native_bf16"]
+
 NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16", "bf16")  # x86 AMX, x86 AVX-512, Arm (BF16 ext)
 CANONICAL = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 CANONICAL |= {"float16": "float16", "fp16": "float16"}
+# bf16 must beat float32 by this much on the probe: the compiled bf16 path also pays a few
+# seconds of compilation per process, and the probe's products are only most of a forward
+PROBE_MIN_SPEEDUP = 1.25
+
+#: probe(fingerprint, dims) -> bf16 speed-up over float32 on this machine
+Probe = Callable[[str, Mapping[str, int]], float]
 
 
 @dataclass(frozen=True)
@@ -70,14 +75,6 @@ def native_bf16(flags: frozenset[str]) -> str | None:
     return next((f for f in NATIVE_BF16_FLAGS if f in flags), None)
 
 
-def load_gates(path: Path = GATE_FILE) -> dict[str, Any]:
-    """Recorded gate results by weights fingerprint ({} when none are recorded)."""
-    if not path.exists():
-        return {}
-    _, _, literal = path.read_text().partition("GATES = ")
-    return dict(ast.literal_eval(literal)) if literal.strip() else {}
-
-
 def choose_dtype(
     requested: str,
     device: str,
@@ -85,11 +82,14 @@ def choose_dtype(
     *,
     flags: frozenset[str] | None = None,
     gates: Mapping[str, Any] | None = None,
+    probe: Probe | None = None,
 ) -> DtypeChoice:
     """The dtype to load in on ``device`` (already resolved: cpu, cuda or cuda:N).
 
     ``weights()`` gives the weights' content fingerprint (None when unknown); it is called only
-    when the gate decides, since fingerprinting reads the weight files once.
+    when the gate decides, since fingerprinting reads the weight files once. ``gates`` are the
+    recorded families (:func:`~imprint.backends.bf16_gates.load_results`), ``probe`` the speed
+    probe (:func:`~imprint.backends.dtype_probe.cached_speedup`).
     """
     if requested != "auto":
         if requested not in CANONICAL:
@@ -103,74 +103,41 @@ def choose_dtype(
     if unit is None:
         why = "this CPU has no native bf16 matrix instructions (no amx_bf16/avx512_bf16/bf16 flag)"
         return DtypeChoice("auto", "float32", f"auto on CPU: float32, {why}")
-    return _gated(unit, weights(), load_gates() if gates is None else gates)
+    if probe is None:
+        from imprint.backends.dtype_probe import cached_speedup
+
+        probe = cached_speedup
+    return _gated(unit, weights(), load_results() if gates is None else gates, probe)
 
 
-def _gated(unit: str, fingerprint: str | None, gates: Mapping[str, Any]) -> DtypeChoice:
-    gate = gates.get(fingerprint) if fingerprint else None
-    if gate is None or gate.get("bf16_path") != BF16_PATH:
-        return DtypeChoice(
-            "auto",
-            "float32",
-            f"auto on CPU: float32; the CPU has {unit}, but no bf16 accuracy gate is recorded for "
-            f"these weights under the current bf16 path (benchmarks/bench_bf16.py --record-gate)",
+def _gated(
+    unit: str, fingerprint: str | None, families: Mapping[str, Any], probe: Probe
+) -> DtypeChoice:
+    def fp32(why: str) -> DtypeChoice:
+        why = f"auto on CPU: float32; the CPU has {unit}, but {why}"
+        return DtypeChoice("auto", "float32", why)
+
+    found = find_gate(families, fingerprint, unit)
+    if found is None or found[2].get("bf16_path") != BF16_PATH:
+        return fp32(
+            f"no bf16 accuracy gate is recorded for these weights on {unit} CPUs under the "
+            "current bf16 path (benchmarks/bench_bf16.py --record-gate measures one)"
         )
-    spearman: dict[str, float] = gate["spearman"]
-    worst = min(spearman, key=lambda k: spearman[k])
-    where = f"{gate['texts']} held-out texts, measured {gate['measured']} on {gate['cpu']}"
-    if spearman[worst] >= GATE_SPEARMAN:
-        return DtypeChoice(
-            "auto",
-            "bfloat16",
-            f"auto on CPU: bfloat16; the CPU has {unit} and bf16 passed the accuracy gate "
-            f"(lowest Spearman vs float32: {worst} {spearman[worst]:.5f} >= {GATE_SPEARMAN}; "
-            f"{where})",
+    family, record, gate = found
+    where = f"{gate['texts']}; measured {gate['measured']} on {gate['cpu']}"
+    if not gate["passed"]:
+        failed = sorted(c for c, e in gate["columns"].items() if not e["passed"])
+        return fp32(
+            f"bf16 failed the accuracy gate for {family} on {unit} (columns {', '.join(failed)}; "
+            f"{summary(gate)}; {where})"
         )
-    floor = (
-        f"; even float32 arithmetic on bf16-rounded weights reaches only {gate['floor']:.5f}"
-        if gate.get("floor") is not None and gate["floor"] < GATE_SPEARMAN
-        else ""
-    )
+    speedup = probe(fingerprint or "", record["dims"])
+    measured = f"bf16 ran the model's matrix products {speedup:.2f}x as fast as float32 here"
+    if speedup < PROBE_MIN_SPEEDUP:
+        return fp32(f"{measured} (< {PROBE_MIN_SPEEDUP}x needed)")
     return DtypeChoice(
         "auto",
-        "float32",
-        f"auto on CPU: float32; the CPU has {unit}, but bf16 failed the accuracy gate ({worst} "
-        f"Spearman vs float32 {spearman[worst]:.5f} < {GATE_SPEARMAN}; {where}{floor})",
+        "bfloat16",
+        f"auto on CPU: bfloat16; the CPU has {unit}, {family} passed the bf16 accuracy gate on "
+        f"{unit} ({summary(gate)}; {where}) and {measured}; --dtype float32 reproduces float32",
     )
-
-
-def record_gate(
-    fingerprint: str,
-    spec: str,
-    spearman: Mapping[str, float],
-    meta: Mapping[str, Any],
-    *,
-    path: Path = GATE_FILE,
-) -> dict[str, Any]:
-    """Write one gate result into ``path`` (other fingerprints kept); returns it."""
-    entry = {
-        "spec": spec,
-        "bf16_path": BF16_PATH,
-        "spearman": {k: round(float(v), 6) for k, v in spearman.items()},
-        "passed": min(spearman.values()) >= GATE_SPEARMAN,
-        **meta,
-    }
-    gates = load_gates(path)
-    gates[fingerprint] = entry
-    path.write_text(_GATE_HEADER + _literal(gates) + "\n")
-    return entry
-
-
-def _literal(value: Any, indent: int = 0) -> str:
-    """``value`` as a Python literal laid out as ruff formats it (sorted keys, one per line,
-    trailing commas), so the recorded file passes ``ruff format --check`` unchanged."""
-    if isinstance(value, Mapping):
-        pad = " " * indent
-        items = "".join(
-            f"{pad}    {json.dumps(str(k), ensure_ascii=False)}: {_literal(v, indent + 4)},\n"
-            for k, v in sorted(value.items())
-        )
-        return "{\n" + items + pad + "}" if items else "{}"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    return repr(value)  # bool, int, float

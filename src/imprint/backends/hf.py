@@ -49,7 +49,7 @@ from imprint.backends.models import (
     load_causal_lm,
     resolve_model,
 )
-from imprint.backends.reduce import reduce_hidden, to_host, uses_fused
+from imprint.backends.reduce import fused_head_stats, reduce_hidden, to_host, uses_fused
 from imprint.backends.scoped import sdpa_gqa
 from imprint.backends.start_token import context_token_id, resolve_start_token
 from imprint.backends.text import HFTextBackend
@@ -138,6 +138,7 @@ class HFLogprobBackend(Backend):
         # the battery's time. It stays as an option for that benchmark.
         self.cpu_reduced = self.device.type == "cpu" and model.dtype != torch.float32
         self.float32_head = False
+        self.fused_head = True  # False: the bf16 head over whole rows, then the reduction
         self._head32: tuple[torch.Tensor, torch.Tensor | None] | None = None
         self.blocks = CompiledBlocks(model, enabled=self.cpu_reduced)
         # transformers copies K/V to every query head (grouped-query attention) unless told that
@@ -199,6 +200,7 @@ class HFLogprobBackend(Backend):
         if not self.cpu_reduced:
             return ""
         head = "+float32-head" if self.float32_head else ""
+        head += "" if self.fused_head or self.float32_head else "+unfused-head"
         return BF16_PATH + head + ("" if self.blocks.on else "+eager-blocks")
 
     def describe(self) -> dict[str, Any]:
@@ -216,9 +218,18 @@ class HFLogprobBackend(Backend):
             "head": "float32"
             if self.float32_head
             else str(self.model.dtype).removeprefix("torch."),
-            "reduction": "compiled" if uses_fused(self.device, self.model.dtype) else "eager",
+            "reduction": self._reduction(),
             "blocks": self.blocks.describe(),
         }
+
+    def _fuses_head(self) -> bool:
+        return self.cpu_reduced and self.fused_head and not self.float32_head
+
+    def _reduction(self) -> str:
+        """For the manifest: how the head's output becomes per-token statistics."""
+        if self._fuses_head():
+            return "fused head " + ("(compiled)" if self.blocks.on else "(eager)")
+        return "compiled" if uses_fused(self.device, self.model.dtype) else "eager"
 
     def local_model(self) -> HFLogprobBackend:
         return self
@@ -446,6 +457,22 @@ class HFLogprobBackend(Backend):
         cap = getattr(self.model.config, "final_logit_softcapping", None)
         return torch.tanh(logits / cap) * cap if cap else logits
 
+    def _reduce(self, hidden: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Per-position statistics of the predicting hidden states. The CPU bf16 path fuses the
+        output head with the reduction, a vocabulary slice at a time (no full row of logits);
+        every other path applies the head to chunks of positions and reduces each chunk."""
+        if self._fuses_head():
+            out = self.model.get_output_embeddings()
+            return fused_head_stats(
+                hidden,
+                targets,
+                out.weight,
+                out.bias,
+                softcap=getattr(self.model.config, "final_logit_softcapping", None),
+                compiled=self.blocks.on,
+            )
+        return reduce_hidden(hidden, targets, self.head, vocab_size=self.model.config.vocab_size)
+
     def _float32_head(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         if self._head32 is None:
             out = self.model.get_output_embeddings()
@@ -478,12 +505,7 @@ class HFLogprobBackend(Backend):
         chosen = hidden.reshape(-1, hidden.shape[-1]).index_select(
             0, to_device(flat, hidden.device)
         )
-        stats = reduce_hidden(
-            chosen,
-            to_device(targets, hidden.device),
-            self.head,
-            vocab_size=self.model.config.vocab_size,
-        )
+        stats = self._reduce(chosen, to_device(targets, hidden.device))
         bounds = np.cumsum([0, *(hi - lo).tolist()])
 
         def finish() -> list[TokenStats]:  # holds the small results only, never ``hidden``

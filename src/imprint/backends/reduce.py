@@ -210,3 +210,120 @@ def to_host(stats: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
         torch.cuda.current_stream(first.device).synchronize()
         out.update({k: host[i].numpy() for i, k in enumerate(names)})
     return out
+
+
+# -- the fused head (CPU bf16): output head and statistics one vocabulary slice at a time -------
+
+#: positions per block of the fused head, and vocabulary rows per slice: a slice's bf16 logits
+#: (256 x 4,096 x 2 bytes = 2 MiB) are written by the head's GEMM and read back by the update
+#: while still in cache, instead of a 256 x 49,152 block (25 MB) going through memory twice
+FUSED_HEAD_ROWS = 256
+FUSED_HEAD_SLICE = 4096
+
+
+def _slice_update(
+    x: torch.Tensor,
+    xt: torch.Tensor,
+    tcol: torch.Tensor,
+    m: torch.Tensor,
+    s0: torch.Tensor,
+    s1: torch.Tensor,
+    s2: torch.Tensor,
+    above: torch.Tensor,
+    top: torch.Tensor,
+    arg: torch.Tensor,
+    v0: int,
+) -> tuple[torch.Tensor, ...]:
+    """Fold one vocabulary slice's logits ``x`` (n, v) into the running statistics.
+
+    Online softmax moments about the running maximum ``m``: ``s_k = sum exp(x - m) (x - m)^k``
+    for k = 0, 1, 2; a larger maximum rescales them exactly (y -> y + d, weights x exp(d)).
+    ``above`` counts logits strictly above the target's ``xt`` (the target's own column,
+    ``tcol`` in this slice or outside it, excluded); ``top``/``arg`` track the argmax."""
+    x = x.float()
+    cmax, carg = x.max(-1)
+    m_new = torch.maximum(m, cmax)
+    d = m - m_new  # <= 0
+    c = d.exp()
+    y = x - m_new[:, None]
+    e = y.exp()
+    ey = e * y
+    s2 = c * (s2 + 2 * d * s1 + d * d * s0) + (ey * y).sum(-1)
+    s1 = c * (s1 + d * s0) + ey.sum(-1)
+    s0 = c * s0 + e.sum(-1)
+    cols = torch.arange(x.shape[1], device=x.device)
+    over = (x > xt[:, None]) & (cols[None, :] != tcol[:, None])
+    above = above + over.sum(-1)
+    better = cmax > top
+    top = torch.where(better, cmax, top)
+    arg = torch.where(better, carg + v0, arg)
+    return m_new, s0, s1, s2, above, top, arg
+
+
+@torch.no_grad()
+def fused_head_stats(
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    *,
+    softcap: float | None = None,
+    compiled: bool = True,
+    slice_rows: int = FUSED_HEAD_SLICE,
+) -> dict[str, torch.Tensor]:
+    """The statistics of :func:`reduce_logits` for hidden states (N, H) under the output head
+    ``weight`` (V, H) (+ ``bias``, Gemma-style ``softcap``), without ever holding a position's
+    full row of logits: the head runs one vocabulary slice at a time (in the weights' dtype)
+    and :func:`_slice_update` folds each slice into online softmax moments (log-sum-exp, E[x],
+    E[x^2] under p), the count of logits above the target's, and the argmax.
+
+    The target's logit is a float32 dot product of the hidden state with its head row, not the
+    bf16 GEMM's rounded output (bf16 keeps 8 significant bits: +-0.06 at a logit of 16), so
+    log p(target), which every gray-box score is built on, carries only the hidden state's
+    rounding. E_p[log p] = E[x] - logsumexp and Var_p[log p] = Var_p[x] (a shift by the constant
+    logsumexp), the quantities Min-K%++ needs (Zhang et al. 2024, Eq. 2).
+    """
+    n, vocab = hidden.shape[0], weight.shape[0]
+    update = _slice_updater() if compiled else _slice_update
+    out = {k: hidden.new_empty(n, dtype=torch.float32) for k in _FLOAT_STATS}
+    out |= {k: torch.empty(n, dtype=torch.long, device=hidden.device) for k in _INT_STATS}
+    for start in range(0, n, FUSED_HEAD_ROWS):
+        stop = min(start + FUSED_HEAD_ROWS, n)
+        h, t = hidden[start:stop], targets[start:stop]
+        xt = torch.linalg.vecdot(h.float(), weight.index_select(0, t).float())
+        if bias is not None:
+            xt = xt + bias.index_select(0, t).float()
+        if softcap:
+            xt = torch.tanh(xt / softcap) * softcap
+        rows = stop - start
+        m, top = xt.clone(), torch.full_like(xt, -torch.inf)
+        s0, s1, s2 = (torch.zeros_like(xt) for _ in range(3))
+        above = torch.zeros(rows, dtype=torch.long, device=h.device)
+        arg = torch.zeros(rows, dtype=torch.long, device=h.device)
+        for v0 in range(0, vocab, slice_rows):
+            v1 = min(v0 + slice_rows, vocab)
+            x = torch.nn.functional.linear(h, weight[v0:v1], None if bias is None else bias[v0:v1])
+            if softcap:
+                x = torch.tanh(x / softcap) * softcap
+            m, s0, s1, s2, above, top, arg = update(
+                x, xt, t - v0, m, s0, s1, s2, above, top, arg, v0
+            )
+        log_z = m + s0.log()
+        mean_y = s1 / s0
+        out["logp"][start:stop] = xt - log_z
+        out["mean_logp"][start:stop] = mean_y - s0.log()
+        out["var_logp"][start:stop] = (s2 / s0 - mean_y * mean_y).clamp(min=0.0)
+        out["top1_logp"][start:stop] = top - log_z
+        out["rank"][start:stop] = above + 1
+        out["argmax"][start:stop] = arg
+    return out
+
+
+def _slice_updater() -> Callable[..., tuple[torch.Tensor, ...]]:
+    """:func:`_slice_update` compiled once per process (dynamic shapes: the last, narrower slice
+    and block do not recompile). A compiler that fails is an error, not a silent eager run:
+    eager and compiled updates differ in the last bits, and the bf16 path's fingerprint says
+    compiled (``IMPRINT_NO_COMPILE=1`` selects the eager one under its own fingerprint)."""
+    if "slice" not in _compiled:
+        _compiled["slice"] = torch.compile(_slice_update, dynamic=True)
+    return _compiled["slice"]  # type: ignore[no-any-return]

@@ -75,7 +75,7 @@ def model_provenance(entry: dict[str, Any]) -> dict[str, Any]:
     elif scheme in ("openai", "vllm") and arg and not entry.get("resolved_model"):
         found["resolved"] = f"{arg} served by {scheme}"
     return {"spec": spec, "provider": entry.get("provider", "?"), **found,
-            "fingerprint": entry.get("fingerprint")}  # fmt: skip
+            "fingerprint": entry.get("fingerprint"), "dtype": entry.get("dtype")}  # fmt: skip
 
 
 def _seeds(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -128,6 +128,9 @@ def provenance_rows(record: dict[str, Any]) -> list[list[str]]:
         what = f"{model.get('resolved')}; {model.get('kind')}; {model.get('quantisation')}"
         rows.append([f"model ({role})", f"{model.get('spec')} = {what}"])
         rows.append([f"model fingerprint ({role})", str(model.get("fingerprint"))])
+        dtype = model.get("dtype")  # local models: which dtype ran and why (dtype_choice.py)
+        if isinstance(dtype, dict):
+            rows.append([f"model dtype ({role})", f"{dtype.get('dtype')}: {dtype.get('reason')}"])
     data = record.get("data") or {}
     rows.append(["data", f"{data.get('spec')} ({data.get('source')})"])
     rows.append(["data fingerprint", str(data.get("fingerprint"))])
