@@ -58,6 +58,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in ("manifest.json", "scores.parquet"):
         (broken / name).write_bytes((root / "good" / name).read_bytes())
     (broken / "metrics.json").write_text('{"attacks": {"loss": {"auc": 3}}, "warnings": []}')
+    newer = root / "newer"  # written by a later imprint: refused, saying which version reads it
+    newer.mkdir()
+    for name in ("manifest.json", "scores.parquet"):
+        (newer / name).write_bytes((root / "good" / name).read_bytes())
+    metrics["format_version"] = "9.0"
+    (newer / "metrics.json").write_text(json.dumps(metrics))
     (root / ".next.partial-77-00ff00ff").mkdir()
     (root / "mine").mkdir()
     (root / "mine" / "notes.txt").write_text("x")
@@ -67,7 +73,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_index_reads_runs_and_notes_odd_folders(runs: Path) -> None:
     entries = {e.name: e for e in find_entries([runs])}
-    assert set(entries) == {"good", "old", "broken", "next", "mine"}  # latest: an alias
+    assert set(entries) == {"good", "old", "broken", "newer", "next", "mine"}  # latest: alias
     good, old = entries["good"], entries["old"]
     assert (good.kind, good.n_members, good.n_nonmembers) == ("run", 30, 30)
     assert good.attacks == ["loss", "min_k"] and good.best is not None
@@ -77,6 +83,7 @@ def test_index_reads_runs_and_notes_odd_folders(runs: Path) -> None:
     # the older layout is read (its verdict re-derived from the stored suite), with no note
     assert old.note == "" and old.best == good.best and old.blind == good.blind
     assert "metrics.json cannot be read" in entries["broken"].note and not entries["broken"].page
+    assert "format_version 9.0" in entries["newer"].note and "format 9.x" in entries["newer"].note
     assert "half-written" in entries["next"].note
     assert "not an imprint output" in entries["mine"].note
     # a run folder named directly is itself the entry
@@ -92,7 +99,7 @@ def test_static_site_is_offline_and_has_a_page_per_readable_run(runs: Path, tmp_
     site = tmp_path / "site"
     res = runner.invoke(app, ["view", str(runs), "--build", str(site), "--no-serve"])
     assert res.exit_code == 0, res.output
-    assert "5 folder(s)" in res.output and "site written to" in res.output
+    assert "6 folder(s)" in res.output and "site written to" in res.output
     assert (site / "run" / "good" / "report.html").is_file()
     assert not (site / "run" / "broken").exists()
     # runs of one data set are compared ahead in a static site (no server to ask)

@@ -151,16 +151,20 @@ def _entries_of(path: Path, name: str, ids: set[str]) -> list[Entry]:
 def _run(path: Path, name: str, ids: set[str], parent: str = "") -> Entry:
     """A run folder: its manifest, metrics.json (read_metrics) and scores."""
     from imprint.evaluation.results import read_metrics
+    from imprint.run.folder import read_json
 
     entry = Entry(_new_id(name, ids), "run", path, name, date=_mtime(path / "manifest.json"),
                   parent=parent)  # fmt: skip
-    try:
-        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    try:  # read_json refuses a newer format_version, saying which imprint reads it
+        manifest = read_json(path / "manifest.json", "a run's manifest.json")
         config = manifest["config"]
         entry.model, entry.data = str(config["model"]), str(config["data"])
         entry.data_key = str(manifest.get("data", {}).get("fingerprint") or entry.data)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-        entry.kind, entry.note = "folder", f"manifest.json unreadable ({type(err).__name__}: {err})"
+    except DataError as err:
+        entry.note = f"manifest.json cannot be read: {err}"
+        return entry
+    except (KeyError, TypeError, AttributeError) as err:
+        entry.note = f"manifest.json lacks the run's config ({type(err).__name__}: {err})"
         return entry
     try:
         metrics = read_metrics(path)
@@ -222,8 +226,10 @@ def _game(path: Path, name: str, ids: set[str]) -> Entry:
 
 def _audit(path: Path, name: str, ids: set[str]) -> list[Entry]:
     entry = Entry(_new_id(name, ids), "audit", path, name, date=_mtime(path / "audit.json"))
+    from imprint.run.folder import read_json
+
     try:
-        record: dict[str, Any] = json.loads((path / "audit.json").read_text(encoding="utf-8"))
+        record: dict[str, Any] = read_json(path / "audit.json", "an audit's audit.json")
         entry.model = str(record["model"])
         entry.n_members = int(record["canary_members"])
         entry.n_nonmembers = int(record["canaries"]) - entry.n_members
@@ -235,8 +241,10 @@ def _audit(path: Path, name: str, ids: set[str]) -> list[Entry]:
             f"{record['confidence']:.0%} confidence ({record['attack']}){claimed}"
         )
         entry.warnings = [str(n) for n in record.get("notes", [])]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        entry.note = f"audit.json unreadable ({type(err).__name__}: {err})"
+    except DataError as err:
+        entry.note = f"audit.json cannot be read: {err}"
+    except (KeyError, TypeError, ValueError) as err:
+        entry.note = f"audit.json lacks a figure ({type(err).__name__}: {err})"
     found = [entry]
     if (path / "run").is_dir():
         run = _run(path / "run", f"{name}/run", ids, parent=entry.id)
