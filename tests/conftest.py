@@ -145,3 +145,4 @@ def _wide_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
     import imprint.cli.common as common
 
     monkeypatch.setattr(common, "PIPE_WIDTH", 1000)
+    monkeypatch.setattr(common.console, "width", 1000)  # a subcommand's app has no callback
