@@ -84,7 +84,7 @@ def test_a_model_call_attack_is_one_file_planned_counted_and_stored(tiny_model_d
     executed = first["requests"]
     assert planned[("target", "greedy")] == executed["target"]["greedy"]["executed"] == len(rows)
     # the suffixes' embeddings are planned; the continuations' are known only from the answers
-    words = [r["text"].split() for r in rows]
+    words = [r["input"].split() for r in rows]
     suffixes = {" ".join(w[max(1, len(w) // 2) :]).strip() for w in words}
     assert planned[("embedder", "embed")] == len(suffixes)
     assert executed["embedder"]["embed"]["executed"] >= len(suffixes)
