@@ -168,16 +168,29 @@ def build_index(
         out, blooms, caps, plans, inserted,
         counted=capacity is None, measure_fp=measure_fp, seed=seed,
     )  # fmt: skip
+    where = {"ns": ns, "fp_rate_target": fp_rate, "unit": unit, "text_field": text_field}
+    return write_index_manifest(out, where, filters, [s.to_dict() for s in stats], started)
+
+
+def write_index_manifest(
+    out: Path,
+    settings: dict[str, Any],
+    filters: Any,
+    corpus: list[Any],
+    started: float,
+    **extra: Any,
+) -> dict[str, Any]:
+    """Write and return the index's manifest: its format, hash and normalisation versions, the
+    build ``settings`` (ns, fp_rate_target, unit, text_field), the saved ``filters``, the
+    ``corpus`` files' statistics, ``extra`` keys (where it was built) and its timing."""
     manifest = {
         "format": INDEX_FORMAT,
         "hash": HASH_VERSION,
         "normalization": NORMALIZATION,
-        "ns": ns,
-        "fp_rate_target": fp_rate,
-        "unit": unit,
-        "text_field": text_field,
+        **settings,
         "filters": filters,
-        "corpus": [s.to_dict() for s in stats],
+        "corpus": corpus,
+        **extra,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "elapsed_s": round(time.time() - started, 2),
     }

@@ -12,7 +12,6 @@ Every worker reads the corpus files at the same path (one machine, or a shared f
 
 from __future__ import annotations
 
-import datetime as _dt
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,18 +19,17 @@ from typing import Any
 
 from imprint.diagnostics.bloom_filters import save_filters
 from imprint.diagnostics.corpus import CorpusFileStats, Unit, iter_documents, new_stats
-from imprint.diagnostics.ngrams import HASH_VERSION, NORMALIZATION, NgramBatch
+from imprint.diagnostics.ngrams import NgramBatch
 from imprint.diagnostics.overlap import (
     DEFAULT_FP_RATE,
-    INDEX_FORMAT,
     Progress,
     _bloom,
     _check_memory,
     _check_ns,
     _corpus_paths,
     _prepare_out,
-    _write_manifest,
     plan_filter,
+    write_index_manifest,
 )
 from imprint.executors import ExecutorConfig
 
@@ -165,22 +163,10 @@ def build_index_ray(
         out, blooms, caps, plans, inserted,
         counted=capacity is None, measure_fp=measure_fp, seed=seed,
     )  # fmt: skip
-    manifest = {
-        "format": INDEX_FORMAT,
-        "hash": HASH_VERSION,
-        "normalization": NORMALIZATION,
-        "ns": ns,
-        "fp_rate_target": fp_rate,
-        "unit": unit,
-        "text_field": text_field,
-        "filters": filters,
-        "corpus": [stats[str(p)] for p in paths],
-        "built_on": {"executor": "ray", "shards_per_file": k},
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "elapsed_s": round(time.time() - started, 2),
-    }
-    _write_manifest(out, manifest)
-    return manifest
+    where = {"ns": ns, "fp_rate_target": fp_rate, "unit": unit, "text_field": text_field}
+    corpus_stats = [stats[str(p)] for p in paths]
+    built_on = {"executor": "ray", "shards_per_file": k}
+    return write_index_manifest(out, where, filters, corpus_stats, started, built_on=built_on)
 
 
 def _capacities(
