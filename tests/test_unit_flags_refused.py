@@ -48,5 +48,14 @@ def test_run_refuses_a_document_flag_with_unit_sequence_even_at_its_default(
     assert result.exit_code == 2, result.output
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:"), result.output
-    assert f"{flag} apply to documents but --unit is sequence" in lines[0]
+    assert f"{flag} applies to documents but --unit is sequence" in lines[0]
     assert "add --unit document" in lines[0] and not (tmp_path / "o").exists()
+
+
+def test_run_names_every_document_flag_given_with_unit_sequence(tmp_path: Path) -> None:
+    args = ["run", "--model", MISSING, "--data", "wikimia:32", "--max-seqs", "25"]
+    result = runner.invoke(app, [*args, "--di-power", "0.8", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert "error: --max-seqs, --di-power apply to documents but --unit is sequence" in (
+        result.output
+    )

@@ -123,8 +123,9 @@ def document_options(
     if unit == "sequence":
         given = [flag for flag, value in flags.items() if value is not None]
         if given:
+            verb = "applies" if len(given) == 1 else "apply"
             raise ConfigError(
-                f"{', '.join(given)} apply to documents but --unit is sequence: add --unit "
+                f"{', '.join(given)} {verb} to documents but --unit is sequence: add --unit "
                 f"document, or drop {', '.join(given)}"
             )
         return None
