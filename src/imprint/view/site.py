@@ -123,7 +123,7 @@ def _entry_pages(env: Any, entry: Entry, out: Path) -> None:
         shutil.copyfile(entry.path / "report.html", folder / "report.html")
     try:
         table, problem = text_table(entry.path), ""
-    except (DataError, OSError, ValueError) as err:
+    except (DataError, OSError, ValueError, TypeError) as err:  # TypeError: a null label
         table, problem = {"attacks": [], "rows": [], "n": 0}, f"scores.parquet unreadable: {err}"
         entry.note = entry.note or problem
     page = env.get_template("run.html").render(
@@ -146,7 +146,7 @@ def compare_page(by_id: dict[str, Entry], a: str, b: str, out: Path) -> Path:
     try:
         result: dict[str, Any] | None = compare_runs(left.path, right.path).to_dict()
         problem = ""
-    except (DataError, OSError, ValueError) as err:
+    except (DataError, OSError, ValueError, TypeError) as err:
         result, problem = None, str(err)
     page = _environment().get_template("compare.html").render(
         a=left, b=right, result=result, problem=problem, root="../",

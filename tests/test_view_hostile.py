@@ -1,0 +1,73 @@
+"""``imprint view`` over hostile folders: markup in every text a run carries is escaped on every
+page, and one run whose scores.parquet is readable but malformed gets a note instead of
+stopping the whole site (one odd folder must not hide the others)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from imprint.data import Sample
+from imprint.diagnostics import blind
+from imprint.evaluation.evaluate import evaluate_scores
+from imprint.report.writer import write_run
+from imprint.run import RunConfig
+from imprint.view.entries import find_entries
+from imprint.view.site import build_site
+
+ATTACK = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+
+
+def _run(out: Path, *, model: str = "smollm2-135m", data: str = "d.jsonl",
+         text: str = "text", attack: str = "loss") -> Path:  # fmt: skip
+    rng = np.random.default_rng(0)
+    samples = [Sample(f"s{i}{ATTACK if i == 0 else ''}", f"{text} {i} Ωμέγα 中文", i % 2,
+                      meta={"src": ATTACK}) for i in range(24)]  # fmt: skip
+    labels = np.array([s.label for s in samples])
+    scores = {attack: rng.normal(size=24) + labels, "min_k": rng.normal(size=24)}
+    config = RunConfig(model=model, data=data, out=out, n_bootstrap=20)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(blind, "N_ESTIMATORS", 10)
+        patch.setattr(sys, "argv", ["imprint", "run"])
+        metrics = evaluate_scores(samples, scores, config=config)
+        write_run(
+            out,
+            samples,
+            scores,
+            metrics,
+            {"config": config, "data": {"evaluated": 24, "dropped": {}}},
+        )
+    return out
+
+
+def test_markup_in_names_texts_models_data_and_attacks_is_escaped(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    _run(runs / f"run {ATTACK.replace('/', '-')}", model=ATTACK, data=f"/x/{ATTACK}.jsonl",
+         text=ATTACK + " " + "word " * 2500, attack=f"loss{ATTACK}")  # fmt: skip
+    site = tmp_path / "site"
+    build_site(find_entries([runs]), site, served=False)
+    pages = [p for p in site.rglob("*.html")]
+    assert len(pages) >= 3  # the index, the run's page, its report
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        assert "<script>alert" not in html and "<img src=x" not in html, page
+
+
+def test_a_run_with_a_null_label_gets_a_note_and_the_others_their_pages(tmp_path: Path):
+    runs = tmp_path / "runs"
+    _run(runs / "good")
+    bad = _run(runs / "bad")
+    table = pq.read_table(bad / "scores.parquet")
+    labels = pa.array([None, *table.column("label").to_pylist()[1:]], pa.int64())
+    pq.write_table(table.set_column(table.column_names.index("label"), "label", labels),
+                   bad / "scores.parquet")  # fmt: skip
+    site = tmp_path / "site"
+    build_site(find_entries([runs]), site, served=False)  # before the fix: TypeError
+    assert (site / "run" / "good" / "index.html").is_file()
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert "scores.parquet unreadable" in index
