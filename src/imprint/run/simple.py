@@ -18,8 +18,8 @@ __all__ = ["simple_run"]
 
 
 def simple_run(
-    model: str,
-    data: str,
+    model: str | Path,
+    data: str | Path,
     attacks: str | Sequence[str] = ("all",),
     *,
     out: str | Path | None = None,
@@ -49,12 +49,52 @@ def simple_run(
         )
         raise ConfigError(f"imprint.run() takes no option {said}; its options are RunConfig's")
     options.setdefault("progress", False)
+    _check_types({"model": model, "data": data, "out": out, **options})
     config = RunConfig(
-        model=model,
-        data=data,
+        model=str(model),  # a local model's or data file's path may come as a Path
+        data=str(data),
         attacks=attacks,  # type: ignore[arg-type]  # a string is split on commas there
         out=None if out is None else Path(out),
         **options,
     )
     result = execute_run(config, console=console)
     return load_run(result.out)
+
+
+def _check_types(values: dict[str, Any]) -> None:
+    """Refuse a value of the wrong type for a plain field of RunConfig (a str, bool, int,
+    float or path, or None where the field allows it) naming the option, before it reaches
+    code that would fail obscurely (``model=123``) or read it wrongly (``blind="no"`` is
+    truthy). Fields of other types are checked by RunConfig itself."""
+    import numbers
+    import os
+    import types
+    import typing
+
+    from imprint.errors import ConfigError
+    from imprint.run.config import RunConfig
+
+    # numbers.Integral: a numpy integer from a DataFrame counts as an int
+    plain = {str: (str,), bool: (bool,), int: (numbers.Integral,), float: (numbers.Real,),
+             Path: (str, os.PathLike)}  # fmt: skip
+    hints = typing.get_type_hints(RunConfig)
+    for name, value in values.items():
+        hint = hints.get(name)
+        parts = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        if not all(p is type(None) or p in plain for p in parts):
+            continue  # a mapping, tuple or options class: RunConfig checks it
+        if value is None and type(None) in parts:
+            continue
+        allowed = tuple(t for p in parts if p in plain for t in plain[p])
+        if name in ("model", "data", "out"):  # a local model, data file or folder: a path
+            allowed = (str, os.PathLike)
+        wrong_bool = isinstance(value, bool) and bool not in parts
+        if wrong_bool or not isinstance(value, allowed):
+            said = {str: "a string", bool: "True or False", int: "an integer",
+                    float: "a number", Path: "a path", type(None): "None"}  # fmt: skip
+            takes = " or ".join(said[p] for p in parts)
+            if name in ("model", "data"):
+                takes = "a string or a path"
+            raise ConfigError(
+                f"imprint.run({name}={value!r}): {name} takes {takes}, not {type(value).__name__}"
+            )

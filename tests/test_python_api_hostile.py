@@ -1,0 +1,49 @@
+"""The Python API given what a hurried or hostile caller passes: a value of the wrong type is
+refused before any model loads, naming the option and the type it takes (never a TypeError
+from deep inside, never a string read as True)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import imprint
+from imprint.errors import ConfigError
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"model": 123}, "imprint.run(model=123): model takes a string or a path, not int"),
+        ({"model": None}, "model takes a string or a path, not NoneType"),
+        ({"data": None}, "data takes a string or a path, not NoneType"),
+        ({"out": 5}, "out takes a path or None, not int"),
+        ({"blind": "no"}, "imprint.run(blind='no'): blind takes True or False, not str"),
+        ({"n_bootstrap": "20"}, "n_bootstrap takes an integer, not str"),
+        ({"seed": True}, "seed takes an integer, not bool"),
+        ({"n_per_label": 4.5}, "n_per_label takes an integer or None, not float"),
+        ({"cache": 3}, "cache takes a path or None, not int"),
+    ],
+)
+def test_a_wrong_type_is_refused_naming_the_option(options: dict, said: str) -> None:
+    # before the fix: model=123 / data=None / n_bootstrap="20" raised TypeError or
+    # AttributeError from deep inside, and blind="no" ran with the blind baseline on
+    call = {"model": "smollm2-135m", "data": "wikimia:8", "attacks": "loss", **options}
+    with pytest.raises(ConfigError) as err:
+        imprint.run(**call)
+    assert said in str(err.value)
+
+
+def test_paths_and_none_where_allowed_pass_the_type_check() -> None:
+    from imprint.run.simple import _check_types
+
+    _check_types({"model": Path("m"), "data": Path("d x.jsonl"), "out": "runs/a b",
+                  "n_per_label": None, "cache": Path("c"), "blind": False, "seed": 0,
+                  "on_bad": "drop", "n_bootstrap": np.int64(50)})  # fmt: skip
+
+
+def test_an_attack_list_with_spaces_only_is_one_unknown_name_not_letters() -> None:
+    with pytest.raises(ConfigError, match="unknown attack 'loss zlib'; did you mean"):
+        imprint.run(model="smollm2-135m", data="wikimia:8", attacks="loss zlib")
