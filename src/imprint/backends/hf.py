@@ -28,7 +28,6 @@ from imprint.backends.base import (
     TOKENS,
     Backend,
     ScoreRequest,
-    Task,
     TokenStats,
 )
 from imprint.backends.budget import auto_token_budget
@@ -239,22 +238,11 @@ class HFLogprobBackend(Backend):
         return HFTextBackend(self, name=self.name)
 
     def sample(
-        self,
-        prompts: Sequence[str],
-        n: int,
-        max_tokens: int,
-        stop: Sequence[str] | None = None,
-        *,
-        seed: int | None = None,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        task: Task = "continue",
+        self, prompts: Sequence[str], n: int, max_tokens: int, stop: Any = None, **law: Any
     ) -> list[list[str]]:
-        """Sampled continuations with the default sampler of :meth:`text_backend`."""
-        sampler = self.text_backend()
-        return sampler.sample(
-            prompts, n, max_tokens, stop, seed=seed, temperature=temperature, top_k=top_k, task=task
-        )
+        """Sampled continuations with the default sampler of :meth:`text_backend` (``law``: its
+        seed, temperature, top_k and task, as :meth:`Backend.sample` takes them)."""
+        return self.text_backend().sample(prompts, n, max_tokens, stop, **law)
 
     def gradient_norms(
         self, texts: Sequence[str], *, norm: str = "l2", aggregate: str = "global"

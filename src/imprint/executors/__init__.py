@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from imprint.executors.base import (
     BackendFactory,
+    BatchWork,
     CallFactory,
     Executor,
     ExecutorConfig,
@@ -23,6 +24,7 @@ from imprint.executors.local import LocalExecutor
 
 __all__ = [
     "BackendFactory",
+    "BatchWork",
     "CallFactory",
     "Executor",
     "ExecutorConfig",

@@ -125,6 +125,22 @@ class PlannedBatch:
 OnResults = Callable[[int, list[Any]], None]
 
 
+@dataclass(frozen=True)
+class BatchWork:
+    """One call of :meth:`Executor.run_batches`: ``kind.execute(model, batch)`` for every batch,
+    with ``backend()`` (the driver's model in ``role``) or a worker's replica of it, whose
+    fingerprint must equal ``fingerprint``; ``on_results(index, results)`` per batch as it
+    arrives, ``advance(units)`` per batch done."""
+
+    role: str
+    kind: Any
+    batches: Sequence[PlannedBatch]
+    on_results: OnResults
+    backend: Callable[[], Any]
+    fingerprint: str = ""
+    advance: Callable[[int], None] | None = None
+
+
 @dataclass
 class ExecutorStats:
     """What an executor did: requests executed per worker (``"driver"`` for this process) and
@@ -204,20 +220,8 @@ class Executor(Protocol):
         from another (a tempered target) can be built on workers from the other's recipe."""
         ...
 
-    def run_batches(
-        self,
-        role: str,
-        kind: Any,
-        batches: Sequence[PlannedBatch],
-        on_results: OnResults,
-        *,
-        backend: Callable[[], Any],
-        fingerprint: str = "",
-        advance: Callable[[int], None] | None = None,
-    ) -> None:
-        """``kind.execute(model, batch)`` for every batch, with ``backend()`` (the driver's
-        model in ``role``) or a worker's replica of it, whose fingerprint must equal
-        ``fingerprint``; ``advance(units)`` per batch done."""
+    def run_batches(self, work: BatchWork) -> None:
+        """Every batch of ``work``, on the driver or on workers (see :class:`BatchWork`)."""
         ...
 
     def close(self) -> None: ...

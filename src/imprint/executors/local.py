@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
-
-from imprint.executors.base import ExecutorStats, Factory, OnResults, PlannedBatch, run_local
+from imprint.executors.base import BatchWork, ExecutorStats, Factory, run_local
 
 
 class LocalExecutor:
@@ -23,20 +20,11 @@ class LocalExecutor:
         """None: every role is served by the driver's own backend."""
         return None
 
-    def run_batches(
-        self,
-        role: str,
-        kind: Any,
-        batches: Sequence[PlannedBatch],
-        on_results: OnResults,
-        *,
-        backend: Callable[[], Any],
-        fingerprint: str = "",
-        advance: Callable[[int], None] | None = None,
-    ) -> None:
-        for index, batch in enumerate(batches):
-            on_results(index, run_local(kind, backend(), batch, advance))
-            self.stats.add("driver", len(batch.requests), role, kind.kind)
+    def run_batches(self, work: BatchWork) -> None:
+        kind = work.kind
+        for index, batch in enumerate(work.batches):
+            work.on_results(index, run_local(kind, work.backend(), batch, work.advance))
+            self.stats.add("driver", len(batch.requests), work.role, kind.kind)
 
     def close(self) -> None:
         """Nothing to release: the run owns its backends."""

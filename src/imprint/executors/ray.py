@@ -19,17 +19,16 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from imprint.errors import ConfigError
 from imprint.executors.base import (
+    BatchWork,
     ExecutorConfig,
     ExecutorStats,
     Factory,
-    OnResults,
-    PlannedBatch,
     WorkerLostError,
 )
 from imprint.executors.local import LocalExecutor
@@ -127,32 +126,21 @@ class RayExecutor:
         return self.factories.get(role)
 
     # -- the work ------------------------------------------------------------------------------
-    def run_batches(
-        self,
-        role: str,
-        kind: Any,
-        batches: Sequence[PlannedBatch],
-        on_results: OnResults,
-        *,
-        backend: Callable[[], Any],
-        fingerprint: str = "",
-        advance: Callable[[int], None] | None = None,
-    ) -> None:
+    def run_batches(self, work: BatchWork) -> None:
+        role, kind, batches, advance = work.role, work.kind, work.batches, work.advance
         if not batches:
             return
         if role not in self.factories:
-            self._local.run_batches(
-                role, kind, batches, on_results, backend=backend, advance=advance
-            )
+            self._local.run_batches(work)
             return
-        pool = self._pool_for(role, fingerprint)
+        pool = self._pool_for(role, work.fingerprint)
 
         def submit(actor: Any, shard: list[int]) -> Any:
             items = [(i, list(batches[i].requests)) for i in shard]
             return actor.run.options(num_returns="streaming").remote(kind, items)
 
         def arrived(index: int, results: Any) -> None:
-            on_results(index, list(results))
+            work.on_results(index, list(results))
             if advance is not None:
                 advance(batches[index].units)
 

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from imprint.backends.base import Backend
 from imprint.errors import ConfigError
-from imprint.executors import Executor, LocalExecutor, PlannedBatch
+from imprint.executors import BatchWork, Executor, LocalExecutor, PlannedBatch
 from imprint.requests.kinds import Request
 from imprint.requests.store import RequestStore
 
@@ -273,13 +273,7 @@ class RequestRunner:
             tokens_before = counts.tokens or 0
             try:
                 self.executor.run_batches(
-                    role,
-                    kind,
-                    batches,
-                    on_results,
-                    backend=get,
-                    fingerprint=fingerprint,
-                    advance=advance,
+                    BatchWork(role, kind, batches, on_results, get, fingerprint, advance)
                 )
             finally:
                 for write in writes:

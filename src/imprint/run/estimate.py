@@ -21,7 +21,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -365,15 +365,12 @@ class TimedExecutor:
     def __getattr__(self, name: str) -> Any:  # kind, stats, register, factory, close
         return getattr(self.inner, name)
 
-    def run_batches(
-        self, role: str, kind: Any, batches: Sequence[Any], on_results: Callable[..., Any],
-        **kwargs: Any,
-    ) -> None:  # fmt: skip
+    def run_batches(self, work: Any) -> None:
         started = time.perf_counter()
         try:
-            self.inner.run_batches(role, kind, batches, on_results, **kwargs)
+            self.inner.run_batches(work)
         finally:
-            key = (role, str(kind.kind))
+            key = (work.role, str(work.kind.kind))
             self.seconds[key] = self.seconds.get(key, 0.0) + time.perf_counter() - started
 
 
