@@ -71,3 +71,28 @@ def test_a_run_with_a_null_label_gets_a_note_and_the_others_their_pages(tmp_path
     assert (site / "run" / "good" / "index.html").is_file()
     index = (site / "index.html").read_text(encoding="utf-8")
     assert "scores.parquet unreadable" in index
+
+
+def test_a_link_that_leads_nowhere_is_listed_with_a_note(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "moved-run").symlink_to(tmp_path / "gone")
+    (runs / "loop").symlink_to(runs / "loop")
+    notes = {e.name: e.note for e in find_entries([runs])}  # before the fix: both left out
+    assert notes["moved-run"] == f"a link to {tmp_path / 'gone'}, which is missing or loops"
+    assert "which is missing or loops" in notes["loop"]
+
+
+def test_a_build_folder_that_cannot_be_made_is_refused_naming_the_flag(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from imprint.cli import app
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "a-file").write_text("x")
+    for build in (tmp_path / "a-file" / "site", Path("/proc/imprint-view-site")):
+        result = CliRunner().invoke(
+            app, ["view", str(tmp_path / "runs"), "--build", str(build), "--no-serve"]
+        )  # before the fix: a NotADirectoryError / FileNotFoundError traceback
+        assert result.exit_code == 2, result.output
+        assert f"--build {build}: cannot make that folder" in result.output

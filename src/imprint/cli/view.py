@@ -59,6 +59,13 @@ def view(
             )
     if build is not None:
         check_site_folder(build)
+        try:  # now, not after reading every run: /proc/x or a path under a file fails here
+            build.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ConfigError(
+                f"--build {build}: cannot make that folder ({err.strerror or err}); pass a "
+                "folder in a writable place"
+            ) from None
     entries = find_entries(chosen)
     site = build if build is not None else Path(tempfile.mkdtemp(prefix="imprint-view-"))
     try:

@@ -67,13 +67,17 @@ def find_entries(folders: Iterable[Path]) -> list[Entry]:
             candidates = [folder]
         else:
             try:
-                candidates = sorted(p for p in folder.iterdir() if p.is_dir())
+                candidates = sorted(p for p in folder.iterdir() if p.is_dir() or _dangling(p))
             except OSError as err:
                 found.append(_odd(folder, folder.name, f"cannot be listed ({_why(err)})", ids))
                 continue
         for path in candidates:
             if path.name == LATEST and path.is_symlink():
                 continue  # runs/latest: an alias of the newest run, listed under its own name
+            if _dangling(path):  # listed, not skipped: the run it named was moved or deleted
+                note = f"a link to {path.readlink()}, which is missing or loops"
+                found.append(_odd(path, path.name, note, ids))
+                continue
             real = path.resolve()
             if real in seen:
                 continue
@@ -85,6 +89,14 @@ def find_entries(folders: Iterable[Path]) -> list[Entry]:
         ordered.append(top)
         ordered.extend(e for e in found if e.parent == top.id)
     return ordered
+
+
+def _dangling(path: Path) -> bool:
+    """A symbolic link whose target is missing or a loop (is_dir says False for both)."""
+    try:
+        return path.is_symlink() and not path.exists()
+    except OSError:  # a loop, on Pythons whose exists() raises for one
+        return True
 
 
 def _label(path: Path, root: Path) -> str:
