@@ -47,3 +47,13 @@ def test_paths_and_none_where_allowed_pass_the_type_check() -> None:
 def test_an_attack_list_with_spaces_only_is_one_unknown_name_not_letters() -> None:
     with pytest.raises(ConfigError, match="unknown attack 'loss zlib'; did you mean"):
         imprint.run(model="smollm2-135m", data="wikimia:8", attacks="loss zlib")
+
+
+def test_an_interval_formats_its_estimate_as_float_reads_it() -> None:
+    from imprint.metrics import Interval
+
+    auc = Interval(0.71234, 0.6, 0.8)
+    # before: TypeError "unsupported format string passed to Interval.__format__"
+    assert f"{auc:.3f}" == "0.712" == f"{float(auc):.3f}"
+    assert f"{auc}" == str(auc)  # no spec: the whole interval, as before
+    assert f"{Interval(float('nan'), float('nan'), float('nan')):.2f}" == "nan"

@@ -32,6 +32,11 @@ class Interval:
         the object (``low``, ``high``)."""
         return float(self.estimate)
 
+    def __format__(self, spec: str) -> str:
+        """A format spec applies to the estimate, as ``float()`` reads it (``f"{auc:.3f}"``);
+        no spec gives the whole interval, as ``str()`` does."""
+        return format(float(self.estimate), spec) if spec else str(self)
+
     def to_dict(self) -> dict[str, Any]:
         """``{"estimate", "low", "high"}`` (and ``"basis"`` when set); NaN becomes ``None`` so
         the output is valid JSON."""
