@@ -57,3 +57,13 @@ def test_an_interval_formats_its_estimate_as_float_reads_it() -> None:
     assert f"{auc:.3f}" == "0.712" == f"{float(auc):.3f}"
     assert f"{auc}" == str(auc)  # no spec: the whole interval, as before
     assert f"{Interval(float('nan'), float('nan'), float('nan')):.2f}" == "nan"
+
+
+@pytest.mark.parametrize("version", ["١.٠", "1.0.0", "v1.0", "1", "", "２.0"])
+def test_a_format_version_that_is_not_ascii_major_minor_is_refused(version: str) -> None:
+    from imprint.errors import DataError
+    from imprint.formats import check_format
+
+    # before: Arabic-Indic and full-width digits matched \d and were read as version 1 or 2
+    with pytest.raises(DataError, match="is not MAJOR.MINOR"):
+        check_format({"format_version": version}, "metrics.json")

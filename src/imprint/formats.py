@@ -30,7 +30,7 @@ SCHEMAS = {
     "manifest": "manifest.json (a run folder's)",
     "marker": ".imprint-output.json (every output folder's marker)",
 }
-_VERSION = re.compile(r"(\d+)\.(\d+)")
+_VERSION = re.compile(r"([0-9]+)\.([0-9]+)")  # ASCII digits: "١.٠" is no version
 
 
 def check_format(data: Any, where: str) -> str | None:
