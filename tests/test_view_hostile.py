@@ -96,3 +96,19 @@ def test_a_build_folder_that_cannot_be_made_is_refused_naming_the_flag(tmp_path:
         )  # before the fix: a NotADirectoryError / FileNotFoundError traceback
         assert result.exit_code == 2, result.output
         assert f"--build {build}: cannot make that folder" in result.output
+
+
+def test_a_run_whose_marker_is_of_a_newer_format_is_noted_as_load_run_refuses_it(tmp_path):
+    import json
+
+    import imprint
+    from imprint.errors import DataError
+
+    run = _run(tmp_path / "runs" / "newer-layout")
+    marker = run / ".imprint-output.json"
+    marker.write_text(json.dumps({**json.loads(marker.read_text()), "format_version": "5.0"}))
+    with pytest.raises(DataError, match="format_version 5.0"):
+        imprint.load_run(run)
+    (entry,) = find_entries([tmp_path / "runs"])  # before: listed as readable, page and all
+    assert not entry.page and "format_version 5.0, written by a newer imprint" in entry.note
+    assert ".imprint-output.json" in entry.note

@@ -15,7 +15,7 @@ from typing import Any
 
 from imprint.errors import DataError
 from imprint.metrics import Interval
-from imprint.outdir import LATEST, output_kind
+from imprint.outdir import LATEST, MARKER, output_kind
 
 __all__ = ["Entry", "find_entries"]
 
@@ -168,12 +168,14 @@ def _run(path: Path, name: str, ids: set[str], parent: str = "") -> Entry:
     entry = Entry(_new_id(name, ids), "run", path, name, date=_mtime(path / "manifest.json"),
                   parent=parent)  # fmt: skip
     try:  # read_json refuses a newer format_version, saying which imprint reads it
+        if (path / MARKER).is_file():  # as load_run does: a newer layout is not misread
+            read_json(path / MARKER, "an imprint output folder's marker")
         manifest = read_json(path / "manifest.json", "a run's manifest.json")
         config = manifest["config"]
         entry.model, entry.data = str(config["model"]), str(config["data"])
         entry.data_key = str(manifest.get("data", {}).get("fingerprint") or entry.data)
     except DataError as err:
-        entry.note = f"manifest.json cannot be read: {err}"
+        entry.note = f"cannot be read: {err}"  # err names the file: manifest or marker
         return entry
     except (KeyError, TypeError, AttributeError) as err:
         entry.note = f"manifest.json lacks the run's config ({type(err).__name__}: {err})"
