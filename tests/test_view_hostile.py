@@ -112,3 +112,13 @@ def test_a_run_whose_marker_is_of_a_newer_format_is_noted_as_load_run_refuses_it
     (entry,) = find_entries([tmp_path / "runs"])  # before: listed as readable, page and all
     assert not entry.page and "format_version 5.0, written by a newer imprint" in entry.note
     assert ".imprint-output.json" in entry.note
+
+
+@pytest.mark.parametrize("kind", ["study", "audit"])
+def test_a_study_or_audit_of_a_newer_format_is_noted(tmp_path: Path, kind: str) -> None:
+    folder = tmp_path / "runs" / kind
+    (folder / "cells").mkdir(parents=True)
+    (folder / "audit.json").write_text("{}")
+    (folder / ".imprint-output.json").write_text(f'{{"kind": "{kind}", "format_version": "2.0"}}')
+    (entry,) = find_entries([tmp_path / "runs"])  # before: listed as read, without a note
+    assert entry.kind == kind and "format_version 2.0, written by a newer imprint" in entry.note

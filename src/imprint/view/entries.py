@@ -147,6 +147,8 @@ def _entries_of(path: Path, name: str, ids: set[str]) -> list[Entry]:
         kind = output_kind(path)
     except OSError as err:
         return [_odd(path, name, f"cannot be read ({_why(err)})", ids)]
+    if kind is not None and (newer := _newer_marker(path)):  # as imprint's loaders refuse it
+        return [Entry(_new_id(name, ids), kind, path, name, date=_mtime(path), note=newer)]
     if kind == "run" or (kind is None and (path / "metrics.json").exists()):
         return [_run(path, name, ids)]
     if kind == "game":
@@ -160,6 +162,21 @@ def _entries_of(path: Path, name: str, ids: set[str]) -> list[Entry]:
     return [_odd(path, name, "not an imprint output (no run, game, audit or study files)", ids)]
 
 
+def _newer_marker(path: Path) -> str:
+    """Why the folder's marker cannot be read by this imprint (a newer or malformed
+    ``format_version``), or ''; an unreadable marker is output_kind's to judge."""
+    from imprint.formats import check_format
+
+    try:
+        data = json.loads((path / MARKER).read_text(encoding="utf-8"))
+        check_format(data, str(path / MARKER))
+    except DataError as err:
+        return str(err)
+    except (OSError, ValueError):
+        pass
+    return ""
+
+
 def _run(path: Path, name: str, ids: set[str], parent: str = "") -> Entry:
     """A run folder: its manifest, metrics.json (read_metrics) and scores."""
     from imprint.evaluation.results import read_metrics
@@ -168,8 +185,6 @@ def _run(path: Path, name: str, ids: set[str], parent: str = "") -> Entry:
     entry = Entry(_new_id(name, ids), "run", path, name, date=_mtime(path / "manifest.json"),
                   parent=parent)  # fmt: skip
     try:  # read_json refuses a newer format_version, saying which imprint reads it
-        if (path / MARKER).is_file():  # as load_run does: a newer layout is not misread
-            read_json(path / MARKER, "an imprint output folder's marker")
         manifest = read_json(path / "manifest.json", "a run's manifest.json")
         config = manifest["config"]
         entry.model, entry.data = str(config["model"]), str(config["data"])
