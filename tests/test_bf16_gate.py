@@ -96,7 +96,6 @@ def test_fused_head_gives_the_reductions_statistics(softcap: float | None, compi
 def test_the_probe_runs_once_per_machine_and_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("IMPRINT_CACHE_DIR", str(tmp_path))
     calls = []
     real = dtype_probe.measure
 
@@ -105,9 +104,9 @@ def test_the_probe_runs_once_per_machine_and_model(
         return real(dims, rows=4, reps=1)
 
     monkeypatch.setattr(dtype_probe, "measure", counted)
-    first = dtype_probe.cached_speedup("fp1", DIMS)
-    assert dtype_probe.cached_speedup("fp1", DIMS) == first and len(calls) == 1
-    dtype_probe.cached_speedup("fp2", DIMS)  # other weights: measured on their own
+    first = dtype_probe.cached_speedup("fp1", DIMS, root=tmp_path)
+    assert dtype_probe.cached_speedup("fp1", DIMS, root=tmp_path) == first and len(calls) == 1
+    dtype_probe.cached_speedup("fp2", DIMS, root=tmp_path)  # other weights: measured anew
     assert len(calls) == 2
     assert len(list((tmp_path / "dtype-probe").glob("*.json"))) == 2
 
@@ -171,7 +170,7 @@ def test_auto_on_an_avx512_bf16_cpu_follows_smollm2s_shipped_gate(
 
     monkeypatch.setenv("IMPRINT_CACHE_DIR", str(Path.home() / ".cache" / "imprint"))
     monkeypatch.setattr(dtype_choice, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
-    monkeypatch.setattr(dtype_probe, "cached_speedup", lambda fingerprint, dims: 2.5)
+    monkeypatch.setattr(dtype_probe, "cached_speedup", lambda fingerprint, dims, root: 2.5)
     gate = load_results()["smollm2-135m"]["cpu_kinds"]["avx512_bf16"]
     backend = HFLogprobBackend("smollm2-135m", device="cpu")
     reason = backend.describe()["dtype"]["reason"]

@@ -89,7 +89,8 @@ def choose_dtype(
     ``weights()`` gives the weights' content fingerprint (None when unknown); it is called only
     when the gate decides, since fingerprinting reads the weight files once. ``gates`` are the
     recorded families (:func:`~imprint.backends.bf16_gates.load_results`), ``probe`` the speed
-    probe (:func:`~imprint.backends.dtype_probe.cached_speedup`).
+    probe (:func:`~imprint.backends.dtype_probe.cached_speedup`, passed by
+    :func:`~imprint.backends.models.choose_model_dtype`).
     """
     if requested != "auto":
         if requested not in CANONICAL:
@@ -103,10 +104,8 @@ def choose_dtype(
     if unit is None:
         why = "this CPU has no native bf16 matrix instructions (no amx_bf16/avx512_bf16/bf16 flag)"
         return DtypeChoice("auto", "float32", f"auto on CPU: float32, {why}")
-    if probe is None:
-        from imprint.backends.dtype_probe import cached_speedup
-
-        probe = cached_speedup
+    if probe is None:  # callers that load models pass the cached probe (models.py)
+        raise ValueError("choose_dtype needs a speed probe to decide auto on a bf16 CPU")
     return _gated(unit, weights(), load_results() if gates is None else gates, probe)
 
 

@@ -78,17 +78,15 @@ def measure(dims: Mapping[str, int], *, rows: int = ROWS, reps: int = REPS) -> d
     return out
 
 
-def probe_path(fingerprint: str, dims: Mapping[str, int]) -> Path:
-    from imprint.backends.models import cache_dir
-
+def probe_path(fingerprint: str, dims: Mapping[str, int], root: Path) -> Path:
     raw = f"{machine_key()}|{fingerprint}|{sorted(dims.items())}"
-    return cache_dir() / "dtype-probe" / f"{hashlib.sha256(raw.encode()).hexdigest()[:20]}.json"
+    return root / "dtype-probe" / f"{hashlib.sha256(raw.encode()).hexdigest()[:20]}.json"
 
 
-def cached_speedup(fingerprint: str, dims: Mapping[str, int]) -> float:
-    """bf16's speed-up over float32 for this model here: measured once, then read back. An
-    unwritable cache folder only means measuring again next time."""
-    path = probe_path(fingerprint, dims)
+def cached_speedup(fingerprint: str, dims: Mapping[str, int], *, root: Path) -> float:
+    """bf16's speed-up over float32 for this model here: measured once, then read back from
+    ``root`` (imprint's cache folder). An unwritable folder only means measuring again."""
+    path = probe_path(fingerprint, dims, root)
     try:
         return float(json.loads(path.read_text())["speedup"])
     except (OSError, ValueError, KeyError):

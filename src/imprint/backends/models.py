@@ -23,7 +23,7 @@ import pickle
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -308,7 +308,12 @@ def choose_model_dtype(spec: str, dtype: str, device: str) -> DtypeChoice:
         except ConfigError:  # a spec that names no model files: no gate can be recorded for it
             return None
 
-    return choose_dtype(dtype, pick_device(device), weights)
+    from imprint.backends import dtype_probe
+
+    def probe(fingerprint: str, dims: Mapping[str, int]) -> float:
+        return dtype_probe.cached_speedup(fingerprint, dims, root=cache_dir())
+
+    return choose_dtype(dtype, pick_device(device), weights, probe=probe)
 
 
 def load_causal_lm(spec: str, *, dtype: str = "auto", device: str = "auto") -> tuple[Any, Any]:
