@@ -122,11 +122,16 @@ def test_the_manifest_and_fingerprint_follow_the_options(
     assert {k: bf16.describe()[k] for k in ("blocks", "head", "reduction")} == {
         "blocks": "compiled",
         "head": "bfloat16",
-        "reduction": "fused head (compiled)",
+        "reduction": "compiled",
     }
+    bf16.fused_head = True  # the option: the head in vocabulary slices (reduce.fused_head_stats)
+    assert bf16.describe()["reduction"] == "fused head (compiled)"
+    fused_fingerprint = bf16.fingerprint
+    bf16.fused_head = False
+    assert bf16.fingerprint != fused_fingerprint  # the two heads never share stored answers
     monkeypatch.setenv("IMPRINT_NO_COMPILE", "1")
     assert bf16.describe()["blocks"] == "eager (IMPRINT_NO_COMPILE=1)"
-    assert bf16.describe()["reduction"] == "fused head (eager)"
+    assert bf16.describe()["reduction"] == "eager"
     monkeypatch.delenv("IMPRINT_NO_COMPILE")
     bf16.float32_head = True
     assert bf16.describe()["head"] == "float32"

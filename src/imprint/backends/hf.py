@@ -30,6 +30,7 @@ from imprint.backends.base import (
     ScoreRequest,
     TokenStats,
 )
+from imprint.backends.bf16_gates import FUSED_HEAD_PATH
 from imprint.backends.budget import auto_token_budget
 from imprint.backends.compiled_blocks import CompiledBlocks
 from imprint.backends.dtype_choice import BF16_PATH, DtypeChoice
@@ -137,7 +138,10 @@ class HFLogprobBackend(Backend):
         # the battery's time. It stays as an option for that benchmark.
         self.cpu_reduced = self.device.type == "cpu" and model.dtype != torch.float32
         self.float32_head = False
-        self.fused_head = True  # False: the bf16 head over whole rows, then the reduction
+        # True: the head in vocabulary slices folded into running statistics (reduce.py).
+        # Off by default: measured 0.76x of the plain path at n 32 on an AVX512-bf16 EPYC
+        # (docs/benchmarks.md), so it is an option until shown to pay.
+        self.fused_head = False
         self._head32: tuple[torch.Tensor, torch.Tensor | None] | None = None
         self.blocks = CompiledBlocks(model, enabled=self.cpu_reduced)
         # transformers copies K/V to every query head (grouped-query attention) unless told that
@@ -198,9 +202,9 @@ class HFLogprobBackend(Backend):
         """How the CPU bf16 path scores ("" elsewhere): each variant scores differently."""
         if not self.cpu_reduced:
             return ""
+        path = FUSED_HEAD_PATH if self._fuses_head() else BF16_PATH
         head = "+float32-head" if self.float32_head else ""
-        head += "" if self.fused_head or self.float32_head else "+unfused-head"
-        return BF16_PATH + head + ("" if self.blocks.on else "+eager-blocks")
+        return path + head + ("" if self.blocks.on else "+eager-blocks")
 
     def describe(self) -> dict[str, Any]:
         """The manifest entry: what was loaded and how texts are scored."""
