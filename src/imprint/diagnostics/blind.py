@@ -226,7 +226,12 @@ def blind_result_verdict(
     result: BlindResult, *, confidence: float = CONFIDENCE, margin: float = NO_SHIFT_MARGIN
 ) -> BlindVerdict:
     """The three-state verdict (:func:`imprint.diagnostics.blind_verdict.blind_verdict`) of the
-    SoK protocol's :func:`result_interval`; the forest is one classifier chosen in advance."""
+    SoK protocol's :func:`result_interval`; the forest is one classifier chosen in advance.
+    Nominal "shift" rate under no shift: 2.5 % (one-sided). An independent check (bag-of-words
+    texts, both classes from one distribution, 50 + 50) measured 10/270 = 0.037 +- 0.012 pooled
+    (0.050 +- 0.020 over 120 sets with the shipped 500 trees, 0.027 with 100 trees); the old
+    point-estimate rule fired in 22-28 %. The corrected t over 5 splits is approximate (the
+    splits overlap), so the rate is near, not provably under, the nominal one."""
     return blind_verdict(
         result_interval(result, confidence=confidence),
         classifier=result.name,
