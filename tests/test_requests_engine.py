@@ -54,7 +54,8 @@ from imprint.signals.plan import run_plan
 
 TEXTS = ["Hurricane Ana was the second cyclone.", "東京都は日本の首都である。", "x", "Москва"]
 PROMPTS = ["The quick brown", "東京都は", "Question: A, B, C or D? Answer:"]
-MLM = "fake-mlm"  # not a model on disk: its fingerprint is the spec itself
+MLM = "./no-such-mlm"  # a folder that does not exist: its fingerprint is the spec itself
+# (a bare name such as "fake-mlm" is a hub id since bare hub ids are accepted: it hashes)
 KINDS = {
     ("target", k)
     for k in (
