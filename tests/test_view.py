@@ -176,3 +176,13 @@ def test_ctrl_c_while_building_says_the_runs_are_untouched(runs: Path, tmp_path,
     monkeypatch.setattr("imprint.view.site.build_site", interrupted)
     res = runner.invoke(app, ["view", str(runs), "--build", str(tmp_path / "s"), "--no-serve"])
     assert res.exit_code == 130 and "nothing of the runs was changed" in res.output
+
+
+def test_a_spec_is_shortened_to_its_last_part_keeping_its_scheme() -> None:
+    from imprint.view.site import _short
+
+    assert _short("game:/tmp/cache/games/1a17c0c0c8ad3436") == "game:1a17c0c0c8ad3436"
+    assert _short("/home/u/models/my-finetune/") == "my-finetune"
+    assert _short("hf:HuggingFaceTB/SmolLM2-135M") == "hf:HuggingFaceTB/SmolLM2-135M"
+    assert _short("wikimia:32") == "wikimia:32"
+    assert _short("http://127.0.0.1:8000/v1/models/x") == "x"

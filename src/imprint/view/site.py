@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterable, Sequence
 from importlib import resources
@@ -44,9 +45,14 @@ def _interval(value: Interval | None) -> str:
 
 
 def _short(spec: str) -> str:
-    """A model or data spec's last path part (a path's full text is in the cell's title)."""
+    """A model or data spec's last path part, its scheme kept (``game:/x/games/1a2b`` ->
+    ``game:1a2b``: a demo's or game's run is not named by a bare hash); the full text is in the
+    cell's title."""
     text = spec.rstrip("/")
-    return text.rsplit("/", 1)[-1] if text.count("/") > 1 else text
+    scheme = re.match(r"[a-z][a-z0-9_-]*:(?!//)", text)
+    prefix = scheme.group(0) if scheme else ""
+    rest = text[len(prefix) :]
+    return prefix + (rest.rsplit("/", 1)[-1] if rest.count("/") > 1 else rest)
 
 
 def _json_script(value: Any) -> str:
