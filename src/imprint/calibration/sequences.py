@@ -82,6 +82,7 @@ def coverage_hits(
     *,
     b: int = B,
     min_false_positives: int = MIN_FALSE_POSITIVES,
+    widen_at_edge: bool = True,
 ) -> dict[str, list[bool]]:
     """Per figure ("auc", or an FPR bound as text), whether each simulation's interval held
     its truth (a figure the resolution rule withholds counts as a miss)."""
@@ -91,7 +92,7 @@ def coverage_hits(
         labels, scores = draw(rng)
         s = bootstrap_metrics(
             labels, scores, n_resamples=b, seed=i, fpr_bounds=fpr_bounds, confidence=LEVEL,
-            min_false_positives=min_false_positives,
+            min_false_positives=min_false_positives, widen_at_edge=widen_at_edge,
         )  # fmt: skip
         for key, truth in truths.items():
             interval = s.auc if key == "auc" else s.tpr(float(key))

@@ -31,6 +31,7 @@ __all__ = [
     "roc_auc_score",
     "roc_curve",
     "tpr_at_fpr",
+    "edge_bound",
 ]
 
 
@@ -182,3 +183,18 @@ def tpr_from_counts(
     n_eligible = int(np.searchsorted(fp, k, side="right"))
     best_tp = int(tp[n_eligible - 1]) if n_eligible else 0
     return best_tp / n_pos
+
+
+def edge_bound(bound: float, n_neg: int) -> float | None:
+    """The FPR bound at which the read-out allows ``k' = floor(bound (n_neg + 1)) - 1`` false
+    positives, or None when ``k'`` is not below the read-out's ``k = floor(bound n_neg)``.
+
+    The read-out's threshold sits above the (k+1)-th highest non-member, whose expected FPR is
+    (k+1)/(n+1) > ``bound``; at ``k'`` it is (k'+1)/(n+1) <= ``bound``. A TPR interval's low
+    end is the lower of the two reads of one bootstrap (issue 37, item 7).
+    """
+    k = allowed_false_positives(bound, n_neg)
+    k_edge = math.floor(bound * (n_neg + 1)) - 1
+    if k_edge < 0 or k_edge >= k:
+        return None
+    return k_edge / n_neg
