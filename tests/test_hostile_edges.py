@@ -400,7 +400,8 @@ def test_a_silent_listener_is_not_ray_and_odd_addresses_are_refused() -> None:
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
-        check_address(f"http://localhost:{port}")  # the dashboard's form: TCP only
+        with pytest.raises(ConfigError, match="is a web address .the Ray dashboard"):
+            check_address(f"http://localhost:{port}")  # the dashboard's URL: refused, not probed
         for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):  # no gRPC answer
             with pytest.raises(ConfigError, match="but not Ray's protocol .no answer to a gRPC"):
                 check_address(address, timeout=0.5)

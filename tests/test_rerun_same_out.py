@@ -79,7 +79,7 @@ def test_a_different_configuration_into_an_earlier_run_is_refused_naming_the_fre
     assert result.exit_code != 0
     message = " ".join(result.output.split())
     assert "already holds an earlier imprint run of another configuration" in message, message
-    assert "n_per_label" in message, message  # the setting that differs is named
+    assert "--n-per-label" in message, message  # the flag that differs is named
     assert "answered by the store" in message, message
     assert (tmp_path / "runs/first/manifest.json").read_text() == before
     assert CliRunner().invoke(app, blind).exit_code == 0
