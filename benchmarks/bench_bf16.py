@@ -346,8 +346,7 @@ def speed_report(r: dict[str, Any]) -> list[str]:
         "(target >= 3x)",
         f"battery bf16 / bare bf16:    {sec['bare bf16'] / sec['battery bf16']:.2f}x "
         "(target >= 1.0x)",
-        f"fused head / default head:   "
-        f"{sec['battery bf16'] / sec['battery bf16 fused-head']:.2f}x",
+        f"fused head / default head:   {sec['battery bf16'] / sec['battery bf16 fused-head']:.2f}x",
         f"battery fp32 / bare fp32:    {sec['bare fp32'] / sec['battery fp32']:.2f}x",
         "Spearman vs battery fp32 per column (these texts; the gate's sets are above):",
     ]
