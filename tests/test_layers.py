@@ -1,10 +1,21 @@
 """The pipeline's direction, checked on the code: every import (at module level or inside a
 function) goes to a package at the same stage or an earlier one, and no modules import each other
-in a circle. The stages are the README's architecture line."""
+in a circle. The stages are the README's architecture line.
+
+For the direction, a string that names an imprint module (``"imprint.game.schemes:load_game_data"``,
+``"imprint.documents.di_calibration"``) counts as an import of that module: a lazy registry entry
+or an ``import_module`` call ties a package to a later stage as an import does. Entry points
+declared in pyproject.toml are not read: they are the plugin mechanism, by which a later package
+(the game) adds itself to an earlier one's registry without the earlier one naming it. Circles
+are read from import statements only: a registry's lazy entry naming the module that registers
+into it (``backends.registry`` -> ``backends.providers``) is that pattern, not a circle, and a
+logger's or an entry-point group's name (``"imprint.backends"``) is no import.
+"""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "imprint"
@@ -34,14 +45,39 @@ def _module_name(path: Path) -> str:
     return ".".join(rel.parts).removesuffix(".__init__")
 
 
-def _imports(path: Path, modules: set[str]) -> set[str]:
+#: a whole string that names an imprint module, optionally with ``:attr`` (a lazy reference)
+_MODULE_STRING = re.compile(r"imprint(\.[A-Za-z_]\w*)+(:[A-Za-z_][\w.]*)?")
+
+
+def _named_module(text: str, modules: set[str]) -> str | None:
+    """The imprint module a string names: the module of ``"imprint.x.y:attr"``, or the longest
+    module prefix of ``"imprint.x.y"`` (``imprint.x`` when ``y`` is a name defined in it)."""
+    if not _MODULE_STRING.fullmatch(text):
+        return None
+    dotted = text.partition(":")[0]
+    parts = dotted.split(".")
+    for end in range(len(parts), 1, -1):
+        if ".".join(parts[:end]) in modules:
+            return ".".join(parts[:end])
+    return None  # imprint's own name or an entry-point group ("imprint.benchmarks")
+
+
+def _imports(path: Path, modules: set[str], *, strings: bool) -> set[str]:
     """Every imprint module ``path`` imports, wherever the import stands (``from pkg import
-    sub`` imports the module ``pkg.sub``; ``pkg`` itself only for names that are not modules)."""
+    sub`` imports the module ``pkg.sub``; ``pkg`` itself only for names that are not modules),
+    and with ``strings`` every imprint module a string in it names (see the module docstring).
+    The package's own ``__init__`` is the exception: its lazy table names the public API's
+    modules, at any stage, imported only when a user asks for the name (``imprint.load_run``)."""
     module = _module_name(path)
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if not strings or module == "imprint":
+                continue
+            if (named := _named_module(node.value.strip(), modules)) is not None:
+                found.add(named)
+        elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -55,10 +91,14 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
     return {n for n in found if n == "imprint" or n.startswith("imprint.")}
 
 
-def _graph() -> dict[str, set[str]]:
+def _graph(*, strings: bool = False) -> dict[str, set[str]]:
+    """Module -> the imprint modules it imports (``strings``: and those its strings name)."""
     paths = {_module_name(p): p for p in SRC.rglob("*.py")}
     names = set(paths)
-    return {m: {n for n in _imports(p, names) if n in paths and n != m} for m, p in paths.items()}
+    return {
+        m: {n for n in _imports(p, names, strings=strings) if n in paths and n != m}
+        for m, p in paths.items()
+    }
 
 
 def _stage(module: str) -> int:
@@ -70,7 +110,7 @@ def _stage(module: str) -> int:
 def test_every_import_goes_to_an_earlier_stage():
     backwards = sorted(
         f"{m} -> {n}"
-        for m, targets in _graph().items()
+        for m, targets in _graph(strings=True).items()
         for n in targets
         if _stage(n) > _stage(m) and n != "imprint"
     )
@@ -107,3 +147,14 @@ def test_no_import_circle():
         if v not in index:
             visit(v)
     assert circles == [], "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_a_string_naming_a_module_counts_as_importing_it():
+    modules = set(_graph())
+    assert _named_module("imprint.game.start:legacy_rule", modules) == "imprint.game.start"
+    assert _named_module("imprint.metrics.paired_calibration", modules) == (
+        "imprint.metrics.paired_calibration"
+    )
+    assert _named_module("imprint.run.folder.load_run", modules) == "imprint.run.folder"
+    assert _named_module("imprint.benchmarks", modules) is None  # an entry-point group
+    assert _named_module("read it with imprint.game.schemes", modules) is None  # prose

@@ -238,7 +238,7 @@ def test_game_schemes_and_the_legacy_start_rule_resolve_without_importing_imprin
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     lines = out.stdout.splitlines()
-    assert lines[0] == "False ('game',) ['imprint.game.start:legacy_rule']", out.stdout + out.stderr
+    assert lines[0] == "False ('game',) ['game-format-4']", out.stdout + out.stderr  # entry points
     assert lines[1:] == ["ConfigError True", "DataError True", "True"]
 
 

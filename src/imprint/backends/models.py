@@ -129,9 +129,11 @@ def alias_installed(spec: str) -> bool:
     return module is not None and importlib.util.find_spec(module) is not None
 
 
-#: ``prefix:ARG`` model schemes; ``game:DIR`` is a lazy entry (imprint.game is imported on use)
-_SCHEMES: Registry[Callable[[str], str]] = Registry("model scheme")
-_SCHEMES.add("game", "imprint.game.schemes:game_model_spec")
+#: the entry-point group of model schemes (``PREFIX = "pkg.module:to_spec"``)
+SCHEME_GROUP = "imprint.model_schemes"
+#: ``prefix:ARG`` model schemes: registered at run time or entry points of :data:`SCHEME_GROUP`,
+#: loaded on use (``game:DIR`` is imprint.game's, declared in imprint's own pyproject.toml)
+_SCHEMES: Registry[Callable[[str], str]] = Registry("model scheme", group=SCHEME_GROUP)
 
 
 def register_model_scheme(prefix: str, to_spec: Callable[[str], str], *, force: bool = False):

@@ -14,8 +14,9 @@ literal token string such as ``<|endoftext|>`` that is one token of the vocabula
 A model folder imprint trained (a privacy game's model, its reference models) records the token
 its texts were trained after in :data:`TRAINED_START_FILE`; ``auto`` on such a folder takes that
 token (:func:`resolve_start_token`), so a member is scored in the context it was trained in.
-Folders trained before the record existed are recognised by rules: one for imprint's older games
-(:func:`imprint.game.start.legacy_rule`, imported when first needed), others that packages add
+Folders trained before the record existed are recognised by rules, entry points of the group
+``imprint.start_token_rules`` (imprint's older games: the game declares its rule there, in
+imprint's own pyproject.toml, imported when a folder without a record is first scored) or added
 with :func:`register_start_token_rule`.
 """
 
@@ -36,10 +37,11 @@ START_TOKEN_CHOICES = ("auto", "bos", "none")
 TRAINED_START_FILE = "imprint-start-token.json"
 #: ``rule(folder) -> (option, reason) | None`` for folders with no record (see the module doc)
 StartTokenRule = Callable[[Path], "tuple[str, str] | None"]
-#: rules by "module:name", tried in the order added; imprint's game folders of format <= 4 are a
-#: lazy entry (imprint.game is imported when a folder without a record is first scored)
-_RULES: Registry[StartTokenRule] = Registry("start-token rule")
-_RULES.add("imprint.game.start:legacy_rule", "imprint.game.start:legacy_rule")
+#: the entry-point group of start-token rules (``NAME = "pkg.module:rule"``)
+RULE_GROUP = "imprint.start_token_rules"
+#: rules tried in the order added (those registered at run time by "module:name", then the entry
+#: points); each is imported when a folder without a record is first scored
+_RULES: Registry[StartTokenRule] = Registry("start-token rule", group=RULE_GROUP)
 # end-of-document tokens of common pre-training corpora, most specific first
 DOCUMENT_SEPARATORS = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>")
 # chat-turn markers by name, for tokenizers that ship no chat template

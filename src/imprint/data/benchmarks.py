@@ -6,8 +6,10 @@ datasets``) is read from a local copy first, in the data dirs (``$IMPRINT_DATA_D
 ``../shared/data`` relative to the working directory, then ``shared/data`` next to the
 repository), then from the Hugging Face hub's data files directly (see
 :mod:`imprint.data.benchmark_files`); offline, the error names each file to place and where.
-Other spec prefixes (``hf:``, ``game:``) dispatch through :func:`register_data_scheme` (the game's
-are lazy registry entries: imprint.game is imported when such a spec is first used).
+Other spec prefixes (``hf:``, ``game:``) dispatch through :func:`register_data_scheme` or the
+entry-point group ``imprint.data_schemes`` (the game declares its ``game:`` and ``game-heldout:``
+there, in imprint's own pyproject.toml, so this module names no later package; it is imported
+when such a spec is first used).
 :func:`data_defects` counts a loaded set's known defects for the run manifest.
 """
 
@@ -65,6 +67,8 @@ __all__ = [
 
 #: A scheme loader is called as ``fn(rest_of_spec, **field_kwargs)`` and returns LoadedData.
 DataScheme = Callable[..., LoadedData]
+#: the entry-point group of data schemes (``PREFIX = "pkg.module:loader"``)
+SCHEME_GROUP = "imprint.data_schemes"
 
 
 @dataclass(frozen=True)
@@ -98,10 +102,8 @@ class BenchmarkInfo:
         )
 
 
-#: ``prefix:rest`` data schemes: ``hf`` here, the game's lazily (imprint.game imported on use)
-_SCHEMES: Registry[DataScheme] = Registry("data scheme", error=DataError)
-_SCHEMES.add("game", "imprint.game.schemes:load_game_data")
-_SCHEMES.add("game-heldout", "imprint.game.schemes:load_game_heldout")
+#: ``prefix:rest`` data schemes: ``hf`` here; others (the game's) are entry points, loaded on use
+_SCHEMES: Registry[DataScheme] = Registry("data scheme", group=SCHEME_GROUP, error=DataError)
 
 
 def register_data_scheme(prefix: str, fn: DataScheme, *, force: bool = False) -> None:

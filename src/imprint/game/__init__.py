@@ -4,9 +4,11 @@ A game splits a text pool at random into members and non-members, fine-tunes a b
 members (with canaries repeated 1, 10, 100... times) and writes the model, the labelled
 candidates and a manifest. It is the one setting where membership is known for sure.
 The ``game:DIR`` model and data schemes, the ``game-heldout:DIR`` data scheme (held-out
-non-members, for few-shot prefixes) and the start-token rule of older games are lazy registry
-entries naming :mod:`imprint.game.schemes` and :mod:`imprint.game.start`: nothing needs to
-import this package for them to resolve, and importing it registers nothing.
+non-members, for few-shot prefixes) and the start-token rule of older games are entry points
+of imprint's own distribution (groups ``imprint.model_schemes``, ``imprint.data_schemes`` and
+``imprint.start_token_rules`` in pyproject.toml) naming :mod:`imprint.game.schemes` and
+:mod:`imprint.game.start`: the earlier stages' registries find them without naming this package,
+nothing needs to import it for them to resolve, and importing it registers nothing.
 """
 
 from imprint.game.build import build_game, build_games, default_game_dir, read_manifest
