@@ -1,11 +1,12 @@
 """Named benchmarks and data specs: ``resolve_data("mimir:arxiv/ngram_13_0.8")``, a file path,
 ``hf:owner/name``.
 
-A named benchmark (the catalog: :mod:`imprint.data.catalog_entries`, listed by ``imprint
-datasets``) is read from a local copy first, in the data dirs (``$IMPRINT_DATA_DIR``, then
-``../shared/data`` relative to the working directory, then ``shared/data`` next to the
-repository), then from the Hugging Face hub's data files directly (see
-:mod:`imprint.data.benchmark_files`); offline, the error names each file to place and where.
+A named benchmark (the catalog: :mod:`imprint.data.catalog`, its built-in entries in
+:mod:`imprint.data.catalog_entries`, listed by ``imprint datasets``) is read from a local copy
+first, in the data dirs (``$IMPRINT_DATA_DIR``, then ``../shared/data`` relative to the working
+directory, then ``shared/data`` next to the repository), then from the Hugging Face hub's data
+files directly (see :mod:`imprint.data.benchmark_files`); offline, the error names each file to
+place and where.
 Other spec prefixes (``hf:``, ``game:``) dispatch through :func:`register_data_scheme` or the
 entry-point group ``imprint.data_schemes`` (the game declares its ``game:`` and ``game-heldout:``
 there, in imprint's own pyproject.toml, so this module names no later package; it is imported
@@ -38,7 +39,7 @@ from imprint.data.catalog import (
     natural_key,
     register_benchmark,
 )
-from imprint.data.catalog_entries import NAME_FORMS  # importing it registers the benchmarks
+from imprint.data.catalog_entries import NAME_FORMS
 from imprint.data.defects import DefectReport, SplitOverlap, check_defects, split_overlap
 from imprint.data.loaders import (
     CSV_SUFFIXES,

@@ -3,8 +3,10 @@
 An entry says what a benchmark is (provenance, licence, size, fields, known caveats) and where
 its files live: a path relative to a data dir (``$IMPRINT_DATA_DIR/<family>/...``), and, for sets
 published on the Hugging Face hub, the file's path in the hub repository (read directly, never
-through a ``datasets`` loading script). The entries themselves are in
-:mod:`imprint.data.catalog_entries`; this module holds the types and the registry. Installed
+through a ``datasets`` loading script). The types are in :mod:`imprint.data.benchmark_entry`,
+the built-in entries in :mod:`imprint.data.catalog_entries` (read when the catalog is first
+looked up or listed: a lazy source, nothing registers by being imported); this module holds the
+registry. Installed
 packages add benchmark families through the entry-point group ``imprint.benchmarks``: the entry
 point is named after the family and names a :class:`BenchmarkEntry`, a list of them or a function
 returning them (``toy = "toy_pkg.data:benchmarks"``); they are read on the first lookup of a name
@@ -17,120 +19,28 @@ import difflib
 import re
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any
 
+from imprint.data.benchmark_entry import HUB_URL, BenchmarkEntry, DataFile, Reader, Role
 from imprint.errors import ConfigError, DataError
-from imprint.registry import PluginWarning, Registry
+from imprint.registry import BUILTIN, PluginWarning, Registry
 
-#: How a benchmark's files become samples (see :mod:`imprint.data.benchmark_readers`):
-#: ``records``: one table (JSONL/Parquet) with a text and a label column;
-#: ``member_nonmember``: a member file and a non-member file of JSON lines, one text each (MIMIR);
-#: ``text_dirs``: a folder of ``.txt`` files per label (the Blind-MIA Gutenberg set).
-Reader = Literal["records", "member_nonmember", "text_dirs"]
-Role = Literal["all", "member", "nonmember"]
-HUB_URL = "https://huggingface.co"
-
-
-@dataclass(frozen=True)
-class DataFile:
-    """One file (or, for ``text_dirs``, one folder) of a benchmark.
-
-    ``local`` is relative to a data dir; ``also`` lists other accepted local paths. On the hub the
-    file is ``hub_path`` exactly, or the one file matching ``hub_glob`` where the exact name could
-    not be confirmed. ``role`` says which label the file holds (``all``: a label column).
-    """
-
-    local: str
-    role: Role = "all"
-    hub_path: str | None = None
-    hub_glob: str | None = None
-    also: tuple[str, ...] = ()
-
-    @property
-    def on_hub(self) -> bool:
-        return self.hub_path is not None or self.hub_glob is not None
-
-    @property
-    def locals(self) -> tuple[str, ...]:
-        """Every accepted local relative path, preferred first."""
-        return (self.local, *self.also)
-
-
-@dataclass(frozen=True)
-class BenchmarkEntry:
-    """A named benchmark: what it is, its known caveats, and where its files are.
-
-    ``length_words`` is the truncation bucket (WikiMIA-style sets), used by the defect check for
-    texts much shorter than their bucket; ``siblings`` are the other splits of the same benchmark
-    whose overlap with this one is checked when they are present locally (any overlap is a
-    defect when ``disjoint_siblings``, else only texts under the other label). ``build_hint``
-    marks a set that is built locally rather than downloaded, with the command that builds it.
-    """
-
-    name: str
-    family: str
-    description: str
-    provenance: str
-    licence: str
-    size: str
-    fields: str
-    caveats: tuple[str, ...]
-    files: tuple[DataFile, ...]
-    reader: Reader = "records"
-    hub_repo: str | None = None
-    web_url: str | None = None
-    text_field: str | None = None
-    label_field: str | None = None
-    id_prefix: str | None = None
-    length_words: int | None = None
-    siblings: tuple[str, ...] = ()
-    disjoint_siblings: bool = False  # held-out partners (dev vs test): any shared text is leakage
-    layout_note: str = ""
-    build_hint: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.reader not in get_args(Reader):
-            raise ConfigError(f"{self.name}: reader {self.reader!r} not in {get_args(Reader)}")
-        roles = sorted(f.role for f in self.files)
-        wanted = ["all"] if self.reader == "records" else ["member", "nonmember"]
-        if roles != wanted:
-            raise ConfigError(f"{self.name}: a {self.reader} benchmark needs files {wanted}")
-        if any(f.on_hub for f in self.files) and not self.hub_repo:
-            raise ConfigError(f"{self.name}: files with a hub path need hub_repo")
-        if self.name in self.siblings:
-            raise ConfigError(f"{self.name}: a benchmark is not its own sibling")
-
-    @property
-    def hub_page(self) -> str | None:
-        """The hub dataset's page, or None for a set not on the hub."""
-        return f"{HUB_URL}/datasets/{self.hub_repo}" if self.hub_repo else None
-
-    def file(self, role: Role) -> DataFile:
-        return next(f for f in self.files if f.role == role)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The entry as ``imprint datasets --json`` shows it."""
-        return {
-            "name": self.name,
-            "family": self.family,
-            "description": self.description,
-            "provenance": self.provenance,
-            "licence": self.licence,
-            "size": self.size,
-            "fields": self.fields,
-            "caveats": list(self.caveats),
-            "hub": self.hub_page,
-            "web": self.web_url,
-            "files": [
-                {"local": f.local, "also": list(f.also), "role": f.role, "hub_path": f.hub_path}
-                | ({"hub_glob": f.hub_glob} if f.hub_glob else {})
-                for f in self.files
-            ],
-            "layout_note": self.layout_note,
-            "build": self.build_hint,
-        }
-
+__all__ = [  # the entry types are re-exported: plugins and readers import them from here
+    "GROUP",
+    "HUB_URL",
+    "BenchmarkEntry",
+    "DataFile",
+    "Reader",
+    "Role",
+    "benchmark_origin",
+    "did_you_mean",
+    "get_benchmark",
+    "is_benchmark",
+    "iter_benchmarks",
+    "natural_key",
+    "register_benchmark",
+    "shared_file_names",
+]
 
 GROUP = "imprint.benchmarks"
 
@@ -183,9 +93,25 @@ def _add_plugin_families() -> None:
                 _CATALOG.add(entry.name, entry, origin=origin)
 
 
+_builtins_added = False
+
+
+def _add_builtins() -> None:
+    """The built-in entries (:mod:`imprint.data.catalog_entries`), added once, first: on the
+    first lookup or listing, or before a registration (so a built-in's name stays taken)."""
+    global _builtins_added
+    if _builtins_added:
+        return
+    _builtins_added = True
+    from imprint.data.catalog_entries import builtin_benchmarks
+
+    for entry in builtin_benchmarks():
+        _CATALOG.add(entry.name, entry, origin=BUILTIN)
+
+
 #: name -> entry, in the order added (WikiMIA first); plugins' families follow the built-ins
 _CATALOG: Registry[BenchmarkEntry] = Registry(
-    "benchmark", check=_check_entry, sources=(_add_plugin_families,), error=DataError
+    "benchmark", check=_check_entry, sources=(_add_builtins, _add_plugin_families), error=DataError
 )
 
 
@@ -196,6 +122,7 @@ def register_benchmark(
     what ``imprint datasets`` says it comes from (default: registered at run time)."""
     if ":" in entry.name.partition(":")[0] or not entry.name.strip():
         raise ConfigError(f"benchmark name {entry.name!r} must be 'family' or 'family:variant'")
+    _add_builtins()
     _CATALOG.add(entry.name, entry, force=force, origin=origin)
 
 

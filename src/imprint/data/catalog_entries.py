@@ -3,15 +3,18 @@
 Hub file layouts were read from the hub's file listings and the loading code that reads them
 (MIMIR's ``mimir.py`` loading script; the SoK and Blind-MIA repositories). Where a layout could
 not be confirmed, the entry matches a file pattern on the hub and says so in ``layout_note``.
-Importing this module registers every entry.
+:func:`builtin_benchmarks` makes them; importing this module registers nothing (the catalog
+reads them when it is first used).
 """
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 
-from imprint.data.catalog import BenchmarkEntry, DataFile, Role, register_benchmark
-from imprint.registry import BUILTIN
+from imprint.data.benchmark_entry import BenchmarkEntry, DataFile, Role
+
+#: how a family function hands on each entry it makes
+Add = Callable[[BenchmarkEntry], None]
 
 LENGTHS = (32, 64, 128, 256)
 MIMIR_DOMAINS = (
@@ -41,7 +44,6 @@ NAME_FORMS = (
     "gutenberg",
     "copyright_traps:{10,100,1000}[/{25,50}]",
 )
-_register = functools.partial(register_benchmark, origin=BUILTIN)
 _SHIFT = "run the blind baseline (`imprint blind`) before reading any attack's AUC"
 # the hub file of each WikiMIA length (data/ of swj0419/WikiMIA, main branch)
 _WIKIMIA_HUB = {
@@ -53,9 +55,9 @@ _WIKIMIA_HUB = {
 _WIKIMIA_FIELDS = "input (text), label (1 = member, 0 = non-member)"
 
 
-def _wikimia() -> None:
+def _wikimia(add: Add) -> None:
     for n in LENGTHS:
-        _register(
+        add(
             BenchmarkEntry(
                 name=f"wikimia:{n}",
                 family="wikimia",
@@ -87,9 +89,9 @@ def _wikimia() -> None:
         )
 
 
-def _wikimia24() -> None:
+def _wikimia24(add: Add) -> None:
     for n in LENGTHS:
-        _register(
+        add(
             BenchmarkEntry(
                 name=f"wikimia24:{n}",
                 family="wikimia24",
@@ -120,9 +122,9 @@ def _wikimia24() -> None:
         )
 
 
-def _wikimia25() -> None:
+def _wikimia25(add: Add) -> None:
     for n in LENGTHS:
-        _register(
+        add(
             BenchmarkEntry(
                 name=f"wikimia25:{n}",
                 family="wikimia25",
@@ -211,13 +213,13 @@ def _mimir_entry(
     )
 
 
-def _mimir() -> None:
+def _mimir(add: Add) -> None:
     for domain in MIMIR_DOMAINS:
         for split in MIMIR_SPLITS:
             caveats = [_MIMIR_SPLIT_CAVEAT[split]]
             if domain == "github":
                 caveats.append("the SoK advises against the github domain (not a sound split)")
-            _register(
+            add(
                 _mimir_entry(
                     f"mimir:{domain}/{split}",
                     f"{domain}_{split}",
@@ -229,7 +231,7 @@ def _mimir() -> None:
                     siblings=tuple(f"mimir:{domain}/{s}" for s in MIMIR_SPLITS if s != split),
                 )
             )
-    _register(
+    add(
         _mimir_entry(
             "mimir:temporal_wiki",
             "temporal_wiki",
@@ -242,7 +244,7 @@ def _mimir() -> None:
         )
     )
     for month in MIMIR_TEMPORAL_ARXIV:
-        _register(
+        add(
             _mimir_entry(
                 f"mimir:temporal_arxiv/{month}",
                 f"temporal_arxiv_{month}",
@@ -260,14 +262,14 @@ def _mimir() -> None:
         )
 
 
-def _arxivmia() -> None:
+def _arxivmia(add: Add) -> None:
     parts = {
         "": ("arxiv_mia", "all"),
         ":dev": ("arxiv_mia_dev", "dev"),
         ":test": ("arxiv_mia_test", "test"),
     }
     for suffix, (stem, part) in parts.items():
-        _register(
+        add(
             BenchmarkEntry(
                 name=f"arxivmia{suffix}",
                 family="arxivmia",
@@ -303,8 +305,8 @@ def _arxivmia() -> None:
         )
 
 
-def _bookmia() -> None:
-    _register(
+def _bookmia(add: Add) -> None:
+    add(
         BenchmarkEntry(
             name="bookmia",
             family="bookmia",
@@ -331,8 +333,8 @@ def _bookmia() -> None:
     )
 
 
-def _gutenberg() -> None:
-    _register(
+def _gutenberg(add: Add) -> None:
+    add(
         BenchmarkEntry(
             name="gutenberg",
             family="gutenberg",
@@ -362,12 +364,12 @@ def _gutenberg() -> None:
     )
 
 
-def _copyright_traps() -> None:
+def _copyright_traps(add: Add) -> None:
     for reps in TRAP_REPETITIONS:
         for length in TRAP_LENGTHS:
             name = f"copyright_traps:{reps}" + ("" if length == 100 else f"/{length}")
             stem = f"seq_len_{length}_n_rep_{reps}"
-            _register(
+            add(
                 BenchmarkEntry(
                     name=name,
                     family="copyright_traps",
@@ -406,6 +408,10 @@ def _copyright_traps() -> None:
             )
 
 
-for _family in (_wikimia, _wikimia24, _wikimia25, _mimir, _arxivmia, _bookmia, _gutenberg):
-    _family()
-_copyright_traps()
+def builtin_benchmarks() -> list[BenchmarkEntry]:
+    """Every built-in benchmark entry, in catalog order (WikiMIA first); registers nothing."""
+    found: list[BenchmarkEntry] = []
+    for family in (_wikimia, _wikimia24, _wikimia25, _mimir, _arxivmia, _bookmia, _gutenberg):
+        family(found.append)
+    _copyright_traps(found.append)
+    return found
