@@ -70,7 +70,8 @@ def test_every_declared_run_option_reaches_the_run() -> None:
 
 def test_the_shared_model_options_are_declared_once() -> None:
     """The four options every local model takes come from one dataclass: the CLI's flags, the
-    run's shared_args check, the providers' mapping and the experiment file's settings."""
+    run's shared_args check, the providers' mapping and option classes, and the experiment
+    file's settings."""
     from imprint.backends.providers import HF, VLLM
     from imprint.backends.shared_options import SHARED_NAMES, SharedModelOptions
     from imprint.cli.flags import SHARED_FLAGS
@@ -82,6 +83,17 @@ def test_the_shared_model_options_are_declared_once() -> None:
     assert tuple(SHARED_FLAGS) == SHARED_ARGS == SHARED_NAMES
     assert set(HF.settings.values()) == set(SHARED_NAMES)
     assert set(VLLM.settings.values()) <= set(SHARED_NAMES)
+    # a provider's option class takes the shared fields from SharedModelOptions (default and help)
+    # instead of restating them: HF takes all four, vLLM dtype and start_token
+    shared = {f.name: f for f in dataclasses.fields(SharedModelOptions)}
+    assert issubclass(HF.options, SharedModelOptions)
+    for options in (HF.options, VLLM.options):
+        for f in dataclasses.fields(options):
+            if f.name in shared:
+                assert (f.default, dict(f.metadata)) == (
+                    shared[f.name].default,
+                    dict(shared[f.name].metadata),
+                ), f"{options.__name__}.{f.name} restates the shared option"
     for derived in (RunOptions, Settings):
         assert issubclass(derived, SharedModelOptions)
     assert Settings(dtype="float32").shared_args() == {"dtype": "float32"}
@@ -91,3 +103,56 @@ def test_the_shared_model_options_are_declared_once() -> None:
     for path in ("cli/flags.py", "run/plan.py", "backends/providers.py", "study/spec.py"):
         text = (src / path).read_text(encoding="utf-8")
         assert '"start_token"' not in text and '"device"' not in text, path
+
+
+def test_one_build_attacks_per_cli_run(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's attacks are built when it is resolved and carried by the plan; scoring reads
+    them (it built them a second time before)."""
+    import imprint.attacks
+    import imprint.attacks.base
+    import imprint.run.plan
+    import imprint.run.score  # noqa: F401  (imported now, so the spy replaces their binding)
+
+    original = imprint.attacks.base.build_attacks
+    calls: list[tuple[str, ...]] = []
+
+    def spy(names, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(tuple(names))
+        return original(names, *args, **kwargs)
+
+    bound = [m for m in list(sys.modules.values()) if getattr(m, "build_attacks", None) is original]
+    assert "imprint.run.plan" in {m.__name__ for m in bound}
+    for module in bound:
+        monkeypatch.setattr(module, "build_attacks", spy)
+    data = tmp_path / "d.jsonl"
+    data.write_text(
+        "".join(f'{{"text": "text number {i} is here", "label": {i % 2}}}\n' for i in range(12)),
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(
+        app,
+        ["run", "--model", str(tiny_model_dir), "--data", str(data), "--attacks", "loss,min_k",
+         "--bootstrap", "20", "--no-blind", "--device", "cpu", "--out", str(tmp_path / "run"),
+         "--cache", str(tmp_path / "c.sqlite")],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert calls == [("loss", "min_k")]
+
+
+def test_all_is_read_again_in_the_run_without_building_again() -> None:
+    """'all' built before the data loaded chooses, once the run holds texts out, what a build
+    with that fuller context chooses (the held-out attacks join), in the same order."""
+    from imprint.attacks import RunContext, build_attacks
+    from imprint.attacks.shots import HELDOUT_KEY
+    from imprint.data.sample import Sample
+
+    held = tuple(Sample(f"p{i}", f"text {i}", 0) for i in range(40))
+    later = RunContext(refs=("r",), pools={HELDOUT_KEY: held})
+    for names in (["all"], ["all", "qmia"], ["min_k", "all"]):
+        early = build_attacks(names, RunContext(refs=("r",)))
+        assert "camia" not in [a.name for a in early]  # fits on held-out texts: none yet
+        in_run = [a.name for a in early.in_run(later)]
+        assert in_run == [a.name for a in build_attacks(names, later)]
+        assert {"camia", "qmia"} <= set(in_run)

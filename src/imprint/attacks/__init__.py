@@ -8,6 +8,7 @@ outside it, a package declaring an ``imprint.attacks`` entry point.
 
 from imprint.attacks.base import (
     Attack,
+    BuiltAttacks,
     Preparation,
     RunContext,
     available_attacks,
@@ -24,6 +25,7 @@ from imprint.attacks.shots import HELDOUT_KEY, HeldOut, hold_out
 __all__ = [
     "HELDOUT_KEY",
     "Attack",
+    "BuiltAttacks",
     "HeldOut",
     "Preparation",
     "RunContext",

@@ -8,8 +8,10 @@ attack module imports everything it needs from this one.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, overload
 
 import numpy as np
 
@@ -30,6 +32,7 @@ from imprint.errors import ConfigError
 __all__ = [
     "TOKEN_ACCESS",
     "Attack",
+    "BuiltAttacks",
     "Preparation",
     "RunContext",
     "ScoringInputs",
@@ -57,25 +60,59 @@ def get_attack_class(name: str) -> type[Attack]:
     return cls
 
 
+@dataclass(frozen=True)
+class BuiltAttacks(Sequence[Attack]):
+    """The attacks :func:`build_attacks` built, each once. As a sequence: those the run context
+    they were built with serves (``all`` expanded with it). A run builds them when it is resolved,
+    before its data loads; ``all`` may then serve more (an attack that takes held-out texts, once
+    they are known): :meth:`in_run` reads ``all``'s choice again with the fuller context of the
+    same run, building nothing.
+    """
+
+    names: tuple[str, ...]  # as asked, "all" included
+    served: tuple[str, ...]  # what "all" may choose at the target's access level, built
+    by_name: dict[str, Attack]  # every attack named or in ``served``
+    usable: tuple[Attack, ...]  # the sequence: in_run(the context they were built with)
+
+    def in_run(self, run: RunContext) -> list[Attack]:
+        """The attacks, in the order asked, with ``all`` = those of ``served`` that ``run``
+        serves (:meth:`Attack.unavailable_reason`), each taken once."""
+        by_name = self.by_name
+        everything = [n for n in self.served if type(by_name[n]).unavailable_reason(run) is None]
+        expanded = [m for n in self.names for m in (everything if n == "all" else [n])]
+        return [by_name[n] for n in dict.fromkeys(expanded)]
+
+    def __len__(self) -> int:
+        return len(self.usable)
+
+    @overload
+    def __getitem__(self, index: int) -> Attack: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Attack]: ...
+    def __getitem__(self, index: int | slice) -> Attack | Sequence[Attack]:
+        return self.usable[index]
+
+
 def build_attacks(
     names: Sequence[str],
     run: RunContext | None = None,
     *,
     params: dict[str, dict[str, Any]] | None = None,
-) -> list[Attack]:
+) -> BuiltAttacks:
     """Instantiate attacks by name. ``"all"`` = every attack the run can serve at the target's
     access level: the gray-box ones for a local model, the black-box ones for a text-only API;
-    it may be combined with named attacks (``all,samia,simmia``), each taken once."""
+    it may be combined with named attacks (``all,samia,simmia``), each taken once.
+
+    Every attack ``all`` may choose at that access level is built too (one that cannot be built
+    for this run is one ``run`` does not serve), so that a later, fuller context of the same run
+    re-reads the choice without building again (:meth:`BuiltAttacks.in_run`)."""
     run = run or RunContext()
     params = params or {}
+    asked, served = tuple(names), []
     if "all" in names:
-        everything = [
-            n
-            for n, c in available_attacks().items()
-            if _served(c, run.target_access) and c.unavailable_reason(run) is None
-        ]
-        expanded = [m for n in names for m in (everything if n == "all" else [n])]
-        names = list(dict.fromkeys(expanded))
+        served = [n for n, c in available_attacks().items() if _served(c, run.target_access)]
+        now = [n for n in served if get_attack_class(n).unavailable_reason(run) is None]
+        names = list(dict.fromkeys(m for n in names for m in (now if n == "all" else [n])))
     if run.target_access == Access.BLACK_BOX:
         needing_logits = [n for n in names if get_attack_class(n).access != Access.BLACK_BOX]
         if needing_logits:
@@ -93,17 +130,23 @@ def build_attacks(
         get_attack_class(key)
         if key not in names:
             raise ConfigError(f"parameters given for attack {key!r}, which is not selected")
-    attacks = []
     # unknown names and ill-typed values fail before any work; typed ones (resolve's) are not
     # checked twice
     typed = params if isinstance(params, TypedParams) else check_params(params)
-    for name in names:
+    by_name: dict[str, Attack] = {}
+    for name in dict.fromkeys([*names, *served]):
         cls = get_attack_class(name)
         try:
-            attacks.append(cls.for_run(run, **typed.get(name, {})))
+            by_name[name] = cls.for_run(run, **typed.get(name, {}))
+        except ConfigError:
+            if name in names:  # chosen now: the error is the user's to see
+                raise
         except TypeError as err:
-            raise ConfigError(f"attack {name!r}: {err}") from err
-    return attacks
+            if name in names:
+                raise ConfigError(f"attack {name!r}: {err}") from err
+    served = [n for n in served if n in by_name]
+    chosen = BuiltAttacks(asked, tuple(served), by_name, ())
+    return dataclasses.replace(chosen, usable=tuple(chosen.in_run(run)))
 
 
 TOKEN_ACCESS = Access.TOKEN_LOGPROBS  # a target that returns only its prompt's per-token log p

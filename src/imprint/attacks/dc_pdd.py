@@ -215,6 +215,10 @@ class DcPdd(Attack):
         return self.vocab_size
 
     def prepare(self, samples: Sequence[Sample], run: RunContext) -> Preparation:
+        if self.vocab_size is None and run.vocab_size is not None:  # built before the target
+            bound = replace(self, vocab_size=run.vocab_size)  # loaded: V is the target's
+            prep = bound.prepare(samples, run)
+            return prep if prep.attack is not None else replace(prep, attack=bound)
         self._vocab()  # before any model pass
         if self.corpus is None:
             return Preparation()

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
+from imprint.backends.shared_options import SharedModelOptions
 from imprint.coerce import Mismatch, TextRules, coerce, describe_type
 from imprint.errors import ConfigError
 
@@ -45,15 +46,24 @@ class OptionError(ConfigError):
         super().__init__(f"option {key!r}: expected {expected}, got {self.shown}")
 
 
-@dataclass(frozen=True)
-class HFOptions:
-    """The local transformers backend (aliases, folders, ``hf:``, ``gguf:``, ``game:``)."""
+def _shared(name: str) -> Any:
+    """The shared model option ``name`` as a field of a provider that takes only some of the four
+    (its default and help are :class:`SharedModelOptions`', not restated here)."""
+    declared = {f.name: f for f in dataclasses.fields(SharedModelOptions)}[name]
+    return dataclasses.field(default=declared.default, metadata=declared.metadata)
 
-    device: str = "auto"  # auto = cuda when available, else cpu
-    dtype: str = "auto"  # auto: bfloat16 on CUDA; on CPU see backends/dtype_choice.py
-    max_length: int | None = None  # tokens per scoring window (default: the model's context)
+
+@dataclass(frozen=True)
+class HFOptions(SharedModelOptions):
+    """The local transformers backend (aliases, folders, ``hf:``, ``gguf:``, ``game:``).
+
+    It takes the four shared options (:class:`SharedModelOptions`: device ``auto`` = cuda when
+    available, else cpu; dtype ``auto`` = bfloat16 on CUDA, on CPU see backends/dtype_choice.py;
+    max_length = tokens per scoring window, default the model's context; start_token) and a
+    window stride of its own.
+    """
+
     stride: int | None = None  # new tokens per window after the first (default: max_length // 2)
-    start_token: str = "auto"  # auto, bos, none or a literal token
 
     EXAMPLES: ClassVar[dict[str, str]] = {
         "device": "cuda:0",
@@ -83,9 +93,9 @@ class VLLMOptions:
     tensor_parallel_size: int = 1  # GPUs the model is split over
     gpu_memory_utilization: float = 0.9  # share of each GPU's memory vLLM may take
     max_model_len: int | None = None  # context length (default: the model's)
-    dtype: str = "auto"
+    dtype: str = _shared("dtype")
     enforce_eager: bool = False  # skip CUDA-graph capture (faster start, slower decoding)
-    start_token: str = "auto"  # token texts are scored after, as for hf (auto, bos, none, literal)
+    start_token: str = _shared("start_token")  # as for hf
 
     EXAMPLES: ClassVar[dict[str, str]] = {
         "tensor_parallel_size": "2",

@@ -1,9 +1,10 @@
 """Resolve a run once: from what the user asked (:class:`RunConfig`) to what the run will do.
 
 :func:`resolve` reads the reference manifest, picks every model's provider with typed options,
-decides the target's access level, types the attack parameters and builds the attacks once
+decides the target's access level, types the attack parameters and builds the attacks, once,
 without a model (so names, parameters and access fail here, before data or models load). Every
-stage after it takes the :class:`RunPlan`; nothing is recomputed.
+stage after it takes the :class:`RunPlan`; nothing is recomputed: scoring takes the plan's
+attacks (``all`` read again once the held-out texts are known, building nothing).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from imprint.attacks import RunContext, TypedParams, build_attacks, check_params
+from imprint.attacks import BuiltAttacks, RunContext, TypedParams, build_attacks, check_params
 from imprint.backends.base import LOGPROBS, Access
 from imprint.backends.models import default_cache_path, resolve_model
 from imprint.backends.registry import BackendChoice, LoadContext, choose_backend, provider_for
@@ -30,7 +31,8 @@ SHARED_ARGS = SHARED_NAMES
 @dataclass(frozen=True)
 class RunPlan:
     """A run as resolved: the config, every model's provider choice (by role), the reference
-    models with their training data, the target's access level and the typed attack params."""
+    models with their training data, the target's access level, the typed attack params and the
+    attacks built with them."""
 
     config: RunConfig
     choices: dict[str, BackendChoice]
@@ -38,6 +40,7 @@ class RunPlan:
     target_access: Access
     params: TypedParams  # checked once, here; build_attacks does not check them again
     cache_path: Path
+    attacks: BuiltAttacks  # built once, here; scoring reads them (BuiltAttacks.in_run)
 
     @property
     def refs(self) -> tuple[tuple[str, str], ...]:
@@ -54,14 +57,22 @@ class RunPlan:
 
     def attack_context(self, **run: Any) -> RunContext:
         """The attacks' view of the run (``run`` adds what only loaded models know)."""
-        return RunContext(
-            refs=tuple(n for n, _ in self.config.refs),
-            target_access=self.target_access,
-            references=self.references,
-            target_spec=self.config.model,
-            seed=self.config.seed,
-            **run,
-        )
+        return attack_context(self.config, self.target_access, self.references, **run)
+
+
+def attack_context(
+    config: RunConfig, access: Access, references: ReferenceSet | None, **run: Any
+) -> RunContext:
+    """What the attacks see of a run resolved from ``config`` (``run``: what loaded data and
+    models add: held-out texts, the target's tokenizer and vocabulary, the request client)."""
+    return RunContext(
+        refs=tuple(n for n, _ in config.refs),
+        target_access=access,
+        references=references,
+        target_spec=config.model,
+        seed=config.seed,
+        **run,
+    )
 
 
 def resolve(config: RunConfig) -> RunPlan:
@@ -76,9 +87,10 @@ def resolve(config: RunConfig) -> RunPlan:
     # the plan's config holds the typed parameters: the manifest records them as before, and
     # an earlier run of the same --param text compares equal to this one
     typed = dataclasses.replace(config, params=params) if config.params != params else config
-    plan = RunPlan(typed, choices, references, access, params, config.cache or default_cache_path())
-    build_attacks(config.attacks, plan.attack_context(), params=params)  # names, access
-    return plan
+    context = attack_context(config, access, references)
+    attacks = build_attacks(config.attacks, context, params=params)  # names, access, values
+    cache = config.cache or default_cache_path()
+    return RunPlan(typed, choices, references, access, params, cache, attacks)
 
 
 def backend_choices(

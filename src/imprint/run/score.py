@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from imprint.attacks import HELDOUT_KEY, Attack, RunContext, build_attacks
+from imprint.attacks import HELDOUT_KEY, Attack, RunContext
 from imprint.backends.base import TOKENS, Backend
 from imprint.backends.registry import BackendChoice
 from imprint.data import Sample
@@ -159,9 +159,9 @@ def _attack_context(
 def _set_up_attacks(
     plan: RunPlan, target: Backend, run: RunContext, inputs: RunInputs
 ) -> tuple[list[Sample], list[Attack], dict[str, str]]:
-    """Build the attacks for this target, check it can serve them (before any scoring), and run
-    their preparation (shots leave the evaluation)."""
-    attacks = build_attacks(plan.config.attacks, run, params=plan.params)
+    """The plan's attacks for this run (``all`` now knows the held-out texts), checked against
+    the target (before any scoring) and prepared (shots leave the evaluation)."""
+    attacks = plan.attacks.in_run(run)
     for attack in attacks:
         attack.check_backend(target)  # before any scoring: can this target serve it
     samples, attacks, prefixes = prepare_attacks(attacks, inputs.samples, run, inputs.dropped)
