@@ -63,6 +63,7 @@ def test_simultaneous_timeouts_halve_the_limit_once_and_the_manifest_says_so():
     # 8 requests in flight time out together: one overload, one halving (8 -> 4, not 8 -> 1)
     server = FakeOpenAIServer(slow(0.0), faults=["timeout"] * 8, stall_s=1.5, parallel=True)
     with server, client(server, max_concurrency=8, timeout_s=0.5) as backend:
+        backend.limits.parallelism = 8.0  # measured parallel (else timeouts are waited out)
         bodies = [{"model": "tiny", "n": 1, "max_tokens": 2, "prompt": f"p{i}"} for i in range(8)]
         texts = backend._request_all(bodies, 8)
         assert [t[0].split("|")[0] for t in texts] == [f"p{i}" for i in range(8)]

@@ -60,6 +60,7 @@ from imprint.backends.http_sampling import (
     SERVERS,
     SamplingSpec,
     detect_dialect,
+    known_ignored,
     sampling_fields,
 )
 from imprint.backends.http_transport import (
@@ -140,8 +141,10 @@ class OpenAICompatibleBackend(Transport, Backend):
         self.cache, self.server = cache, server
         self.dialect: str | None = None  # read at start-up
         self._server_facts: dict[str, Any] = {}
+        self._ignored: dict[str, str] = {}  # sampling fields the server does not read: not sent
         self.limits = ServerLimits(max_concurrency)
         self._gate = Gate(max_concurrency)
+        self._most_in_flight = max_concurrency  # of the requests being sent now
         self.planned_requests: int | None = None  # the run's total, when a plan set it
         self._call_stored = 0
         self._rng = random.Random(seed)
@@ -159,6 +162,7 @@ class OpenAICompatibleBackend(Transport, Backend):
             "completion_tokens": 0,
             "cached": 0,
             "stored": 0,
+            "past_timeout": 0,  # answers awaited past timeout_s instead of sent again
         }
         key = os.environ.get(api_key_env) if api_key_env else None
         headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -210,7 +214,7 @@ class OpenAICompatibleBackend(Transport, Backend):
         the fields of the request body), what the answers reported, the limits learned."""
         with self._lock:
             reported = {k: sorted(v) for k, v in self._reported.items() if v}
-            sent = list(self._sent_laws.values())
+            sent = [self._as_sent(law) for law in self._sent_laws.values()]
         return {
             **super().describe(),
             "server": {"dialect": self.dialect, **self._server_facts},
@@ -246,7 +250,12 @@ class OpenAICompatibleBackend(Transport, Backend):
             )
             if unlisted and self.server == "auto":  # said where a field is refused for it
                 reason = f"{unlisted}, so the server's sampling fields are unknown: {reason}"
-            self._server_facts = {"detected_by": reason, "served_models": names[:50] or None}
+            self._ignored = known_ignored(listed, dialect)
+            self._server_facts = {
+                "detected_by": reason,
+                "served_models": names[:50] or None,
+                "known_ignored": self._ignored or None,  # not sent; see http_sampling
+            }
             if self.cache is not None:
                 key = limits_key(self.base_url, self.model, self.mode)
                 learned = decode_limits(self.cache.get_response(key))
@@ -328,12 +337,14 @@ class OpenAICompatibleBackend(Transport, Backend):
             bodies.append(body)
         before = self.usage()
         started = time.perf_counter()
-        results = self._request_all(bodies, concurrency, queued)
+        finished: list[float] = []  # each answer's arrival, for the server's pattern
+        results = self._request_all(bodies, concurrency, queued, finished)
         wall_s, after = time.perf_counter() - started, self.usage()
+        finishes = tuple(sorted(t - started for t in finished))
         sent = after["requests"] - before["requests"]
         attempts = after["attempts"] - before["attempts"]
         full = len(wave) == concurrency  # a smaller wave says nothing of the next size
-        if self.limits.observe(len(wave), sent, wall_s, full=full, attempts=attempts):
+        if self.limits.observe(len(wave), sent, wall_s, full, attempts, finishes):
             assert self.limits.concurrency is not None
             self._gate.set(self.limits.concurrency)
             log.warning("%s", self.estimate_line())
@@ -372,7 +383,8 @@ class OpenAICompatibleBackend(Transport, Backend):
         fields: dict[str, Any],
         task: str,
     ) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "n": n, "max_tokens": max_tokens, **fields}
+        body: dict[str, Any] = {"model": self.model, "n": n, "max_tokens": max_tokens}
+        body |= self._as_sent(fields)
         if self.mode == "chat":
             content = INSTRUCTIONS[task].format(prompt=prompt)
             body["messages"] = [{"role": "user", "content": content}]
@@ -382,18 +394,30 @@ class OpenAICompatibleBackend(Transport, Backend):
             body["stop"] = list(stop)[:4]
         return body
 
+    def _as_sent(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """The sampling ``fields`` a request carries: without those the server does not read."""
+        return {k: v for k, v in fields.items() if k not in self._ignored}
+
     def _request_all(
-        self, bodies: list[dict[str, Any]], concurrency: int, queued: int = 0
+        self,
+        bodies: list[dict[str, Any]],
+        concurrency: int,
+        queued: int = 0,
+        finished: list[float] | None = None,
     ) -> list[list[str]]:
         """Each body's texts (at most its ``n``), in order, ``concurrency`` requests in flight at
-        most. The first request that fails for good stops the others (queued ones, and the
-        ``queued`` requests of later waves, are not sent; retrying ones stop) and its error is
-        raised, once, saying what was stored."""
+        most (``finished`` gets each answer's ``perf_counter`` time). The first request that
+        fails for good stops the others (queued ones, and the ``queued`` requests of later
+        waves, are not sent; retrying ones stop) and its error is raised, once, saying what was
+        stored."""
         abort, failures = threading.Event(), list[BaseException]()
 
         def job(body: dict[str, Any]) -> list[str]:
             try:
-                return self._request(body, abort)
+                texts = self._request(body, abort)
+                if finished is not None:
+                    finished.append(time.perf_counter())  # list.append is atomic
+                return texts
             except _Cancelled:
                 raise
             except BaseException as err:
@@ -401,7 +425,8 @@ class OpenAICompatibleBackend(Transport, Backend):
                 abort.set()
                 raise
 
-        with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(bodies)))) as pool:
+        self._most_in_flight = max(1, min(concurrency, len(bodies)))  # bounds a timeout's wait
+        with ThreadPoolExecutor(max_workers=self._most_in_flight) as pool:
             futures = [pool.submit(job, body) for body in bodies]
             wait(futures, return_when=FIRST_EXCEPTION)
             abort.set()  # a no-op when every request succeeded

@@ -11,7 +11,9 @@ penalty 1.1; ``transformers serve``: the model's ``generation_config``, which fo
   min-p or repetition penalty cannot be said, so a request asking for one is refused.
 - ``vllm``: the standard fields plus ``top_k`` (-1 = off), ``min_p``, ``repetition_penalty``.
 - ``llama.cpp`` (llama.cpp's server and llama-cpp-python's): the standard fields plus ``top_k``
-  (0 = off), ``min_p``, ``repeat_penalty``, ``typical_p``.
+  (0 = off), ``min_p``, ``repeat_penalty``, ``typical_p``. llama-cpp-python's request model has
+  no ``typical_p`` (it would be dropped unread), so it is not sent there and the manifest says
+  so (:func:`known_ignored`); its sampler's default, 1.0, is off, the law's value.
 - ``transformers`` (``transformers serve``, which refuses unknown fields with 422): the law as a
   ``generation_config`` JSON string (``do_sample``, ``temperature``, ``top_k``, ``top_p``,
   ``min_p``, ``repetition_penalty``), plus ``seed``.
@@ -97,6 +99,30 @@ def _check_standard(spec: SamplingSpec) -> None:
             "min_p / repetition_penalty cannot be sent with the standard OpenAI fields; use "
             "--model-arg server=vllm|llama.cpp|transformers if the server takes them"
         )
+
+
+# fields a server's request model does not read, by its GET /v1/models ``owned_by``: not sent to
+# it (a field sent but never read would be reported as stated), and said in the manifest
+_IGNORED_BY_OWNER: dict[str, dict[str, str]] = {
+    "me": {  # llama-cpp-python (llama_cpp/server/types.py, 0.3.36: CreateCompletionRequest)
+        "typical_p": (
+            "llama-cpp-python's request models have no typical_p field (an extra field is "
+            "dropped unread), so it is not sent; its sampler's default typical_p is 1.0 (off), "
+            "the law's value"
+        )
+    },
+}
+
+
+def known_ignored(models: Any, dialect: str) -> dict[str, str]:
+    """Field -> why, for the sampling fields of ``dialect`` that the server listing ``models``
+    (a ``GET /v1/models`` answer) is known not to read."""
+    if dialect != "llama.cpp":
+        return {}
+    entries = models.get("data") if isinstance(models, dict) else None
+    entries = [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+    owners = {str(e.get("owned_by", "")).lower() for e in entries}
+    return {k: v for o in sorted(owners) for k, v in _IGNORED_BY_OWNER.get(o, {}).items()}
 
 
 def detect_dialect(models: Any, base_url: str) -> tuple[str, str]:

@@ -3,9 +3,24 @@
 :class:`Transport` is the part of :class:`imprint.backends.http.OpenAICompatibleBackend` that
 sends one request body: retried with exponential backoff and full jitter (``Retry-After``
 honoured) on 429, 5xx, timeouts, connection errors and truncated bodies, failing at once with
-the reason on other 4xx and on complete bodies of the wrong shape; a timeout halves the requests
-in flight (its ``Gate``). It expects the attributes the backend sets (``_client``, ``retry``,
-``_gate``, ``_usage`` ...).
+the reason on other 4xx and on complete bodies of the wrong shape.
+
+Timeouts depend on what the slow start measured (:mod:`imprint.backends.http_adapt`):
+
+- On a server measured to serve several requests at once, a request past ``timeout_s`` is
+  abandoned and retried, and the requests in flight are halved (its ``Gate``).
+- Otherwise (a server measured to serve one request at a time, one not measured yet, or one
+  request in flight as configured) the client **waits for the answer** instead: the abandoned
+  request would go on running on such a server and the re-sent copy would queue behind it (and
+  every other request behind both: ``transformers serve`` took 20 POSTs for 9 answers, 727 s),
+  so a retry costs the server the work twice and still times out. The answer is awaited up to
+  ``timeout_s x (1 + max_retries)`` (the time the retries would have had) for each request the
+  client may have in flight (on such a server each may be computed before it); a warning says
+  so when ``timeout_s`` passes, and ``usage()["past_timeout"]`` counts such answers. No answer
+  even then is a real failure, not retried (one POST for it).
+
+It expects the attributes the backend sets (``_client``, ``retry``, ``_gate``, ``limits``,
+``_usage`` ...).
 """
 
 from __future__ import annotations
@@ -15,6 +30,7 @@ import logging
 import math
 import random
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,9 +50,12 @@ RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
 class _Retry(Exception):
-    def __init__(self, reason: str, wait: float | None = None) -> None:
+    """``waited``: the seconds an answer was awaited past ``timeout_s`` before this timeout
+    (None: abandoned at ``timeout_s``, to be retried)."""
+
+    def __init__(self, reason: str, wait: float | None = None, waited: float | None = None) -> None:
         super().__init__(reason)
-        self.reason, self.wait = reason, wait
+        self.reason, self.wait, self.waited = reason, wait, waited
 
 
 class _Cancelled(Exception):
@@ -63,6 +82,7 @@ class Transport:
     _client: Any
     _httpx: Any
     _gate: Any
+    _most_in_flight: int
     limits: Any
     _lock: threading.Lock
     _rng: random.Random
@@ -87,6 +107,9 @@ class Transport:
                 with self._gate as entered:
                     texts = self._post(url, body)
             except _Retry as retry:
+                if retry.reason == "timeout" and retry.waited is not None:
+                    self._count("failed")
+                    raise APIError(self._not_answered(url, retry.waited)) from None
                 if retry.reason == "timeout":
                     self._timed_out(entered)
                 if attempt >= self.retry.max_retries:
@@ -122,6 +145,21 @@ class Transport:
             self.limits.lower(lowered)
         log.warning("timeout: %d request(s) in flight from now on", lowered)
 
+    def _waited_s(self, in_flight: int = 1) -> float:
+        """How long an answer is awaited on a server not measured to serve requests at once,
+        with up to ``in_flight`` requests of this client in flight (itself included)."""
+        return self.timeout_s * (1 + self.retry.max_retries) * max(1, in_flight)
+
+    def _not_answered(self, url: str, waited_s: float) -> str:
+        return (
+            f"{url}: gave up after 1 attempt (last: timeout, its answer awaited {waited_s:g} s = "
+            "--api-timeout x (1 + --api-max-retries) x the requests in flight at most; "
+            "not sent again: the server was not measured to serve requests at once, and a copy "
+            "sent to one that serves one at a time queues behind the first); raise --api-timeout "
+            f"(now {self.timeout_s:g} s) or --api-max-retries (now {self.retry.max_retries}), or "
+            "check that the server is alive"
+        )
+
     def _gave_up(self, url: str, attempts: int, reason: str) -> str:
         if reason == "timeout":
             fix = (
@@ -139,12 +177,25 @@ class Transport:
 
     def _post(self, url: str, body: dict[str, Any]) -> list[str]:
         httpx = self._httpx
+        waits = self.limits.waits_past_timeout()
+        in_flight = min(self._gate.limit, self._most_in_flight)
+        read_s = self._waited_s(in_flight) if waits else self.timeout_s
+        timeout = httpx.Timeout(self.timeout_s, read=read_s)
+        warn = threading.Timer(self.timeout_s, self._warn_past_timeout, (url, read_s))
+        warn.daemon = True
+        if waits:
+            warn.start()
+        started = time.perf_counter()
         try:
-            response = self._client.post(url, json=body)
+            response = self._client.post(url, json=body, timeout=timeout)
         except httpx.TimeoutException:
-            raise _Retry("timeout") from None
+            raise _Retry("timeout", waited=read_s if waits else None) from None
         except httpx.TransportError as err:
             raise _Retry(f"connection error ({type(err).__name__})") from None
+        finally:
+            warn.cancel()
+        if waits and time.perf_counter() - started > self.timeout_s:
+            self._count("past_timeout")
         if response.status_code in RETRY_STATUS:
             raise _Retry(str(response.status_code), _retry_after(response.headers))
         if response.status_code >= 400:
@@ -184,6 +235,16 @@ class Transport:
             self._usage["prompt_tokens"] += tokens[0]
             self._usage["completion_tokens"] += tokens[1]
         return texts
+
+    def _warn_past_timeout(self, url: str, read_s: float) -> None:
+        log.warning(
+            "%s: no answer after --api-timeout %g s; waiting for it (up to %g s) rather than "
+            "sending it again: the server was not measured to serve requests at once, and one "
+            "that serves one at a time would compute both",
+            url,
+            self.timeout_s,
+            read_s,
+        )
 
     def _quote(self, text: str) -> str:
         """Server text safe to show: the API key masked (before truncation), then shortened."""
