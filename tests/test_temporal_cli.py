@@ -22,6 +22,16 @@ def _invoke(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+def _plain(
+    dump: Path, out: Path, member_before: str, nonmember_after: str, *more: str
+) -> tuple[int, str]:
+    """A plain-design build: members dated before one day, non-members after another."""
+    return _invoke(
+        *("--dump", str(dump), "--out", str(out), "--member-before", member_before),
+        *("--nonmember-after", nonmember_after, *more),
+    )
+
+
 def test_rdd_sample_removes_the_drift_the_plain_design_shows(tmp_path: Path) -> None:
     """Topic words drift slowly over 2016-2025. Members before / non-members after mid-2020
     drawn from all years differ in topic mix, and the SoK forest sees it; within 30 days of
@@ -78,19 +88,8 @@ def test_rdd_sample_removes_the_drift_the_plain_design_shows(tmp_path: Path) -> 
 def test_plain_design_prints_and_records_its_blind_baseline(tmp_path: Path) -> None:
     dump = write_jsonl(tmp_path / "drift.jsonl", drifting_rows(n_near=0, n_spread=400))
     out = tmp_path / "plain"
-    code, output = _invoke(
-        "--dump",
-        str(dump),
-        "--out",
-        str(out),
-        "--member-before",
-        "2019-01-01",
-        "--nonmember-after",
-        "2022-01-01",
-        "--buckets",
-        "32",
-        "--bootstrap",
-        "200",
+    code, output = _plain(
+        dump, out, "2019-01-01", "2022-01-01", "--buckets", "32", "--bootstrap", "200"
     )
     assert code == 0, output
     saved = json.loads((out / "manifest.json").read_text("utf-8"))
@@ -102,19 +101,7 @@ def test_plain_design_prints_and_records_its_blind_baseline(tmp_path: Path) -> N
     loaded = resolve_data(str(out / "wikimia_32.jsonl"))  # what `imprint run --data` reads
     assert len(loaded.samples) == 2 * saved["buckets"]["32"]["members"]
     # a second build into the same folder is refused unless --overwrite
-    code, output = _invoke(
-        "--dump",
-        str(dump),
-        "--out",
-        str(out),
-        "--member-before",
-        "2019-01-01",
-        "--nonmember-after",
-        "2022-01-01",
-        "--buckets",
-        "32",
-        "--no-blind",
-    )
+    code, output = _plain(dump, out, "2019-01-01", "2022-01-01", "--buckets", "32", "--no-blind")
     assert code == 2 and "--overwrite" in output
 
 
@@ -132,21 +119,8 @@ def test_mediawiki_export_through_the_cli(tmp_path: Path) -> None:
     ]
     dump = write_export(tmp_path / "export.xml.gz", pages)
     out = tmp_path / "wiki"
-    code, output = _invoke(
-        "--dump",
-        str(dump),
-        "--out",
-        str(out),
-        "--member-before",
-        "2020-01-01",
-        "--nonmember-after",
-        "2021-01-01",
-        "--buckets",
-        "32,64,128",
-        "--no-blind",
-        "--revision",
-        "first",
-    )
+    more = ("--buckets", "32,64,128", "--no-blind", "--revision", "first")
+    code, output = _plain(dump, out, "2020-01-01", "2021-01-01", *more)
     assert code == 0, output
     assert sorted(p.name for p in out.iterdir()) == [
         "drawn.jsonl",
@@ -176,22 +150,12 @@ def test_cli_errors_teach(tmp_path: Path) -> None:
         "utf-8",
     )
     base = ["--dump", str(dump), "--out", str(tmp_path / "o")]
-    code, output = _invoke(*base, "--member-before", "2020-01-01", "--nonmember-after", "2021")
+    code, output = _plain(dump, tmp_path / "o", "2020-01-01", "2021")
     assert code == 2 and "--nonmember-after" in output and "'2021'" in output
-    code, output = _invoke(
-        *base, "--member-before", "2020-01-01", "--nonmember-after", "2021-01-01"
-    )
+    code, output = _plain(dump, tmp_path / "o", "2020-01-01", "2021-01-01")
     assert code == 2 and "line 3" in output and "'01.02.2023'" in output
     code, output = _invoke(*base, "--design", "rdd", "--cutoff", "2020-01-01")
     assert code == 2 and "--bandwidth DAYS" in output
-    code, output = _invoke(
-        *base,
-        "--member-before",
-        "2020-01-01",
-        "--nonmember-after",
-        "2021-01-01",
-        "--on-bad",
-        "skip",
-    )
+    code, output = _plain(dump, tmp_path / "o", "2020-01-01", "2021-01-01", "--on-bad", "skip")
     assert code == 2 and "no non-members" in output and "dated 2019-01-01 to 2019-01-01" in output
     assert not (tmp_path / "o").exists()  # nothing written on failure
