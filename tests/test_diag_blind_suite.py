@@ -42,6 +42,14 @@ def _shifted(n: int = 80) -> tuple[list[str], list[int]]:
     return members + nonmembers, [1] * n + [0] * n
 
 
+def _shifted_file(path: Path, n: int) -> Path:
+    """:func:`_shifted` written as a JSONL data file."""
+    texts, labels = _shifted(n)
+    rows = (json.dumps({"text": t, "label": y}) + "\n" for t, y in zip(texts, labels, strict=True))
+    path.write_text("".join(rows))
+    return path
+
+
 def test_shifted_set_is_separable_by_every_baseline(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(blind, "N_ESTIMATORS", 50)  # the SoK forest, smaller for speed
     texts, labels = _shifted()
@@ -143,13 +151,7 @@ def test_report_and_errors():
 
 
 def test_cli_blind(tmp_path: Path):
-    texts, labels = _shifted(30)
-    data = tmp_path / "d.jsonl"
-    data.write_text(
-        "".join(
-            json.dumps({"text": t, "label": y}) + "\n" for t, y in zip(texts, labels, strict=True)
-        )
-    )
+    data = _shifted_file(tmp_path / "d.jsonl", 30)
     out = tmp_path / "blind.json"
     result = CliRunner().invoke(
         diagnostics_app,
@@ -322,13 +324,7 @@ def test_cli_blind_checks_out_before_the_suite(tmp_path: Path, monkeypatch: pyte
     def must_not_run(*args: object, **kwargs: object) -> None:
         raise AssertionError("the suite ran although --out was unusable")
 
-    texts, labels = _shifted(10)
-    data = tmp_path / "d.jsonl"
-    data.write_text(
-        "".join(
-            json.dumps({"text": t, "label": y}) + "\n" for t, y in zip(texts, labels, strict=True)
-        )
-    )
+    data = _shifted_file(tmp_path / "d.jsonl", 10)
     folder = tmp_path / "somedir"
     folder.mkdir()
     monkeypatch.setattr(suite, "run_blind_suite", must_not_run)
