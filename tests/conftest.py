@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -30,9 +31,8 @@ _CORPUS = [
 
 def make_tiny_model(save_dir: Path, *, vocab: int = 320, seed: int = 0, layers: int = 2) -> Path:
     """Save a tiny random Llama model plus a byte-level BPE tokenizer to ``save_dir``."""
-    import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -44,23 +44,35 @@ def make_tiny_model(save_dir: Path, *, vocab: int = 320, seed: int = 0, layers: 
     )
     tok.train_from_iterator(_CORPUS * 20, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")
+    return save_tiny_llama(save_dir, fast, seed=seed, layers=layers, tie_word_embeddings=False)
+
+
+def save_tiny_llama(
+    save_dir: Path, tokenizer: Any, *, seed: int = 0, layers: int = 2, **config: Any
+) -> Path:
+    """Save a tiny random Llama (seeded; hidden size 32, 4 heads, 2 K/V heads, 128 positions)
+    sized to ``tokenizer``, with its BOS and EOS, and the tokenizer, to ``save_dir``."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
     torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=len(fast),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        bos_token_id=fast.bos_token_id,
-        eos_token_id=fast.eos_token_id,
-        tie_word_embeddings=False,
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=layers,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            **config,
+        )
     )
-    model = LlamaForCausalLM(config)
     save_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(save_dir)
-    fast.save_pretrained(save_dir)
+    tokenizer.save_pretrained(save_dir)
     return save_dir
 
 
@@ -98,6 +110,17 @@ def real_bf16_gates() -> None:
     float32 default."""
 
 
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """A local Ray instance with 2 CPUs for one test module (the Ray tests import ray first, so
+    they are skipped where the [ray] extra is missing)."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
 @pytest.fixture
 def one_torch_thread() -> Iterator[None]:
     """Tiny models run faster on one thread than on oversubscribed cores (restored after)."""
@@ -122,6 +145,37 @@ class HashEmbedder:
             v = np.random.default_rng(seed).normal(size=8)
             rows.append(v / np.linalg.norm(v))
         return np.array(rows, dtype=np.float32)
+
+
+def force_hub_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Hugging Face hub and datasets offline for one test (skipped without ``datasets``)."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    datasets_config = pytest.importorskip("datasets.config")
+    import huggingface_hub.constants as hub_constants
+
+    # The libraries read these at import time; patch them too in case they were imported already.
+    monkeypatch.setattr(datasets_config, "HF_DATASETS_OFFLINE", True, raising=False)
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True, raising=False)
+
+
+def quiet_wikimia_run(tmp_path: Path, model: Path, **fields: Any) -> Any:
+    """``execute_run`` of ``model`` on WikiMIA length 32 with ``fields`` (attacks, n_per_label,
+    n_bootstrap, ...): no progress, no blind baseline, cache ``tmp_path/cache.sqlite``, output
+    ``tmp_path/run``."""
+    from imprint.run import RunConfig, execute_run
+
+    return execute_run(
+        RunConfig(
+            model=str(model),
+            data=str(WIKIMIA / "WikiMIA_length32.jsonl"),
+            progress=False,
+            blind=False,
+            cache=tmp_path / "cache.sqlite",
+            out=tmp_path / "run",
+            **fields,
+        )
+    )
 
 
 def wikimia_subset(folder: Path, members: int, non_members: int | None = None) -> Path:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import force_hub_offline
 
 from imprint.data import MEMBER, NON_MEMBER, LoadedData, Sample, fingerprint_samples, load_file
 from imprint.data.loaders import parse_label
@@ -260,31 +261,28 @@ def test_explicit_missing_field_in_csv_header(tmp_path: Path) -> None:
     assert "'body'" in str(exc.value) and "['label', 'source', 'text']" in str(exc.value)
 
 
-def test_invalid_utf8_jsonl_reports_line(tmp_path: Path) -> None:
-    path = tmp_path / "enc.jsonl"
-    good = json.dumps(ROWS[0]).encode()
-    path.write_bytes(good + b"\n" + b'{"text": "caf\xe9", "label": 0}\n' + good + b"\n")
+GOOD_LINE = json.dumps(ROWS[0]).encode()
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "line"),
+    [
+        (
+            "enc.jsonl",
+            GOOD_LINE + b"\n" + b'{"text": "caf\xe9", "label": 0}\n' + GOOD_LINE + b"\n",
+            2,
+        ),
+        ("enc.csv", b"text,label\nfine,1\nna\xefve,0\nok,0\n", 3),
+        ("enc.json", b'[\n{"text": "a", "label": 1},\n{"text": "\xff", "label": 0}\n]', 3),
+    ],
+)
+def test_invalid_utf8_reports_line(tmp_path: Path, name: str, data: bytes, line: int) -> None:
+    path = tmp_path / name
+    path.write_bytes(data)
     with pytest.raises(DataError) as exc:
         load_file(path)
-    assert_names(exc, path, "line 2")
+    assert_names(exc, path, f"line {line}")
     assert "UTF-8" in str(exc.value)
-
-
-def test_invalid_utf8_csv_reports_line(tmp_path: Path) -> None:
-    path = tmp_path / "enc.csv"
-    path.write_bytes(b"text,label\nfine,1\nna\xefve,0\nok,0\n")
-    with pytest.raises(DataError) as exc:
-        load_file(path)
-    assert_names(exc, path, "line 3")
-    assert "UTF-8" in str(exc.value)
-
-
-def test_invalid_utf8_json_array_reports_line(tmp_path: Path) -> None:
-    path = tmp_path / "enc.json"
-    path.write_bytes(b'[\n{"text": "a", "label": 1},\n{"text": "\xff", "label": 0}\n]')
-    with pytest.raises(DataError) as exc:
-        load_file(path)
-    assert_names(exc, path, "line 3")
 
 
 def test_bad_csv_row_names_line(tmp_path: Path) -> None:
@@ -452,21 +450,10 @@ def test_samples_are_frozen(tmp_path: Path) -> None:
 # --- hub ---------------------------------------------------------------------------------------
 
 
-def _force_offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    datasets_config = pytest.importorskip("datasets.config")
-    import huggingface_hub.constants as hub_constants
-
-    # The libraries read these at import time; patch them too in case they were imported already.
-    monkeypatch.setattr(datasets_config, "HF_DATASETS_OFFLINE", True, raising=False)
-    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True, raising=False)
-
-
 def test_hf_offline_gives_data_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from imprint.data import load_hf_dataset
 
-    _force_offline(monkeypatch)
+    force_hub_offline(monkeypatch)
     with pytest.raises(DataError) as exc:
         load_hf_dataset("imprint-nonexistent-owner/no-such-dataset-xyz")
     msg = str(exc.value)
