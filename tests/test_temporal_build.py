@@ -210,22 +210,15 @@ def test_design_errors_teach() -> None:
         make_design(
             member_before=None, nonmember_after=None, design="rdd", cutoff=BEFORE, bandwidth_days=0
         )
-    with pytest.raises(ConfigError, match="must lie between"):
-        make_design(
-            member_before=BEFORE,
-            nonmember_after=AFTER,
-            design="rdd",
-            cutoff=datetime(2022, 1, 1, tzinfo=UTC),
-            bandwidth_days=30,
-        )
-    with pytest.raises(ConfigError, match="leaves no room"):
-        make_design(
-            member_before=BEFORE,
-            nonmember_after=AFTER,
-            design="rdd",
-            cutoff=datetime(2020, 6, 1, tzinfo=UTC),
-            bandwidth_days=30,
-        )
+    for cutoff, match in (((2022, 1, 1), "must lie between"), ((2020, 6, 1), "leaves no room")):
+        with pytest.raises(ConfigError, match=match):
+            make_design(
+                member_before=BEFORE,
+                nonmember_after=AFTER,
+                design="rdd",
+                cutoff=datetime(*cutoff, tzinfo=UTC),
+                bandwidth_days=30,
+            )
     with pytest.raises(ConfigError, match="belong to --design rdd"):
         make_design(member_before=BEFORE, nonmember_after=AFTER, cutoff=BEFORE)
     with pytest.raises(ConfigError, match="give --member-before"):
