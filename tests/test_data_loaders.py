@@ -285,22 +285,20 @@ def test_invalid_utf8_reports_line(tmp_path: Path, name: str, data: bytes, line:
     assert "UTF-8" in str(exc.value)
 
 
-def test_bad_csv_row_names_line(tmp_path: Path) -> None:
-    path = tmp_path / "b.csv"
-    path.write_text("text,label\nfine,1\n,0\nok,0\n")
+@pytest.mark.parametrize(
+    ("name", "content", "why"),
+    [
+        ("b.csv", "text,label\nfine,1\n,0\nok,0\n", "empty"),  # an empty text
+        ("shape.csv", "text,label\nfine,1\nsplit, by comma,0\nok,0\n", "quote"),  # 3 fields
+    ],
+)
+def test_bad_csv_row_names_line(tmp_path: Path, name: str, content: str, why: str) -> None:
+    path = tmp_path / name
+    path.write_text(content)
     with pytest.raises(DataError) as exc:
         load_file(path)
     assert_names(exc, path, "line 3")
-    assert "empty" in str(exc.value)
-
-
-def test_csv_wrong_field_count(tmp_path: Path) -> None:
-    path = tmp_path / "shape.csv"
-    path.write_text("text,label\nfine,1\nsplit, by comma,0\nok,0\n")
-    with pytest.raises(DataError) as exc:
-        load_file(path)
-    assert_names(exc, path, "line 3")
-    assert "quote" in str(exc.value)
+    assert why in str(exc.value)
 
 
 def test_bad_parquet_row_names_row(tmp_path: Path) -> None:
