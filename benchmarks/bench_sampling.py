@@ -157,7 +157,7 @@ def main() -> None:
 
     from imprint.attacks.samia import SaMIA, samia_scores
     from imprint.backends.hf import HFLogprobBackend
-    from imprint.backends.text import HFTextBackend
+    from imprint.backends.text import HFTextBackend, SamplingSettings
 
     hf = HFLogprobBackend(args.model, dtype=args.dtype)
     prompts = samia_prompts(n_texts, max_tokens)
@@ -165,7 +165,8 @@ def main() -> None:
     roofline = gemm_gflops()
     n = SaMIA().n_samples
     paths: dict[str, Any] = {}
-    HFTextBackend(hf).sample(["Warm up the model"], 2, 4, seed=0)  # first-call costs, untimed
+    warm_up = SamplingSettings(2, 4, seed=0)
+    HFTextBackend(hf).sample(["Warm up the model"], warm_up)  # first-call costs, untimed
     draws: dict[str, Any] = {}
     for _ in range(args.repeats):  # interleaved; the best time of each path is kept
         runs = {

@@ -35,6 +35,7 @@ from imprint.attacks.ngram_coverage import (
     match_ends,
     split_prefix_suffix,
 )
+from imprint.backends.base import SamplingSettings
 from imprint.backends.hf import HFLogprobBackend
 from imprint.backends.http import OpenAICompatibleBackend, RetryPolicy
 from imprint.cli.flags import config_from_flags
@@ -500,6 +501,7 @@ def test_local_instructions_go_through_the_chat_template(tiny_model_dir, tmp_pat
     plain_tiny = HFTextBackend(HFLogprobBackend(str(tiny_model_dir), device="cpu"))  # no template
     assert plain_tiny._prompt_ids("Pick one.", "answer") == plain
     out = backend.sample(
-        ["Pick one.", "Another question, longer."], 1, 3, temperature=0.0, task="answer"
+        ["Pick one.", "Another question, longer."],
+        SamplingSettings(1, 3, temperature=0.0, task="answer"),
     )
     assert [len(o) for o in out] == [1, 1]

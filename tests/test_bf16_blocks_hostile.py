@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import make_tiny_model
 
-from imprint.backends.base import ScoreRequest, TokenStats
+from imprint.backends.base import SamplingSettings, ScoreRequest, TokenStats
 from imprint.backends.hf import HFLogprobBackend
 from imprint.requests.hidden_states import HiddenStatesRequest
 
@@ -74,8 +74,8 @@ def test_sampling_gradients_and_hidden_states_after_scoring_are_a_fresh_backends
     scored, fresh = _bf16(tiny_model_dir), _bf16(tiny_model_dir)
     scored.score([ScoreRequest(t) for t in TEXTS])
     scored.score([ScoreRequest(t, prefix=PREFIX) for t in TEXTS[:3]])
-    args = (["The quick", "北京"], 3, 8)
-    assert scored.text_backend().sample(*args, seed=7) == fresh.text_backend().sample(*args, seed=7)
+    args = (["The quick", "北京"], SamplingSettings(3, 8, seed=7))
+    assert scored.text_backend().sample(*args) == fresh.text_backend().sample(*args)
     np.testing.assert_array_equal(scored.gradient_norms(TEXTS[:2]), fresh.gradient_norms(TEXTS[:2]))
     batch = [HiddenStatesRequest(text=t, template="[TEXT]") for t in TEXTS[:3]]
     for x, y in zip(

@@ -4,6 +4,7 @@ deterministic fake text backend and a fake embedder (no model)."""
 from __future__ import annotations
 
 import zlib
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -37,9 +38,9 @@ class FakeText(Backend):
     def __init__(self, answers: dict[str, list[str]]) -> None:
         self.answers, self.calls = answers, []
 
-    def sample(self, prompts, n, max_tokens, stop=None, *, seed=None, **kwargs):
-        self.calls.append({"prompts": list(prompts), "n": n, "max_tokens": max_tokens, **kwargs})
-        return [self.answers[p][:n] for p in prompts]
+    def sample(self, prompts, settings):
+        self.calls.append({"prompts": list(prompts), **asdict(settings)})
+        return [self.answers[p][: settings.n] for p in prompts]
 
     def usage(self):
         return {}

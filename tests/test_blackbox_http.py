@@ -15,6 +15,7 @@ from fake_openai_server import FakeOpenAIServer
 
 from imprint.attacks.samia import SaMIA
 from imprint.attacks.simmia import SimMIA
+from imprint.backends.base import SamplingSettings
 from imprint.backends.hf import HFLogprobBackend
 from imprint.backends.http import APIError, OpenAICompatibleBackend, RetryPolicy
 from imprint.backends.text import HFTextBackend
@@ -37,9 +38,9 @@ def tiny_text(tiny_model_dir) -> HFTextBackend:
 @pytest.fixture()
 def generate(tiny_text):
     def run(prompt, n, max_tokens, stop, seed, temperature):
-        return tiny_text.sample([prompt], n, max_tokens, stop, seed=seed, temperature=temperature)[
-            0
-        ]
+        return tiny_text.sample(
+            [prompt], SamplingSettings(n, max_tokens, stop, seed=seed, temperature=temperature)
+        )[0]
 
     return run
 
@@ -61,7 +62,7 @@ def test_completions_survive_every_fault_and_count_retries(generate, caplog):
     with FakeOpenAIServer(generate, api_key=KEY, faults=faults, stall_s=1.0) as server:
         caplog.set_level(logging.DEBUG)
         with client(server) as backend:
-            out = backend.sample(["The quick brown", "In 2023 the"], 3, 4, seed=1)
+            out = backend.sample(["The quick brown", "In 2023 the"], SamplingSettings(3, 4, seed=1))
             usage = backend.usage()
     assert [len(o) for o in out] == [3, 3] and all(isinstance(t, str) for o in out for t in o)
     assert usage["requests"] == 2 and usage["samples"] == 6 and usage["failed"] == 0
@@ -82,7 +83,7 @@ def test_fewer_choices_than_asked_is_learned_not_retried(generate, caplog):
     rest is asked in requests of at most 2, with no retry (issue 22)."""
     with FakeOpenAIServer(generate, api_key=KEY, faults=["short"]) as server:
         with client(server) as backend:
-            out = backend.sample(["The quick brown", "In 2023 the"], 3, 4, seed=1)
+            out = backend.sample(["The quick brown", "In 2023 the"], SamplingSettings(3, 4, seed=1))
             usage = backend.usage()
         asked = [entry["n"] for entry in server.log]
     assert [len(o) for o in out] == [3, 3]
@@ -95,7 +96,9 @@ def test_fewer_choices_than_asked_is_learned_not_retried(generate, caplog):
 def test_chat_mode_asks_for_the_next_word_and_n_per_request(generate):
     with FakeOpenAIServer(generate, api_key=KEY) as server:
         with client(server, mode="chat", max_n_per_request=2) as backend:
-            out = backend.sample(["Hurricane Ana was"], 5, 3, seed=0, task="next_word")
+            out = backend.sample(
+                ["Hurricane Ana was"], SamplingSettings(5, 3, seed=0, task="next_word")
+            )
             assert backend.usage()["requests"] == 3  # n=5 in requests of 2, 2, 1
         assert sorted(entry["n"] for entry in server.log) == [1, 2, 2]
         assert all(entry["path"] == "/v1/chat/completions" for entry in server.log)
@@ -107,10 +110,10 @@ def test_the_whole_sampling_law_is_sent_in_the_servers_fields(generate):
     give none), top-p 1, min-p 0 and no penalties, so no server default applies (issue 22)."""
     with FakeOpenAIServer(generate) as server:  # lists its model as vLLM's server does
         with client(server) as plain:
-            plain.sample(["x"], 1, 2, top_k=50)
+            plain.sample(["x"], SamplingSettings(1, 2, top_k=50))
         with client(server, top_k=40) as default_40:
-            default_40.sample(["x"], 1, 2)
-            default_40.sample(["x"], 1, 2, top_k=5)
+            default_40.sample(["x"], SamplingSettings(1, 2))
+            default_40.sample(["x"], SamplingSettings(1, 2, top_k=5))
             described = default_40.describe()
         assert [entry["top_k"] for entry in server.log] == [50, 40, 5]
         body = server.log[0]["body"]
@@ -123,15 +126,15 @@ def test_the_whole_sampling_law_is_sent_in_the_servers_fields(generate):
 def test_a_top_k_the_server_cannot_be_told_is_refused_before_any_request(generate):
     with FakeOpenAIServer(generate, owned_by="openai") as server, client(server) as backend:
         with pytest.raises(ConfigError, match=r"top-k 50.*--param samia.top_k=0"):
-            backend.sample(["x"], 1, 2, top_k=50)
-        backend.sample(["x"], 1, 2, top_k=0)  # the full distribution can be said
+            backend.sample(["x"], SamplingSettings(1, 2, top_k=50))
+        backend.sample(["x"], SamplingSettings(1, 2, top_k=0))  # the full distribution can be said
         assert len(server.log) == 1 and "top_k" not in server.log[0]["body"]
 
 
 def test_a_model_the_server_does_not_list_is_refused_naming_the_served_ones(generate):
     with FakeOpenAIServer(generate, models=("a-model", "b-model")) as server:
         with client(server) as backend, pytest.raises(ConfigError) as err:
-            backend.sample(["x"], 1, 2)
+            backend.sample(["x"], SamplingSettings(1, 2))
         assert server.log == []  # nothing was sent
     assert "'tiny' is not served" in str(err.value) and "'a-model', 'b-model'" in str(err.value)
 
@@ -140,7 +143,7 @@ def test_wrong_key_fails_at_once_naming_the_variable(generate, monkeypatch):
     monkeypatch.setenv(ENV, "sk-wrong")
     with FakeOpenAIServer(generate, api_key=KEY) as server, client(server) as backend:
         with pytest.raises(APIError, match=ENV) as err:
-            backend.sample(["x"], 1, 2)
+            backend.sample(["x"], SamplingSettings(1, 2))
         assert KEY not in str(err.value) and "sk-wrong" not in str(err.value)
         assert backend.usage()["attempts"] == 1
 
@@ -152,7 +155,7 @@ def test_gives_up_after_max_retries(generate):
         client(server, retry=policy) as backend,
     ):
         with pytest.raises(APIError, match="gave up after 3 attempts"):
-            backend.sample(["x"], 1, 2)
+            backend.sample(["x"], SamplingSettings(1, 2))
         assert backend.usage()["failed"] == 1
 
 
@@ -341,5 +344,5 @@ def test_a_timeout_halves_the_requests_in_flight(generate):
         client(server) as backend,  # 4 in flight at most
     ):
         backend.limits.parallelism = 4.0
-        backend.sample(["x"], 1, 2)
+        backend.sample(["x"], SamplingSettings(1, 2))
         assert backend._gate.limit == 2 and backend.usage()["retries"] == {"timeout": 1}

@@ -10,7 +10,7 @@ from conftest import HashEmbedder, wikimia_subset
 
 from imprint.attacks.petal import PETAL, fit_line, log_similarity
 from imprint.attacks.simmia import SimMIA
-from imprint.backends.base import Backend, ScoreRequest
+from imprint.backends.base import Backend, SamplingSettings, ScoreRequest
 from imprint.backends.hf import HFLogprobBackend
 from imprint.backends.text import HFTextBackend, VLLMTextBackend, as_text_backend
 from imprint.cli.flags import config_from_flags
@@ -157,18 +157,23 @@ def test_sampling_is_seeded(tiny):
     ]
     assert run[0] == run[1]
     text = HFTextBackend(tiny)
-    a = text.sample(["The quick", "In 2023 the council"], 3, 5, seed=11)
-    b = text.sample(["The quick", "In 2023 the council"], 3, 5, seed=11)
+    a = text.sample(["The quick", "In 2023 the council"], SamplingSettings(3, 5, seed=11))
+    b = text.sample(["The quick", "In 2023 the council"], SamplingSettings(3, 5, seed=11))
     assert a == b and [len(x) for x in a] == [3, 3]
     assert text.usage()["samples"] == 12
 
 
 def test_greedy_generation_ignores_batch_padding(tiny):
     text = HFTextBackend(tiny)
-    together = text.sample(["The quick brown fox", "In"], 1, 4, temperature=0)
-    alone = [text.sample([p], 1, 4, temperature=0)[0] for p in ["The quick brown fox", "In"]]
+    together = text.sample(["The quick brown fox", "In"], SamplingSettings(1, 4, temperature=0))
+    alone = [
+        text.sample([p], SamplingSettings(1, 4, temperature=0))[0]
+        for p in ["The quick brown fox", "In"]
+    ]
     assert together == alone
-    cut = text.sample(["The quick brown fox"], 1, 4, temperature=0, stop=[together[0][0][1:3]])
+    cut = text.sample(
+        ["The quick brown fox"], SamplingSettings(1, 4, temperature=0, stop=[together[0][0][1:3]])
+    )
     assert len(cut[0][0]) < len(together[0][0]) or not together[0][0][1:3]
 
 

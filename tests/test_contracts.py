@@ -24,6 +24,7 @@ from imprint.backends.base import (
     Access,
     Backend,
     Capability,
+    SamplingSettings,
     ScoreRequest,
     TokenStats,
 )
@@ -89,7 +90,7 @@ def test_base_defaults_are_declared_members():
     ("call", "capability"),
     [
         (lambda b: b.score([ScoreRequest("a text")]), LOGPROBS),
-        (lambda b: b.sample(["a"], 1, 4), SAMPLING),
+        (lambda b: b.sample(["a"], SamplingSettings(1, 4)), SAMPLING),
         (lambda b: b.text_backend(), SAMPLING),
         (lambda b: b.encode("a text"), TOKENS),
         (lambda b: b.count_tokens(["a text"]), TOKENS),

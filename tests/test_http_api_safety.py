@@ -11,6 +11,7 @@ import pytest
 from fake_openai_server import FakeOpenAIServer
 from typer.testing import CliRunner
 
+from imprint.backends.base import SamplingSettings
 from imprint.backends.http import APIError, OpenAICompatibleBackend, RetryPolicy
 from imprint.backends.http_checks import mask_secret, usage_tokens
 from imprint.cli import app
@@ -125,7 +126,7 @@ def test_an_error_quoting_the_server_masks_the_key_whole_or_cut_short():
         client(server) as backend,
         pytest.raises(APIError, match="answered 400") as err,
     ):
-        backend.sample(["x"], 1, 2)
+        backend.sample(["x"], SamplingSettings(1, 2))
     message = str(err.value)
     assert KEY not in message and KEY[:10] not in message and "***" in message
 
@@ -145,7 +146,7 @@ def test_first_request_to_give_up_stops_the_queued_ones():
     with FakeOpenAIServer(generate, prompt_faults=faults, stall_s=1.0) as server:
         with client(server, max_concurrency=2, timeout_s=5.0) as backend:
             with pytest.raises(APIError, match="gave up after 2 attempts") as err:
-                backend.sample(prompts, 1, 2)
+                backend.sample(prompts, SamplingSettings(1, 2))
             usage = backend.usage()
         sent = len(server.log)
     assert sent <= 5  # before: all 19 failing prompts were sent twice while p0 stalled
@@ -161,7 +162,7 @@ def test_a_timeout_names_the_timeout_option_and_sends_nothing_more():
             client(server, retry=RetryPolicy(max_retries=0), timeout_s=0.2) as backend,
             pytest.raises(APIError, match=r"last: timeout.*--api-timeout \(now 0.2 s\)"),
         ):
-            backend.sample(["a", "b", "c", "d", "e"], 1, 2)
+            backend.sample(["a", "b", "c", "d", "e"], SamplingSettings(1, 2))
         assert len(server.log) == 1
 
 
@@ -172,7 +173,7 @@ def test_a_refusal_stops_requests_that_are_waiting_to_retry():
             client(server, retry=slow, max_concurrency=2) as backend,
             pytest.raises(APIError) as err,
         ):
-            backend.sample([f"p{i}" for i in range(10)], 1, 2)
+            backend.sample([f"p{i}" for i in range(10)], SamplingSettings(1, 2))
         assert len(server.log) <= 4  # before: the 9 others were each tried 9 times
     assert "answered 400" in str(err.value)  # the cause, not a retried request's complaint
 
@@ -229,7 +230,7 @@ def test_api_retry_options_without_an_api_target_are_refused(tmp_path):
 def test_a_body_of_the_wrong_shape_fails_at_once_naming_the_field(fault, mode, field):
     with FakeOpenAIServer(generate, faults=[fault]) as server, client(server, mode=mode) as backend:
         with pytest.raises(APIError) as err:
-            backend.sample(NON_LATIN + ["third"], 2, 3)
+            backend.sample(NON_LATIN + ["third"], SamplingSettings(2, 3))
         usage = backend.usage()
     message = str(err.value)
     assert field in message and "answered 200" in message
@@ -239,7 +240,7 @@ def test_a_body_of_the_wrong_shape_fails_at_once_naming_the_field(fault, mode, f
 
 def test_well_formed_non_latin_answers_round_trip_exactly():
     with FakeOpenAIServer(generate) as server, client(server, max_n_per_request=3) as backend:
-        out = backend.sample(NON_LATIN, 4, 3)
+        out = backend.sample(NON_LATIN, SamplingSettings(4, 3))
         usage = backend.usage()
     assert out == [[NON_LATIN[0], NON_LATIN[1], NON_LATIN[0], NON_LATIN[0]]] * 2
     assert usage["completion_tokens"] == 2 * 4 * 3 and "None" not in str(out)

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from fake_openai_server import FakeOpenAIServer
 
+from imprint.backends.base import SamplingSettings
 from imprint.backends.http import APIError, OpenAICompatibleBackend, RetryPolicy
 from imprint.backends.http_transport import _retry_after
 from imprint.signals.cache import SignalCache
@@ -45,7 +46,7 @@ def test_a_wave_with_a_retried_request_does_not_settle_the_concurrency():
     # timed as a wave it shows parallelism ~0.5 and settled the limit at 1
     server = FakeOpenAIServer(slow(0.3), faults=[None, "429"], retry_after="0.6", parallel=True)
     with server, client(server, max_concurrency=4, retry=WAITS) as backend:
-        backend.sample([f"p{i}" for i in range(12)], 1, 2)
+        backend.sample([f"p{i}" for i in range(12)], SamplingSettings(1, 2))
         limits = backend.limits.describe()
     assert backend.usage()["retries"] == {"429": 1}
     assert limits["concurrency"] is not None and limits["concurrency"] > 1, limits
@@ -54,7 +55,7 @@ def test_a_wave_with_a_retried_request_does_not_settle_the_concurrency():
 def test_a_retried_solo_request_does_not_set_the_solo_latency():
     server = FakeOpenAIServer(slow(0.2), faults=["429"], retry_after="0.8", parallel=True)
     with server, client(server, max_concurrency=4, retry=WAITS) as backend:
-        backend.sample([f"p{i}" for i in range(3)], 1, 2)
+        backend.sample([f"p{i}" for i in range(3)], SamplingSettings(1, 2))
         solo = backend.limits.solo_s
     assert solo is not None and solo < 0.6, solo  # 0.2 s answers, not 0.8 s wait + answer
 
@@ -71,7 +72,7 @@ def test_simultaneous_timeouts_halve_the_limit_once_and_the_manifest_says_so():
         assert backend._gate.limit == 4
         limits = backend.describe()["limits"]
         # settled at the lowered limit: a later wave does not raise it back
-        backend.sample(["q0", "q1", "q2"], 1, 2)
+        backend.sample(["q0", "q1", "q2"], SamplingSettings(1, 2))
         assert backend._gate.limit == 4
     assert limits["concurrency"] == 4 and limits["lowered_after_timeout"] == 4, limits
 
@@ -80,13 +81,13 @@ def test_a_failure_on_a_rerun_counts_the_answers_the_store_gave(tmp_path):
     cache = SignalCache(tmp_path / "store.sqlite")
     with FakeOpenAIServer(slow(0.0)) as server:  # the store is keyed by the server's URL
         with client(server, cache=cache) as first:
-            first.sample(["a", "b"], 1, 2, seed=1)
+            first.sample(["a", "b"], SamplingSettings(1, 2, seed=1))
         server.prompt_faults["c"] = "500"  # a new prompt, failing for good
         with (
             client(server, cache=cache, max_concurrency=1) as rerun,
             pytest.raises(APIError) as err,
         ):
-            rerun.sample(["a", "b", "c"], 1, 2, seed=1)
+            rerun.sample(["a", "b", "c"], SamplingSettings(1, 2, seed=1))
     assert rerun.usage()["cached"] == 2
     message = str(err.value)
     assert "nothing is stored" not in message
@@ -99,7 +100,7 @@ def test_results_keep_prompt_and_sample_order_over_many_prompts_and_chunks():
     server = FakeOpenAIServer(slow(0.0), faults=["short"], parallel=True)
     prompts = [f"p{i}" for i in range(12)]
     with server, client(server, max_n_per_request=2, max_concurrency=4) as backend:
-        out = backend.sample(prompts, 5, 2, seed=0)
+        out = backend.sample(prompts, SamplingSettings(5, 2, seed=0))
     assert len(out) == len(prompts) and all(len(row) == 5 for row in out)
     for p, (prompt, row) in enumerate(zip(prompts, out, strict=True)):
         assert all(t.startswith(f"{prompt}|") for t in row)
@@ -119,6 +120,6 @@ def test_retry_after_inf_backs_off_instead_of_waiting_the_cap():
     retry = RetryPolicy(max_retries=2, base_s=0.01, cap_s=20.0)
     with server, client(server, retry=retry) as backend:
         started = time.perf_counter()
-        assert backend.sample(["a"], 1, 2) == [["a|None|0"]]
+        assert backend.sample(["a"], SamplingSettings(1, 2)) == [["a|None|0"]]
         assert time.perf_counter() - started < 10.0  # not the 20 s cap
     assert backend.usage()["retries"] == {"429": 1}

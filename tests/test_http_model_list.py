@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from fake_openai_server import FakeOpenAIServer
 
+from imprint.backends.base import SamplingSettings
 from imprint.backends.http import OpenAICompatibleBackend, RetryPolicy
 from imprint.errors import ImprintError
 
@@ -41,7 +42,9 @@ def _sample(server: FakeOpenAIServer) -> None:
         retry=RetryPolicy(max_retries=1, base_s=0.01, cap_s=0.01),
     )  # fmt: skip
     with backend:
-        backend.sample(["some text"], n=2, max_tokens=4, temperature=1.0, top_k=50)
+        backend.sample(
+            ["some text"], SamplingSettings(n=2, max_tokens=4, temperature=1.0, top_k=50)
+        )
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,7 @@ import pytest
 from typer.testing import CliRunner
 
 from imprint.attacks.base import get_attack_class
+from imprint.backends.base import SamplingSettings
 from imprint.backends.http import APIError, OpenAICompatibleBackend, RetryPolicy
 from imprint.backends.models import materialize, resolve_model
 from imprint.cli import app
@@ -181,8 +182,12 @@ def test_samples_differ_because_the_whole_sampling_law_is_sent(up):
     """Given a temperature alone this server decodes greedily (three equal "samples"); with the
     law sent as its generation_config the seeded samples differ and repeat under their seed."""
     with OpenAICompatibleBackend(up.base_url, NAME, api_key_env=None) as backend:
-        first = backend.sample(["The city of Boston is"], 3, 6, seed=7, top_k=50)[0]
-        again = backend.sample(["The city of Boston is"], 1, 6, seed=7, top_k=50)[0]
+        first = backend.sample(["The city of Boston is"], SamplingSettings(3, 6, seed=7, top_k=50))[
+            0
+        ]
+        again = backend.sample(["The city of Boston is"], SamplingSettings(1, 6, seed=7, top_k=50))[
+            0
+        ]
         usage = backend.usage()
     assert len(set(first)) > 1 and again[0] == first[0]
     assert usage["requests"] == 4 and usage["retries"] == {}
@@ -222,14 +227,14 @@ def test_a_killed_server_resumes_with_nothing_sent_twice(up, tmp_path):
     store = _KillAfter(tmp_path / "cache.sqlite", up, k=3)
     first = OpenAICompatibleBackend(up.base_url, NAME, api_key_env=None, retry=retry, cache=store)
     with first, pytest.raises(APIError) as err:
-        first.sample(prompts, 1, 4, seed=3)
+        first.sample(prompts, SamplingSettings(1, 4, seed=3))
     stored = first.usage()["stored"]
     assert stored >= 3 and f"{stored} answers of this call" in str(err.value)
     store.close()
     up.start()  # the same port: the same API root, so the same stored answers
     again_store = RequestStore(tmp_path / "cache.sqlite")
     with OpenAICompatibleBackend(up.base_url, NAME, api_key_env=None, cache=again_store) as again:
-        out = again.sample(prompts, 1, 4, seed=3)
+        out = again.sample(prompts, SamplingSettings(1, 4, seed=3))
         usage = again.usage()
     again_store.close()
     assert [len(o) for o in out] == [1] * len(prompts)

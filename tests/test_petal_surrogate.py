@@ -66,8 +66,8 @@ def test_an_explicit_surrogate_that_is_the_target_is_still_refused():
         spec = "smollm2-135m"
         capabilities = frozenset({SAMPLING})
 
-        def sample(self, prompts, n, max_tokens, stop=None, **kwargs):
-            return [["x"] * n for _ in prompts]
+        def sample(self, prompts, settings):
+            return [["x"] * settings.n for _ in prompts]
 
     with pytest.raises(ConfigError, match="is the target itself"):
         PETAL(surrogate="smollm2-135m").check_backend(Target())

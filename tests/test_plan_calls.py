@@ -14,6 +14,7 @@ from fake_openai_server import FakeOpenAIServer
 from rich.console import Console
 from typer.testing import CliRunner
 
+from imprint.backends.base import SamplingSettings
 from imprint.backends.hf import HFLogprobBackend
 from imprint.backends.text import HFTextBackend
 from imprint.cli import app
@@ -94,7 +95,9 @@ def generate(tiny_model_dir):
     text = HFTextBackend(HFLogprobBackend(str(tiny_model_dir), device="cpu"))
 
     def run(prompt, n, max_tokens, stop, seed, temperature):
-        return text.sample([prompt], n, max_tokens, stop, seed=seed, temperature=temperature)[0]
+        return text.sample(
+            [prompt], SamplingSettings(n, max_tokens, stop, seed=seed, temperature=temperature)
+        )[0]
 
     yield run
     torch.set_num_threads(threads)

@@ -37,14 +37,14 @@ class _Echo(Backend):
     def fingerprint(self) -> str:
         return "echo"
 
-    def sample(self, prompts, n, max_tokens, stop=None, *, seed=None, **kw):  # type: ignore[no-untyped-def]
+    def sample(self, prompts, settings):  # type: ignore[no-untyped-def]
         if self.fail:
             pytest.fail("executed")
         if self.die_after is not None and len(self.prompts) >= self.die_after:
             raise KeyboardInterrupt  # a kill between batches
         self.calls.append(len(prompts))
         self.prompts += list(prompts)
-        return [[f"{p}|{seed}|{j}" for j in range(n)] for p in prompts]
+        return [[f"{p}|{settings.seed}|{j}" for j in range(settings.n)] for p in prompts]
 
 
 class _Vectors:
@@ -148,9 +148,9 @@ class _Sampler(Backend):
     def __init__(self) -> None:
         self.calls: list[tuple[list[str], int | None]] = []
 
-    def sample(self, prompts, n, max_tokens, stop=None, *, seed=None, **kw):  # type: ignore[no-untyped-def]
-        self.calls.append((list(prompts), seed))
-        return [[f"{p}:{seed}:{j}" for j in range(n)] for p in prompts]
+    def sample(self, prompts, settings):  # type: ignore[no-untyped-def]
+        self.calls.append((list(prompts), settings.seed))
+        return [[f"{p}:{settings.seed}:{j}" for j in range(settings.n)] for p in prompts]
 
 
 def test_sampling_is_seeded_per_prompt_not_per_batch(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from imprint.backends.base import SamplingSettings
 from imprint.backends.hf import HFLogprobBackend
 from imprint.backends.sampling import Group, prompt_seed, sample_groups, warp
 from imprint.backends.text import HFTextBackend, cut_at_stop
@@ -31,15 +32,15 @@ def tiny(tiny_model_dir) -> HFLogprobBackend:
 
 def alone(tiny: HFLogprobBackend, prompts: list[str], **kw: object) -> list[list[str]]:
     text = HFTextBackend(tiny, max_rows=1)  # one prompt per decode loop
-    return [text.sample([p], **kw)[0] for p in prompts]  # type: ignore[arg-type]
+    return [text.sample([p], SamplingSettings(**kw))[0] for p in prompts]  # type: ignore[arg-type]
 
 
 def test_batched_draws_equal_one_prompt_per_call(tiny, one_torch_thread):
     kw = {"n": 4, "max_tokens": 12, "seed": 3}
-    together = HFTextBackend(tiny).sample(PROMPTS, **kw)  # type: ignore[arg-type]
+    together = HFTextBackend(tiny).sample(PROMPTS, SamplingSettings(**kw))  # type: ignore[arg-type]
     assert together == alone(tiny, PROMPTS, **kw)
     # order and company do not matter either
-    reordered = HFTextBackend(tiny, max_rows=8).sample(PROMPTS[::-1], **kw)  # type: ignore[arg-type]
+    reordered = HFTextBackend(tiny, max_rows=8).sample(PROMPTS[::-1], SamplingSettings(**kw))  # type: ignore[arg-type]
     assert reordered[::-1] == together
     assert all(len(s) == 4 for s in together) and len({t for s in together for t in s}) > 6
 
@@ -63,26 +64,26 @@ def test_one_prompt_per_loop_reproduces_generate_under_todays_seed(tiny, one_tor
                 top_p=1.0,
             )
         expected = [text._decode(row) for row in generated[:, ids.shape[1] :].tolist()]
-        assert text.sample([prompt], 3, 10, seed=5) == [expected]
+        assert text.sample([prompt], SamplingSettings(3, 10, seed=5)) == [expected]
 
 
 def test_seeds_are_respected(tiny, one_torch_thread):
     text = HFTextBackend(tiny)
-    a = text.sample(PROMPTS[:3], 3, 8, seed=1)
-    assert a == text.sample(PROMPTS[:3], 3, 8, seed=1)
-    assert a != text.sample(PROMPTS[:3], 3, 8, seed=2)
+    a = text.sample(PROMPTS[:3], SamplingSettings(3, 8, seed=1))
+    assert a == text.sample(PROMPTS[:3], SamplingSettings(3, 8, seed=1))
+    assert a != text.sample(PROMPTS[:3], SamplingSettings(3, 8, seed=2))
     # a prompt's draws are seeded by (seed, prompt): the same prompt twice draws the same
-    twice = text.sample([PROMPTS[0], PROMPTS[0]], 3, 8, seed=1)
+    twice = text.sample([PROMPTS[0], PROMPTS[0]], SamplingSettings(3, 8, seed=1))
     assert twice[0] == twice[1] == a[0]
     # unseeded draws still run (the global generator)
-    assert len(text.sample(PROMPTS[:2], 2, 4, seed=None)) == 2
+    assert len(text.sample(PROMPTS[:2], SamplingSettings(2, 4, seed=None))) == 2
 
 
 def test_stop_strings_cut_and_end_the_row_early(tiny, one_torch_thread):
     text = HFTextBackend(tiny)
-    free = text.sample(PROMPTS[:4], 4, 16, seed=7)
+    free = text.sample(PROMPTS[:4], SamplingSettings(4, 16, seed=7))
     stop = [" the", "."]
-    stopped = text.sample(PROMPTS[:4], 4, 16, stop=stop, seed=7)
+    stopped = text.sample(PROMPTS[:4], SamplingSettings(4, 16, stop=stop, seed=7))
     assert stopped == [[cut_at_stop(s, stop) for s in row] for row in free]
     assert any(cut_at_stop(s, stop) != s for row in free for s in row)  # some stop did bite
     assert stopped == alone(tiny, PROMPTS[:4], n=4, max_tokens=16, stop=stop, seed=7)
@@ -138,7 +139,7 @@ def test_bad_prompts_get_a_clear_answer(tiny, tiny_model_dir, tmp_path, one_torc
 
     long_prompt = " ".join(["fox"] * 200)  # past the tiny Llama's 128 positions: rotary, runs on
     kw = {"n": 2, "max_tokens": 4, "seed": 0}
-    assert HFTextBackend(tiny).sample([long_prompt, "In"], **kw) == alone(  # type: ignore[arg-type]
+    assert HFTextBackend(tiny).sample([long_prompt, "In"], SamplingSettings(**kw)) == alone(  # type: ignore[arg-type]
         tiny, [long_prompt, "In"], **kw
     )
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)  # learned positions: refused
@@ -147,10 +148,14 @@ def test_bad_prompts_get_a_clear_answer(tiny, tiny_model_dir, tmp_path, one_torc
     tokenizer.save_pretrained(tmp_path / "gpt2")
     gpt2 = HFTextBackend(HFLogprobBackend(str(tmp_path / "gpt2"), device="cpu"))
     with pytest.raises(ConfigError, match="exceeds the model's 32 positions.*--truncate-words"):
-        gpt2.sample([long_prompt], 1, 4, seed=0)
-    assert len(gpt2.sample(["In"], 1, 4, seed=0)[0]) == 1
-    empty = HFTextBackend(tiny).sample([""], 2, 5, seed=0)  # from the start token alone
-    assert len(empty[0]) == 2 and empty == HFTextBackend(tiny).sample([""], 2, 5, seed=0)
+        gpt2.sample([long_prompt], SamplingSettings(1, 4, seed=0))
+    assert len(gpt2.sample(["In"], SamplingSettings(1, 4, seed=0))[0]) == 1
+    empty = HFTextBackend(tiny).sample(
+        [""], SamplingSettings(2, 5, seed=0)
+    )  # from the start token alone
+    assert len(empty[0]) == 2 and empty == HFTextBackend(tiny).sample(
+        [""], SamplingSettings(2, 5, seed=0)
+    )
     with pytest.raises(ConfigError, match="top_p"):
         Group([0], 1, 1, 0, top_p=0.0)
 
@@ -195,7 +200,7 @@ def tiny_gemma(tiny_model_dir, tmp_path_factory) -> HFLogprobBackend:
 
 def test_sliding_window_model_batches_and_matches_generate(tiny_gemma, one_torch_thread):
     prompts = ["The quick brown fox jumps over the lazy", "In", "Hurricane Ana was the second"]
-    together = HFTextBackend(tiny_gemma).sample(prompts, 3, 10, seed=2)
+    together = HFTextBackend(tiny_gemma).sample(prompts, SamplingSettings(3, 10, seed=2))
     assert together == alone(tiny_gemma, prompts, n=3, max_tokens=10, seed=2)
     text = HFTextBackend(tiny_gemma)
     ids = torch.tensor([text._prompt_ids(prompts[0], "continue")])

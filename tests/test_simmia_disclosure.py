@@ -258,8 +258,8 @@ def test_prob_ratio_disclosure_equals_planner_formula(tiny):
 class TextOnly(Backend):
     capabilities = frozenset({SAMPLING})
 
-    def sample(self, prompts, n, max_tokens, stop=None, **kwargs):
-        return [["word"] * n for _ in prompts]
+    def sample(self, prompts, settings):
+        return [["word"] * settings.n for _ in prompts]
 
     def __repr__(self) -> str:
         return "TextOnly()"

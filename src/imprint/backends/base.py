@@ -14,15 +14,16 @@ with defaults, so no caller probes attributes; the optional capabilities (``scor
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 
-from imprint.errors import CapabilityError
+from imprint.errors import CapabilityError, ConfigError
 
 
 class Capability(StrEnum):
@@ -73,6 +74,47 @@ class Access(StrEnum):
 
 
 Task = Literal["continue", "next_word", "answer"]
+TASKS: tuple[Task, ...] = ("continue", "next_word", "answer")
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """What one :meth:`Backend.sample` call asks of every prompt: ``n`` continuations of at most
+    ``max_tokens`` new tokens each, cut at the first of the ``stop`` strings. ``seed`` fixes the
+    draws (None: unseeded); ``temperature`` and ``top_k`` left None take the backend's defaults
+    (:meth:`with_defaults`; ``temperature=0`` is greedy, ``top_k=0`` no top-k filter). ``task``
+    tells chat endpoints what to ask for (see :mod:`imprint.backends.text`); completion backends
+    ignore it. Invalid values are refused when the settings are made, before any work."""
+
+    n: int
+    max_tokens: int
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    temperature: float | None = None
+    top_k: int | None = None
+    task: Task = "continue"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stop", tuple(self.stop or ()))  # a list or None as well
+        if self.n < 1:
+            raise ConfigError(f"n (samples per prompt) must be >= 1, got {self.n}")
+        if self.max_tokens < 1:
+            raise ConfigError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.temperature is not None and self.temperature < 0:
+            raise ConfigError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        if self.top_k is not None and self.top_k < 0:
+            raise ConfigError(f"top_k must be >= 0 (0 = no top-k filter), got {self.top_k}")
+        if self.task not in TASKS:
+            raise ConfigError(f"task must be one of {TASKS}, got {self.task!r}")
+
+    def with_defaults(self, temperature: float, top_k: int | None) -> SamplingSettings:
+        """These settings with a backend's default ``temperature`` and ``top_k`` where they name
+        none."""
+        return replace(
+            self,
+            temperature=temperature if self.temperature is None else self.temperature,
+            top_k=top_k if self.top_k is None else self.top_k,
+        )
 
 
 @dataclass(frozen=True)
@@ -166,6 +208,18 @@ class Backend:
     def close(self) -> None:
         """Release connections or engines (a no-op for most backends)."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Refuse a ``sample`` written for the flat signature that came before
+        :class:`SamplingSettings` (it would fail at its first call, inside a run)."""
+        super().__init_subclass__(**kwargs)
+        sample = cls.__dict__.get("sample")
+        if sample is not None and "max_tokens" in inspect.signature(sample).parameters:
+            raise TypeError(
+                f"{cls.__qualname__}.sample takes (prompts, n, max_tokens, ...), the signature "
+                "before SamplingSettings: define sample(self, prompts, settings) and read "
+                "settings.n, settings.max_tokens, settings.stop, settings.seed, ..."
+            )
+
     def __enter__(self) -> Backend:
         return self
 
@@ -224,21 +278,9 @@ class Backend:
         raise NotImplementedError(f"{type(self).__name__} declares log-probs but no score()")
 
     # -- black-box (Capability.SAMPLING) --------------------------------------------------------
-    def sample(
-        self,
-        prompts: Sequence[str],
-        n: int,
-        max_tokens: int,
-        stop: Sequence[str] | None = None,
-        *,
-        seed: int | None = None,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        task: Task = "continue",
-    ) -> list[list[str]]:
-        """``n`` continuations per prompt: a list of shape (len(prompts), n) of strings;
-        ``temperature=0`` asks for greedy decoding. ``task`` tells chat endpoints what to ask
-        for (see :mod:`imprint.backends.text`); completion backends ignore it."""
+    def sample(self, prompts: Sequence[str], settings: SamplingSettings) -> list[list[str]]:
+        """``settings.n`` continuations per prompt: a list of shape (len(prompts), n) of strings
+        (see :class:`SamplingSettings`)."""
         self.require(SAMPLING)
         raise NotImplementedError(f"{type(self).__name__} declares {SAMPLING} but no sample()")
 

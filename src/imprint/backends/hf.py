@@ -27,6 +27,7 @@ from imprint.backends.base import (
     SAMPLING,
     TOKENS,
     Backend,
+    SamplingSettings,
     ScoreRequest,
     TokenStats,
 )
@@ -241,12 +242,9 @@ class HFLogprobBackend(Backend):
         """Seeded sampling from this model (same weights, tokenizer and start token)."""
         return HFTextBackend(self, name=self.name)
 
-    def sample(
-        self, prompts: Sequence[str], n: int, max_tokens: int, stop: Any = None, **law: Any
-    ) -> list[list[str]]:
-        """Sampled continuations with the default sampler of :meth:`text_backend` (``law``: its
-        seed, temperature, top_k and task, as :meth:`Backend.sample` takes them)."""
-        return self.text_backend().sample(prompts, n, max_tokens, stop, **law)
+    def sample(self, prompts: Sequence[str], settings: SamplingSettings) -> list[list[str]]:
+        """Sampled continuations with the default sampler of :meth:`text_backend`."""
+        return self.text_backend().sample(prompts, settings)
 
     def gradient_norms(
         self, texts: Sequence[str], *, norm: str = "l2", aggregate: str = "global"

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from imprint.backends.base import SAMPLING, Backend
+from imprint.backends.base import SAMPLING, Backend, SamplingSettings
 from imprint.backends.http_adapt import (
     Gate,
     ServerLimits,
@@ -70,7 +70,6 @@ from imprint.backends.http_transport import (
     _Cancelled,
     _retry_after,
 )
-from imprint.backends.text import TASKS, Task, check_sample_args
 from imprint.errors import ConfigError, MissingDependencyError
 
 log = logging.getLogger(__name__)
@@ -264,24 +263,11 @@ class OpenAICompatibleBackend(Transport, Backend):
             self.dialect = dialect
 
     # -- sampling --------------------------------------------------------------------------------
-    def sample(
-        self,
-        prompts: Sequence[str],
-        n: int,
-        max_tokens: int,
-        stop: Sequence[str] | None = None,
-        *,
-        seed: int | None = None,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        task: Task = "continue",
-    ) -> list[list[str]]:
-        """``n`` continuations per prompt, shape (len(prompts), n), in prompt order."""
-        temperature = self.temperature if temperature is None else temperature
-        top_k = self.top_k if top_k is None else top_k
-        check_sample_args(n, max_tokens, temperature, top_k)
-        if task not in TASKS:
-            raise ConfigError(f"task must be one of {TASKS}, got {task!r}")
+    def sample(self, prompts: Sequence[str], settings: SamplingSettings) -> list[list[str]]:
+        """``settings.n`` continuations per prompt, shape (len(prompts), n), in prompt order."""
+        asked = settings.with_defaults(self.temperature, self.top_k)
+        temperature, top_k, n = asked.temperature, asked.top_k, asked.n
+        assert temperature is not None
         self.start()
         assert self.dialect is not None
         law = SamplingSpec(temperature, (top_k or 0) if temperature > 0 else 0)
@@ -291,7 +277,7 @@ class OpenAICompatibleBackend(Transport, Backend):
             raise ConfigError(f"{err} (server: {self._server_facts.get('detected_by')})") from None
         with self._lock:
             self._sent_laws.setdefault(json.dumps(fields, sort_keys=True), fields)
-        context = (prompts, max_tokens, stop, fields, task, seed)
+        context = (prompts, asked.max_tokens, asked.stop, fields, asked.task, asked.seed)
         with self._lock:  # what the store held of this call's answers so far, if it fails
             self._call_stored = self._usage["stored"] + self._usage["cached"]
         pending = [(p, s, k) for p in range(len(prompts)) for s, k in self._chunks(0, n)]

@@ -1,15 +1,16 @@
 """Black-box access: a backend that only returns generated text.
 
-``Backend.sample(prompts, n, max_tokens, stop, *, seed) -> list[list[str]]`` returns, for each
-prompt, ``n`` continuations (the generated text only, without the prompt, cut at the first stop
-string). Implementations: :class:`HFTextBackend` (local transformers model, seeded top-k /
-temperature sampling), :class:`VLLMTextBackend` (optional ``vllm`` extra) and
-:class:`imprint.backends.http.OpenAICompatibleBackend` (any OpenAI-compatible server).
+``Backend.sample(prompts, settings) -> list[list[str]]`` returns, for each prompt, ``settings.n``
+continuations (the generated text only, without the prompt, cut at the first stop string; see
+:class:`~imprint.backends.base.SamplingSettings`). Implementations: :class:`HFTextBackend`
+(local transformers model, seeded top-k / temperature sampling), :class:`VLLMTextBackend`
+(optional ``vllm`` extra) and :class:`imprint.backends.http.OpenAICompatibleBackend` (any
+OpenAI-compatible server).
 
-``task`` tells chat endpoints what to ask for (``"continue"`` the text, or only its
-``"next_word"``, or ``"answer"``: the prompt is a whole instruction, sent as it is, e.g. DE-COP's
-multiple-choice question); completion backends ignore it. ``usage()`` counts queries and tokens
-for the run manifest.
+The settings' ``task`` tells chat endpoints what to ask for (``"continue"`` the text, or only
+its ``"next_word"``, or ``"answer"``: the prompt is a whole instruction, sent as it is, e.g.
+DE-COP's multiple-choice question); completion backends ignore it. ``usage()`` counts queries
+and tokens for the run manifest.
 """
 
 from __future__ import annotations
@@ -18,12 +19,27 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from imprint.backends.base import SAMPLING, Backend, LocalModel, Task, TextBackend
+from imprint.backends.base import (
+    SAMPLING,
+    TASKS,
+    Backend,
+    LocalModel,
+    SamplingSettings,
+    Task,
+    TextBackend,
+)
 from imprint.backends.sampling import Group, prompt_seed, sample_groups
 from imprint.errors import ConfigError, MissingDependencyError
 
-TASKS = ("continue", "next_word", "answer")
-__all__ = ["TASKS", "HFTextBackend", "Task", "TextBackend", "VLLMTextBackend", "as_text_backend"]
+__all__ = [
+    "TASKS",
+    "HFTextBackend",
+    "SamplingSettings",
+    "Task",
+    "TextBackend",
+    "VLLMTextBackend",
+    "as_text_backend",
+]
 
 
 def cut_at_stop(text: str, stop: Sequence[str] | None) -> str:
@@ -32,17 +48,6 @@ def cut_at_stop(text: str, stop: Sequence[str] | None) -> str:
         return text
     cuts = [i for i in (text.find(s) for s in stop if s) if i >= 0]
     return text[: min(cuts)] if cuts else text
-
-
-def check_sample_args(n: int, max_tokens: int, temperature: float, top_k: int | None) -> None:
-    if n < 1:
-        raise ConfigError(f"n (samples per prompt) must be >= 1, got {n}")
-    if max_tokens < 1:
-        raise ConfigError(f"max_tokens must be >= 1, got {max_tokens}")
-    if temperature < 0:
-        raise ConfigError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
-    if top_k is not None and top_k < 0:
-        raise ConfigError(f"top_k must be >= 0 (0 = no top-k filter), got {top_k}")
 
 
 class HFTextBackend(Backend):
@@ -77,7 +82,7 @@ class HFTextBackend(Backend):
         self.name = name
         self.spec = self.hf.spec
         self.temperature, self.top_k, self.max_rows = temperature, top_k, max_rows
-        check_sample_args(1, 1, temperature, top_k)
+        SamplingSettings(1, 1, temperature=temperature, top_k=top_k)  # refuses bad defaults
         self._usage = {"prompts": 0, "samples": 0, "generate_calls": 0, "completion_tokens": 0}
 
     @property
@@ -94,33 +99,21 @@ class HFTextBackend(Backend):
     def __repr__(self) -> str:
         return f"HFTextBackend({self.spec!r}, temperature={self.temperature}, top_k={self.top_k})"
 
-    def sample(
-        self,
-        prompts: Sequence[str],
-        n: int,
-        max_tokens: int,
-        stop: Sequence[str] | None = None,
-        *,
-        seed: int | None = None,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        task: Task = "continue",
-    ) -> list[list[str]]:
-        """``n`` continuations per prompt, shape (len(prompts), n). Each prompt's draws come from
-        its own generator seeded ``prompt_seed(seed, prompt)``, so they do not depend on the
-        prompts sharing its batch (see :mod:`imprint.backends.sampling`)."""
-        temperature = self.temperature if temperature is None else temperature
-        top_k = self.top_k if top_k is None else top_k
-        check_sample_args(n, max_tokens, temperature, top_k)
-        stops = tuple(s for s in (stop or ()) if s)
+    def sample(self, prompts: Sequence[str], settings: SamplingSettings) -> list[list[str]]:
+        """``settings.n`` continuations per prompt, shape (len(prompts), n). Each prompt's draws
+        come from its own generator seeded ``prompt_seed(seed, prompt)``, so they do not depend
+        on the prompts sharing its batch (see :mod:`imprint.backends.sampling`)."""
+        law = settings.with_defaults(self.temperature, self.top_k)
+        assert law.temperature is not None and law.top_k is not None
+        stops = tuple(s for s in law.stop if s)
         groups = [
             Group(
-                ids=self._prompt_ids(p, task),
-                n=n,
-                max_tokens=max_tokens,
-                seed=None if seed is None else prompt_seed(seed, p),
-                temperature=temperature,
-                top_k=top_k,
+                ids=self._prompt_ids(p, law.task),
+                n=law.n,
+                max_tokens=law.max_tokens,
+                seed=None if law.seed is None else prompt_seed(law.seed, p),
+                temperature=law.temperature,
+                top_k=law.top_k,
                 stop=stops,
             )
             for p in prompts
@@ -129,7 +122,7 @@ class HFTextBackend(Backend):
             self._check_length(prompts[i], g)
         self._run(groups)
         self._usage["prompts"] += len(prompts)
-        self._usage["samples"] += len(prompts) * n
+        self._usage["samples"] += len(prompts) * law.n
         return [[cut_at_stop(self._decode(ids), stops) for ids in g.out] for g in groups]
 
     def _prompt_ids(self, prompt: str, task: Task) -> list[int]:
@@ -222,32 +215,20 @@ class VLLMTextBackend(Backend):
     def usage(self) -> dict[str, Any]:
         return dict(self._usage)
 
-    def sample(
-        self,
-        prompts: Sequence[str],
-        n: int,
-        max_tokens: int,
-        stop: Sequence[str] | None = None,
-        *,
-        seed: int | None = None,
-        temperature: float | None = None,
-        top_k: int | None = None,
-        task: Task = "continue",
-    ) -> list[list[str]]:
-        temperature = self.temperature if temperature is None else temperature
-        top_k = self.top_k if top_k is None else top_k
-        check_sample_args(n, max_tokens, temperature, top_k)
+    def sample(self, prompts: Sequence[str], settings: SamplingSettings) -> list[list[str]]:
+        law = settings.with_defaults(self.temperature, self.top_k)
+        assert law.temperature is not None
         params = self._vllm.SamplingParams(
-            n=n,
-            max_tokens=max_tokens,
-            stop=list(stop or []) or None,
-            seed=seed,
-            temperature=temperature,
-            top_k=top_k if top_k and temperature > 0 else -1,
+            n=law.n,
+            max_tokens=law.max_tokens,
+            stop=list(law.stop) or None,
+            seed=law.seed,
+            temperature=law.temperature,
+            top_k=law.top_k if law.top_k and law.temperature > 0 else -1,
         )
         results = self.llm.generate(list(prompts), params, use_tqdm=False)
         self._usage["prompts"] += len(prompts)
-        self._usage["samples"] += len(prompts) * n
+        self._usage["samples"] += len(prompts) * law.n
         out = []
         for result in results:
             self._usage["completion_tokens"] += sum(len(o.token_ids) for o in result.outputs)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from imprint.backends.base import SAMPLING, Backend
+from imprint.backends.base import SAMPLING, Backend, SamplingSettings
 from imprint.errors import ConfigError
 from imprint.executors import CallFactory
 from imprint.requests.embed import EmbeddingModel
@@ -300,9 +300,7 @@ class _PromptModel(Backend):
     def fingerprint(self) -> str:
         return self._fingerprint
 
-    def sample(
-        self, prompts: Sequence[str], n: int, max_tokens: int, stop: Any = None, **kw: Any
-    ) -> list[list[str]]:
+    def sample(self, prompts: Sequence[str], settings: SamplingSettings) -> list[list[str]]:
         return [[self.generate(p)] for p in prompts]
 
 

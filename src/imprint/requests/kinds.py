@@ -18,11 +18,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
 
+from imprint.backends.base import SamplingSettings, Task
 from imprint.backends.seeds import prompt_seed as prompt_seed  # re-exported for callers
 from imprint.errors import ConfigError
 
@@ -111,7 +112,7 @@ class SampleRequest(Request):
     top_k: int | None = None
     seed: int = 0
     stop: tuple[str, ...] = ()
-    task: str = "continue"
+    task: Task = "continue"
 
     def __post_init__(self) -> None:
         if self.n < 1 or self.max_tokens < 1 or self.temperature < 0:
@@ -123,16 +124,10 @@ class SampleRequest(Request):
     def size(self) -> int:
         return len(self.prompt)
 
-    def params(self) -> tuple[Any, ...]:
-        """Everything but the prompt: requests with equal params can share one backend call."""
-        return (
-            self.n,
-            self.max_tokens,
-            self.temperature,
-            self.top_k,
-            self.seed,
-            self.stop,
-            self.task,
+    def settings(self) -> SamplingSettings:
+        """Everything but the prompt: requests with equal settings can share one backend call."""
+        return SamplingSettings(
+            self.n, self.max_tokens, self.stop, self.seed, self.temperature, self.top_k, self.task
         )
 
     @classmethod
@@ -147,29 +142,17 @@ def sample_batch(sampler: Any, batch: Sequence[SampleRequest]) -> list[list[str]
     prompt's draws never depend on its batch either way."""
     out: dict[SampleRequest, list[str]] = {}
     per_prompt_seed = bool(sampler.seeds_per_prompt)
-    groups: dict[tuple[Any, ...], list[SampleRequest]] = {}
+    groups: dict[SamplingSettings, list[SampleRequest]] = {}
     for r in batch:
-        groups.setdefault(r.params(), []).append(r)
-    for reqs in groups.values():
-        head = reqs[0]
+        groups.setdefault(r.settings(), []).append(r)
+    for settings, reqs in groups.items():
         # greedy decoding draws nothing, and some backends seed each prompt themselves: batch
-        calls = [reqs] if head.temperature == 0 or per_prompt_seed else [[r] for r in reqs]
+        calls = [reqs] if settings.temperature == 0 or per_prompt_seed else [[r] for r in reqs]
         for call in calls:
-            seed = (
-                head.seed
-                if len(call) > 1 or per_prompt_seed
-                else prompt_seed(head.seed, call[0].prompt)
-            )
-            texts = sampler.sample(
-                [r.prompt for r in call],
-                head.n,
-                head.max_tokens,
-                list(head.stop) or None,
-                seed=seed,
-                temperature=head.temperature,
-                top_k=head.top_k,
-                task=head.task,
-            )
+            law = settings
+            if len(call) == 1 and not per_prompt_seed:  # one call per prompt: its own seed
+                law = replace(settings, seed=prompt_seed(call[0].seed, call[0].prompt))
+            texts = sampler.sample([r.prompt for r in call], law)
             out.update(zip(call, texts, strict=True))
     return [out[r] for r in batch]
 
@@ -192,7 +175,7 @@ class ChoiceRequest(GreedyRequest):
 
     kind: ClassVar[str] = "multiple_choice"
     max_tokens: int = 8
-    task: str = "answer"
+    task: Task = "answer"
 
 
 def sample_request(
@@ -204,7 +187,7 @@ def sample_request(
     temperature: float = 1.0,
     top_k: int | None = None,
     stop: Sequence[str] = (),
-    task: str = "continue",
+    task: Task = "continue",
 ) -> SampleRequest:
     """The request for ``n`` continuations of ``prompt``: a :class:`GreedyRequest` when it draws
     nothing (temperature 0, one sample), else a :class:`SampleRequest`. The one constructor that
@@ -429,8 +412,7 @@ class ParaphraseRequest(Request):
         out: dict[str, str] = {}
         for budget in dict.fromkeys(r.max_tokens for r in batch):
             part = [r for r in batch if r.max_tokens == budget]
-            texts = sampler.sample(
-                [r.prompt for r in part], 1, budget, None, seed=0, temperature=0.0, task="answer"
-            )
+            greedy = SamplingSettings(1, budget, seed=0, temperature=0.0, task="answer")
+            texts = sampler.sample([r.prompt for r in part], greedy)
             out.update((r.key(), str(t[0])) for r, t in zip(part, texts, strict=True))
         return [out[r.key()] for r in batch]
