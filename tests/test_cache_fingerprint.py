@@ -183,11 +183,16 @@ def test_cache_path_that_is_not_sqlite_is_refused_and_left_untouched(tmp_path):
     assert not list(tmp_path.glob("*-wal"))
 
 
-def test_cache_path_of_another_sqlite_database_is_refused(tmp_path):
-    path = tmp_path / "app.db"
+def _database_with(path: Path, create: str) -> Path:
+    """An SQLite file at ``path`` holding the one table ``create`` makes (closed after)."""
     with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+        conn.execute(create)
     conn.close()
+    return path
+
+
+def test_cache_path_of_another_sqlite_database_is_refused(tmp_path):
+    path = _database_with(tmp_path / "app.db", "CREATE TABLE users (id INTEGER, name TEXT)")
     with pytest.raises(ConfigError, match=r"app\.db.*something else.*users"):
         SignalCache(path)
     with sqlite3.connect(path) as conn:
@@ -197,10 +202,7 @@ def test_cache_path_of_another_sqlite_database_is_refused(tmp_path):
 
 
 def test_cache_table_with_other_columns_is_refused(tmp_path):
-    path = tmp_path / "old.sqlite"
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE token_stats (k TEXT, v BLOB)")
-    conn.close()
+    path = _database_with(tmp_path / "old.sqlite", "CREATE TABLE token_stats (k TEXT, v BLOB)")
     with pytest.raises(ConfigError, match=r"token_stats.*columns.*Delete the file"):
         SignalCache(path)
 

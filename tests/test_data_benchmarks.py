@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import force_hub_offline
 
 from imprint.data import (
     BenchmarkInfo,
@@ -108,13 +109,7 @@ def test_unknown_name_suggests(spec: str, suggestion: str) -> None:
 
 
 def test_hf_spec_offline_gives_data_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    datasets_config = pytest.importorskip("datasets.config")
-    import huggingface_hub.constants as hub_constants
-
-    monkeypatch.setattr(datasets_config, "HF_DATASETS_OFFLINE", True, raising=False)
-    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True, raising=False)
+    force_hub_offline(monkeypatch)
     with pytest.raises(DataError) as exc:
         resolve_data("hf:imprint-nonexistent-owner/no-such-dataset:test")
     assert "unreachable" in str(exc.value) and "IMPRINT_DATA_DIR" in str(exc.value)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from imprint.cli import app as diagnostics_app
 from imprint.data import LabelConflictWarning
@@ -40,6 +40,13 @@ def _shifted(n: int = 80) -> tuple[list[str], list[int]]:
     members = [f"{d} in {rng.integers(2005, 2015)}" for d in _docs(n, rng, "alpha")]
     nonmembers = [f"{d} in {rng.integers(2023, 2025)}" for d in _docs(n, rng, "beta")]
     return members + nonmembers, [1] * n + [0] * n
+
+
+def _blind(data: Path, out: Path, *flags: str) -> Result:
+    """``imprint diagnostics blind --data DATA [flags] --out OUT``."""
+    return CliRunner().invoke(
+        diagnostics_app, ["blind", "--data", str(data), *flags, "--out", str(out)]
+    )
 
 
 def _shifted_file(path: Path, n: int) -> Path:
@@ -153,11 +160,8 @@ def test_report_and_errors():
 def test_cli_blind(tmp_path: Path):
     data = _shifted_file(tmp_path / "d.jsonl", 30)
     out = tmp_path / "blind.json"
-    result = CliRunner().invoke(
-        diagnostics_app,
-        ["blind", "--data", str(data), "--baseline", "date_detector", "--baseline",
-         "greedy_ngrams", "--bootstrap", "100", "--out", str(out)],
-    )  # fmt: skip
+    baselines = ("--baseline", "date_detector", "--baseline", "greedy_ngrams")
+    result = _blind(data, out, *baselines, "--bootstrap", "100")
     assert result.exit_code == 0, result.output
     saved = json.loads(out.read_text())
     assert saved["strongest"] in {"date_detector", "greedy_ngrams"}
@@ -174,11 +178,7 @@ def test_cli_blind_dedupes_like_run(tmp_path: Path):
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
     out = tmp_path / "blind.json"
-    result = CliRunner().invoke(
-        diagnostics_app,
-        ["blind", "--data", str(data), "--baseline", "date_detector", "--bootstrap", "50",
-         "--out", str(out)],
-    )  # fmt: skip
+    result = _blind(data, out, "--baseline", "date_detector", "--bootstrap", "50")
     assert result.exit_code == 0, result.output
     saved = json.loads(out.read_text())
     with pytest.warns(LabelConflictWarning):
@@ -295,11 +295,7 @@ def test_cli_blind_marks_tpr_not_measurable_with_few_nonmembers(tmp_path: Path):
     ]
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     out = tmp_path / "blind.json"
-    result = CliRunner().invoke(
-        diagnostics_app,
-        ["blind", "--data", str(data), "--baseline", "tfidf_logreg", "--bootstrap", "50",
-         "--out", str(out)],
-    )  # fmt: skip
+    result = _blind(data, out, "--baseline", "tfidf_logreg", "--bootstrap", "50")
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     # neither TPR column can be measured in any row: both left out, one line says why
@@ -328,9 +324,7 @@ def test_cli_blind_checks_out_before_the_suite(tmp_path: Path, monkeypatch: pyte
     folder = tmp_path / "somedir"
     folder.mkdir()
     monkeypatch.setattr(suite, "run_blind_suite", must_not_run)
-    result = CliRunner().invoke(
-        diagnostics_app, ["blind", "--data", str(data), "--out", str(folder)]
-    )
+    result = _blind(data, folder)
     assert result.exit_code == 2, result.output
     assert "is a folder; this command writes one JSON file" in " ".join(result.output.split())
     assert not any(folder.iterdir())
