@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conftest import quiet_wikimia_run
 from typer.testing import CliRunner
 
 from imprint.attacks import available_attacks
@@ -47,22 +48,9 @@ def test_every_declared_deviation_is_in_the_attack_reference_docs():
 def test_the_manifest_records_the_deviations_of_the_attacks_run(
     tiny_model_dir, tmp_path, monkeypatch
 ):
-    from imprint.run import RunConfig, execute_run
-
     monkeypatch.setattr(Loss, "deviations", ("one stated difference",))
-    wikimia = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikimia"
-    result = execute_run(
-        RunConfig(
-            model=str(tiny_model_dir),
-            data=str(wikimia / "WikiMIA_length32.jsonl"),
-            n_per_label=4,
-            n_bootstrap=10,
-            attacks=("loss", "zlib"),
-            progress=False,
-            blind=False,
-            cache=tmp_path / "cache.sqlite",
-            out=tmp_path / "run",
-        )
+    result = quiet_wikimia_run(
+        tmp_path, tiny_model_dir, n_per_label=4, n_bootstrap=10, attacks=("loss", "zlib")
     )
     assert result.manifest["attack_deviations"] == {"loss": ["one stated difference"]}
 
