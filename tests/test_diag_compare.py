@@ -9,7 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
+from score_folders import write_scores
+from typer.testing import CliRunner, Result
 
 from imprint.cli import app as diagnostics_app
 from imprint.diagnostics.runs import auc_difference, compare_runs, read_run
@@ -17,30 +18,16 @@ from imprint.errors import DataError
 from imprint.metrics import auc
 
 
-def _run(path: Path, labels: list[int], columns: dict[str, list[float]]) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    n = len(labels)
-    table = {
-        "id": [f"s{i}" for i in range(n)],
-        "label": labels,
-        "text": [f"text {i}" for i in range(n)],
-        "meta": ["{}"] * n,
-        **{k: np.asarray(v, dtype=float) for k, v in columns.items()},
-    }
-    pq.write_table(pa.table(table), path / "scores.parquet")
-    return path
-
-
 @pytest.fixture()
 def runs(tmp_path: Path) -> tuple[Path, Path]:
     # A: 20 non-members scored 1..20, 5 members scored 30..34.
     # B: 10 non-members scored 15..24, members 18, 25, 26, 27.
-    a = _run(
+    a = write_scores(
         tmp_path / "a",
         [0] * 20 + [1] * 5,
         {"loss": [*range(1, 21), *range(30, 35)], "only_a": [0.0] * 25},
     )
-    b = _run(
+    b = write_scores(
         tmp_path / "b",
         [0] * 10 + [1] * 4,
         {"loss": [*range(15, 25), 18, 25, 26, 27], "only_b": [0.0] * 14},
@@ -97,8 +84,8 @@ def test_bootstrap_auc_matches_metrics_auc():
 
 
 def test_compare_nan_and_single_class(tmp_path: Path):
-    a = _run(tmp_path / "a", [0, 0, 1, 1], {"x": [0.0, float("nan"), 1.0, 2.0]})
-    b = _run(tmp_path / "b", [0, 0, 0, 0], {"x": [0.0, 1.0, 2.0, 3.0]})
+    a = write_scores(tmp_path / "a", [0, 0, 1, 1], {"x": [0.0, float("nan"), 1.0, 2.0]})
+    b = write_scores(tmp_path / "b", [0, 0, 0, 0], {"x": [0.0, 1.0, 2.0, 3.0]})
     result = compare_runs(a, b, n_resamples=50)
     assert result.attacks["x"].n_nan_a == 1
     assert result.attacks["x"].error and result.attacks["x"].auc is None
@@ -107,13 +94,18 @@ def test_compare_nan_and_single_class(tmp_path: Path):
         compare_runs(tmp_path / "missing", b)
 
 
+def _compare(runs: tuple[Path, Path], out: Path, *, bootstrap: str, fprs: str) -> Result:
+    """``imprint diagnostics compare A B`` with its JSON written to ``out``."""
+    return CliRunner().invoke(
+        diagnostics_app,
+        ["compare", str(runs[0]), str(runs[1]), "--out", str(out), "--bootstrap", bootstrap,
+         "--fprs", fprs],
+    )  # fmt: skip
+
+
 def test_cli_compare(runs: tuple[Path, Path], tmp_path: Path):
     out = tmp_path / "cmp.json"
-    result = CliRunner().invoke(
-        diagnostics_app,
-        ["compare", str(runs[0]), str(runs[1]), "--out", str(out), "--bootstrap", "100",
-         "--fprs", "0.2,0.25"],
-    )  # fmt: skip
+    result = _compare(runs, out, bootstrap="100", fprs="0.2,0.25")
     assert result.exit_code == 0, result.output
     saved = json.loads(out.read_text())
     assert saved["attacks"]["loss"]["transfer"]["20%"]["fpr_b"] == 0.8
@@ -125,11 +117,7 @@ def test_compare_marks_unresolvable_targets_not_measurable(tmp_path: Path, runs:
     # (needs 40) are not; B's size does not matter (the threshold is set on A). Nothing
     # unresolvable may be a number, in JSON or table.
     out = tmp_path / "cmp.json"
-    result = CliRunner().invoke(
-        diagnostics_app,
-        ["compare", str(runs[0]), str(runs[1]), "--out", str(out), "--bootstrap", "50",
-         "--fprs", "0.01,0.1,0.2"],
-    )  # fmt: skip
+    result = _compare(runs, out, bootstrap="50", fprs="0.01,0.1,0.2")
     assert result.exit_code == 0, result.output
     cell = json.loads(out.read_text())["attacks"]["loss"]["transfer"]["1%"]
     assert cell["threshold"] is None and cell["fpr_b"] is None and cell["tpr_b"] is None

@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+from score_folders import write_scores
 from typer.testing import CliRunner
 
 from imprint.cli import app as diagnostics_app
@@ -113,17 +112,8 @@ def test_perturbed_rows(wikimia: list[Sample]):
 
 
 def _fake_run(path: Path, labels, groups, columns) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    n = len(labels)
-    table = {
-        "id": [f"s{i}" for i in range(n)],
-        "label": labels,
-        "text": [f"t{i}" for i in range(n)],
-        "meta": [json.dumps({"perturbation": g} if g else {}) for g in groups],
-        **{k: np.asarray(v, dtype=float) for k, v in columns.items()},
-    }
-    pq.write_table(pa.table(table), path / "scores.parquet")
-    return path
+    metas = [{"perturbation": g} if g else {} for g in groups]
+    return write_scores(path, labels, columns, text="t{}", metas=metas)
 
 
 def test_perturbation_table_hand_computed(tmp_path: Path):
