@@ -210,7 +210,9 @@ def plan_work(
                               _size(found)))  # fmt: skip
     from imprint.run.http_plan import plan_lines
 
-    http = tuple(plan_lines(attacks, texts, target)) if target is not None else ()
+    held = stored.get("target")  # the target's log-prob requests the store answers
+    held_n = None if held is None else len(held)
+    http = tuple(plan_lines(attacks, texts, target, held_n)) if target is not None else ()
     return WorkPlan(
         texts=len(samples),
         members=sum(s.label == MEMBER for s in samples),

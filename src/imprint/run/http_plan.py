@@ -12,7 +12,8 @@ request learned by an earlier run against this server, or both figures (as asked
 choice) when none is known yet; the backend says the time once its first answers are timed
 (:meth:`OpenAICompatibleBackend.estimate_line`). For the gray-box backend
 (``openai-logprobs``) it says one request per text and log-prob pass of the attacks' needs,
-and, on a shifted server, up to twice that.
+and, on a shifted server, up to twice that; of them, those the store already answers are said
+apart and never counted as sent (a fully stored rerun sends none).
 """
 
 from __future__ import annotations
@@ -38,11 +39,14 @@ def request_counts(
     return out
 
 
-def plan_lines(attacks: Sequence[Any], texts: Sequence[str], backend: Any) -> list[str]:
+def plan_lines(
+    attacks: Sequence[Any], texts: Sequence[str], backend: Any, stored: int | None = None
+) -> list[str]:
     """The plan's HTTP lines for ``backend`` ([] when it is not an HTTP text client); sets
-    ``backend.planned_requests`` so its time estimate covers the whole run."""
+    ``backend.planned_requests`` so its time estimate covers the whole run. ``stored``: the
+    target's log-prob requests the store already answers (None: not checked)."""
     if getattr(backend, "forms_probed", None) is not None:  # the gray-box HTTP backend
-        return _logprob_lines(attacks, texts, backend)
+        return _logprob_lines(attacks, texts, backend, stored)
     limits = getattr(backend, "limits", None)
     if limits is None or not hasattr(backend, "max_n_per_request"):
         return []
@@ -69,24 +73,29 @@ def plan_lines(attacks: Sequence[Any], texts: Sequence[str], backend: Any) -> li
     return [line + "; the time is said after the first answers"]
 
 
-def _logprob_lines(attacks: Sequence[Any], texts: Sequence[str], backend: Any) -> list[str]:
+def _logprob_lines(
+    attacks: Sequence[Any], texts: Sequence[str], backend: Any, stored: int | None
+) -> list[str]:
     """The gray-box backend's requests: one per text and log-prob pass of the attacks' needs of
-    the target (each distinct need once; the probe is done)."""
+    the target (each distinct need once; the probe is done), less those the store answers."""
     needs = dict.fromkeys(n for a in attacks for n in a.needs() if n.model == "target")
     passes = max(len(needs), 1)
     n = len(texts) * passes
     opts = backend.options
-    line = (
-        f"HTTP log-prob requests to {backend.name} at {backend.base_url} ({backend.mode}): "
-        f"{len(texts):,} text(s) x {passes} pass(es) = {n:,}, plus 1 per distinct context"
-    )
+    where = f"HTTP log-prob requests to {backend.name} at {backend.base_url} ({backend.mode})"
+    asked = f"{len(texts):,} text(s) x {passes} pass(es) = {n:,}"
+    left = n if stored is None else max(n - stored, 0)
+    if left == 0:
+        return [f"{where}: {asked}, all answered by the store: none is sent"]
+    held = f", {n - left:,} answered by the store, so {left:,} to send" if left < n else ""
+    line = f"{where}: {asked}{held}, plus 1 per distinct context"
     if (
         backend.alignment is not None
         and backend.alignment.shift
         and (opts.top_logprobs < opts.max_top_logprobs)
     ):
         line += (
-            f"; up to {2 * n:,} on this shifted server (a text whose token is not among "
+            f"; up to {2 * left:,} on this shifted server (a text whose token is not among "
             f"{opts.top_logprobs} candidates is asked again with {opts.max_top_logprobs})"
         )
     return [line]
