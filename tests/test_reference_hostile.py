@@ -5,14 +5,12 @@ model work (they were NaN columns, an unexplained error after scoring, or silent
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from reference_runs import logprob_rows, run_with_references
 
 from imprint.attacks import RunContext, build_attacks
-from imprint.cli import app
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError
 from imprint.training_manifest import ReferenceModel, ReferenceSet, load_reference_set
@@ -83,20 +81,8 @@ def test_cli_refuses_an_all_in_manifest_before_any_forward_pass(
     manifest = tmp_path / "m.json"
     models = [{"spec": str(m), "members": ids} for m in (tiny_model_dir, tiny_ref_dir)]
     manifest.write_text(json.dumps({"models": models}))
-    cache = tmp_path / "c.sqlite"
-    result = CliRunner().invoke(
-        app,
-        ["run", "--model", str(tiny_model_dir), "--data", str(data), "--attacks", "loss,rmia",
-         "--references", str(manifest), "--no-blind", "--device", "cpu", "--cache", str(cache),
-         "--out", str(tmp_path / "out")],
-    )  # fmt: skip
+    result = run_with_references(tmp_path, tiny_model_dir, data, manifest)
     assert result.exit_code != 0 and "no OUT distribution" in result.output
     assert not (tmp_path / "out").exists()
-    if cache.exists():  # was: every pass scored, then 'no population text z has a finite ratio'
-        with sqlite3.connect(cache) as db:
-            assert (
-                db.execute(
-                    "SELECT COUNT(*) FROM request_results WHERE kind = 'logprobs'"
-                ).fetchone()[0]
-                == 0
-            )
+    # was: every pass scored, then 'no population text z has a finite ratio'
+    assert logprob_rows(tmp_path / "c.sqlite") == 0

@@ -7,14 +7,12 @@ does not have."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from reference_runs import logprob_rows, run_with_references
 
 from imprint.attacks import RunContext, build_attacks
-from imprint.cli import app
 from imprint.data.sample import Sample
 from imprint.errors import ConfigError
 from imprint.training_manifest import ReferenceModel, ReferenceSet, check_reference_ids
@@ -62,24 +60,12 @@ def test_cli_refuses_unmatched_ids_before_any_forward_pass(
         {"spec": str(tiny_ref_dir), "members": [*ids[3:], "tiny:999"]},
     ]
     manifest.write_text(json.dumps({"models": models}))
-    cache = tmp_path / "c.sqlite"
-    result = CliRunner().invoke(
-        app,
-        ["run", "--model", str(tiny_model_dir), "--data", str(data), "--attacks", "loss,rmia",
-         "--references", str(manifest), "--no-blind", "--device", "cpu", "--cache", str(cache),
-         "--out", str(tmp_path / "out")],
-    )  # fmt: skip
+    result = run_with_references(tmp_path, tiny_model_dir, data, manifest)
     assert result.exit_code == 2, result.output
     assert "2 sample id(s)" in result.output and "'nosuch:99'" in result.output
     assert not (tmp_path / "out").exists()
-    if cache.exists():  # was: lira/rmia ran to the end, the two ids silently ignored
-        with sqlite3.connect(cache) as db:
-            assert (
-                db.execute(
-                    "SELECT COUNT(*) FROM request_results WHERE kind = 'logprobs'"
-                ).fetchone()[0]
-                == 0
-            )
+    # was: lira/rmia ran to the end, the two ids silently ignored
+    assert logprob_rows(tmp_path / "c.sqlite") == 0
 
 
 def test_unmatched_ids_accepted_with_the_flag_are_in_the_manifest_and_report(
