@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import wikimia_subset
+from ray_runs import local_pass, pass_on_executor, tiny_factory
 
-from imprint.backends.registry import LoadContext, choose_backend
 from imprint.cli.flags import config_from_flags
 from imprint.errors import ConfigError, MissingDependencyError
-from imprint.executors import BackendFactory, ExecutorConfig, make_executor
+from imprint.executors import ExecutorConfig, make_executor
 from imprint.requests import RequestRunner, RequestStore
 from imprint.requests.client import ModelRequests, local_transformers
 from imprint.run import RunConfig, execute_run
@@ -38,19 +38,6 @@ TEXTS = [
     "🙂 " * 40,
     " ".join(f"word{i}" for i in range(300)),
 ] + [f"Numbers like {i}, {i * 10} and {i * 100} appear in many documents." for i in range(30)]
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-def _factory(model_dir: Path) -> tuple[BackendFactory, object]:
-    choice = choose_backend(str(model_dir), settings={"device": "cpu"})
-    context = LoadContext(token_budget=64)
-    return BackendFactory(choice, context), choice.load(context)
 
 
 def _config(tiny_model_dir: Path, tmp_path: Path, name: str, **executor: object) -> RunConfig:
@@ -93,7 +80,7 @@ def test_run_with_an_actor_lost_mid_shard_equals_local(local_ray, tiny_model_dir
 
 
 def test_ray_kill_mid_shard_loses_nothing(local_ray, tiny_model_dir):
-    factory, backend = _factory(tiny_model_dir)
+    factory, backend = tiny_factory(tiny_model_dir)
     executor = make_executor(ExecutorConfig(kind="ray", workers=2), {"target": factory})
     killed: list[str] = []
 
@@ -108,14 +95,8 @@ def test_ray_kill_mid_shard_loses_nothing(local_ray, tiny_model_dir):
         return advance
 
     cache = SignalCache(None)
-    try:
-        signals, report = run_plan(
-            TEXTS, [Need()], {"target": backend}, cache, token_budget=64, progress=progress,
-            executor=executor,
-        )  # fmt: skip
-    finally:
-        executor.close()
-    expected, _ = run_plan(TEXTS, [Need()], {"target": backend}, SignalCache(None), token_budget=64)
+    signals, report = pass_on_executor(executor, backend, TEXTS, cache, progress)
+    expected = local_pass(backend, TEXTS)
     for got, want in zip(signals.get(), expected.get(), strict=True):
         np.testing.assert_array_equal(got.token_ids, want.token_ids)
         np.testing.assert_allclose(got.logp, want.logp, atol=1e-5)
@@ -129,7 +110,7 @@ def test_ray_kill_mid_shard_loses_nothing(local_ray, tiny_model_dir):
 def test_request_runner_samples_on_workers_as_locally(local_ray, tiny_model_dir):
     """Typed requests with a remote form (sampled continuations) run on the workers' replicas
     and give the draws of a local run (seeded per prompt)."""
-    factory, backend = _factory(tiny_model_dir)
+    factory, backend = tiny_factory(tiny_model_dir)
     executor = make_executor(ExecutorConfig(kind="ray", workers=2), {"target": factory})
     prompts = ["The quick brown", "東京都は", "In 2023 the", "🙂", "Membership"] * 3
     try:
@@ -151,8 +132,8 @@ def test_request_runner_samples_on_workers_as_locally(local_ray, tiny_model_dir)
 
 
 def test_worker_with_other_model_files_is_refused(local_ray, tiny_model_dir, tiny_ref_dir):
-    other, _ = _factory(tiny_ref_dir)  # a worker whose files differ from the driver's
-    _, backend = _factory(tiny_model_dir)
+    other, _ = tiny_factory(tiny_ref_dir)  # a worker whose files differ from the driver's
+    _, backend = tiny_factory(tiny_model_dir)
     executor = make_executor(ExecutorConfig(kind="ray", workers=1), {"target": other})
     try:
         with pytest.raises(ConfigError, match=r"target-0 .* fingerprint .* differ"):
@@ -162,7 +143,7 @@ def test_worker_with_other_model_files_is_refused(local_ray, tiny_model_dir, tin
 
 
 def test_more_workers_than_cores_is_refused(local_ray, tiny_model_dir):
-    factory, backend = _factory(tiny_model_dir)
+    factory, backend = tiny_factory(tiny_model_dir)
     executor = make_executor(ExecutorConfig(kind="ray", workers=3), {"target": factory})
     with pytest.raises(ConfigError, match="needs 3 CPUs but the Ray cluster has 2"):
         run_plan(TEXTS[:2], [Need()], {"target": backend}, SignalCache(None), executor=executor)
