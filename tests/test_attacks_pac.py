@@ -7,7 +7,6 @@ from collections import Counter
 
 import numpy as np
 import pytest
-import torch
 
 from imprint.attacks.augment import SwapAugment, random_swap, swap_count, swap_pairs, text_seed
 from imprint.attacks.pac import Pac, pac_score
@@ -19,13 +18,8 @@ from imprint.signals.plan import run_plan
 TEXT = " ".join(f"w{i}" for i in range(20))  # 20 distinct words
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run faster on one thread than on oversubscribed cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+#: tiny models run faster on one thread than on oversubscribed cores
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_swap_count_is_thirty_percent_of_words_at_least_one():

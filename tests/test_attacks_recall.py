@@ -23,13 +23,8 @@ MEMBERS = [Sample(f"m{i}", f"Member text number {i} about the council.", 1) for 
 SAMPLES = NONMEMBERS + MEMBERS
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run faster on one thread than on oversubscribed cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+#: tiny models run faster on one thread than on oversubscribed cores
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
