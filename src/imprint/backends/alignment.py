@@ -228,6 +228,7 @@ def token_rows(
     start: str = "",
     ambiguous: Mapping[str, Sequence[int]] | None = None,
     asked: int | None = None,
+    known: Mapping[int, float] | None = None,
 ) -> list[TokenRow]:
     """Rows for the tokens of ``prompt`` after ``context`` (the scored text).
 
@@ -236,7 +237,10 @@ def token_rows(
     (entry 0 is null, or under shift 1 the entry before is the null one). A log p read from
     candidates by token text is refused when that text is ambiguous (:func:`check_collisions`:
     ``ambiguous`` from the local tokenizer, else the evidence in the answer, ``asked`` being
-    the candidates asked per position)."""
+    the candidates asked per position). ``known`` maps a scored token's index among the
+    text's tokens to its log p asked by id (a forced request,
+    :func:`imprint.backends.ambiguous_tokens.forced_body`): read from there, never by text."""
+    known = known or {}
     scored_first = bool(start or context)  # without any start token the first is context only
     prompt, context, skip = spelled(answer, prompt, context, start)
     check_tokens_cover(answer, prompt, where, skip)
@@ -267,10 +271,14 @@ def token_rows(
         # aligned servers give each token's own log p (by id); else it is read by text
         from_server = shift == 0 and (t != first or answer.logprobs[t] is not None)
         logp = answer.logprobs[t] if from_server else own.get(tok)
-        if not from_server:
+        if t - first in known and not from_server:
+            logp = known[t - first]  # asked by id: no text collision, never missing
+        elif not from_server:
             by_text.append((t, own))
         if logp is None:
-            missing = missing or MissingLogprob(t, tok, len(own), where)
+            if missing is None:
+                missing = MissingLogprob(t, tok, len(own), where)
+                missing.position = t - first
             continue
         check_logprob(logp, t, tok, own if from_server else None, ambiguous, where)
         rows.append(TokenRow(tok, float(logp), own))
@@ -359,6 +367,8 @@ class TokenCollision(ConfigError):
 
 class MissingLogprob(ConfigError):
     """A token's log p is not among the candidates the server returned for its position."""
+
+    position = -1  # the token's index among the scored text's tokens (token_rows sets it)
 
     def __init__(self, index: int, token: str, k: int, where: str) -> None:
         self.index, self.token, self.k = index, token, k

@@ -16,8 +16,16 @@ one for models without a BOS). A shifted answer is corrected by reading each tok
 the previous entry's candidates; where a token is not among them the request is repeated with more
 candidates (up to ``max_top_logprobs``), then refused. The first scored token, whose entry servers
 null, is read from one extra request per distinct context (the context alone, its next-token
-candidates). With ``tokenizer=SPEC`` (a local tokenizer of the same model) the server's tokens are
-checked against it and token ids are real; without one, ids are stable hashes of token texts.
+candidates; concurrent texts wait for that one answer). With ``tokenizer=SPEC`` (a local
+tokenizer of the same model) the server's tokens are checked against it and token ids are real;
+without one, ids are stable hashes of token texts.
+
+With a local tokenizer, a token read by text whose text several ids render to
+(:mod:`.ambiguous_tokens`, decided before any request), and a first token missing from its
+context's candidates, are asked by id instead: a completion of the text before the token with its
+one generated token forced to the token's id (``logit_bias``); ``ambiguous=drop`` leaves such texts
+out, counted. Every answer is kept in the run's store as it arrives (:mod:`.http_answer_store`),
+so a stopped run resumes without asking any stored answer again.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from imprint.backends import ambiguous_tokens as amb
 from imprint.backends import http_prompt_logprobs as plp
 from imprint.backends.alignment import (
     PROBE_TEXT,
@@ -46,10 +55,12 @@ from imprint.backends.alignment import (
     detect_shift,
     local_token_texts,
     rank_of,
+    server_text,
     token_rows,
     topk_moments,
 )
 from imprint.backends.base import TOKEN_LOGPROBS, Backend, ScoreRequest, TokenStats
+from imprint.backends.http_answer_store import Once, answer_key
 from imprint.backends.http_checks import (
     check_api_base,
     check_model,
@@ -65,6 +76,7 @@ log = logging.getLogger(__name__)
 
 
 FORMS = ("auto", "echo", "prompt_logprobs")
+AMBIGUOUS = ("resolve", "drop", "resolve_or_drop")
 
 
 class ServerError(ImprintError):
@@ -84,6 +96,9 @@ class LogprobOptions:
     topk_moments: bool = False  # fill mean/var of log p from the top-k (min_k_pp_topk)
     # auto: vLLM's prompt_logprobs when the server answers it, else echo + logprobs
     form: str = "auto"
+    # a token read by text whose text several ids render to (needs tokenizer): resolve (asked
+    # by id, one forced request each), drop (the text is left out, counted), or resolve_or_drop
+    ambiguous: str = "resolve"
     key_env: str | None = "OPENAI_API_KEY"
     concurrency: int = 4
     timeout: float = 600.0
@@ -96,6 +111,7 @@ class LogprobOptions:
         "start_token": "<|endoftext|>",
         "topk_moments": "true",
         "form": "prompt_logprobs",
+        "ambiguous": "resolve_or_drop",
         "key_env": "MY_API_KEY",
         "concurrency": "1",
         "timeout": "300",
@@ -113,6 +129,8 @@ class LogprobOptions:
             )
         if self.form not in FORMS:
             raise OptionError("form", " | ".join(FORMS), self.form)
+        if self.ambiguous not in AMBIGUOUS:
+            raise OptionError("ambiguous", " | ".join(AMBIGUOUS), self.ambiguous)
         if self.concurrency < 1:
             raise OptionError("concurrency", "an integer >= 1", self.concurrency)
         if not self.timeout > 0:
@@ -134,6 +152,7 @@ class HTTPLogprobBackend(Backend):
         *,
         name: str = "target",
         probe: bool = True,
+        cache: Any = None,
     ) -> None:
         check_api_base(base_url)
         try:
@@ -155,8 +174,18 @@ class HTTPLogprobBackend(Backend):
         )
         self._retry = RetryPolicy(max_retries=opts.max_retries)
         self._rng, self._lock = random.Random(0), threading.Lock()
-        self._usage = {"requests": 0, "retries": 0, "rerequested_more_candidates": 0}
-        self._first: dict[str, dict[str, float]] = {}  # context -> its next-token candidates
+        self.cache = cache  # the run's answer store (None: answers are not kept)
+        self._usage = {
+            "requests": 0,
+            "retries": 0,
+            "rerequested_more_candidates": 0,
+            "forced_token_requests": 0,
+            "stored": 0,
+            "cached": 0,
+        }
+        self._first = Once()  # context -> its next-token candidates, asked once
+        self._forcing: Once = Once()  # whether the server honours a forced token (probed once)
+        self.dropped_ids: dict[str, list[str]] = {}  # reason -> sample ids left out
         self.tokenizer = _load_tokenizer(opts.tokenizer) if opts.tokenizer else None
         self.start_text, self.start_reason = self._start_token(opts.start_token)
         self._ids: dict[str, int] = {}
@@ -176,7 +205,7 @@ class HTTPLogprobBackend(Backend):
         return (
             f"http-logprobs|{self.spec}|start={self.start_text!r}|shift={shift}|form={o.form}"
             f"|k={o.top_logprobs}/{o.max_top_logprobs}|moments={o.topk_moments}"
-            f"|tokenizer={o.tokenizer}"
+            f"|tokenizer={o.tokenizer}|by_id=first,ambiguous"
         )
 
     def describe(self) -> dict[str, Any]:
@@ -193,6 +222,13 @@ class HTTPLogprobBackend(Backend):
             "topk_moments_approximate": self.options.topk_moments,
             "tokenizer": self.options.tokenizer,
             "server": self.server_version,
+            "ambiguous": {
+                "option": self.options.ambiguous,
+                "forced_token": self._forcing.peek("probe", "not probed (not needed)")
+                or "honoured",
+                "dropped_ids": {k: list(v) for k, v in self.dropped_ids.items()},
+            },
+            "answers_stored": self.cache is not None,
         }
 
     def usage(self) -> dict[str, Any]:
@@ -224,22 +260,141 @@ class HTTPLogprobBackend(Backend):
         if self.mode == "prompt_logprobs":
             return self._stats(self._prompt_logprob_rows(prompt, context, where))
         k = self.options.top_logprobs
+        local = self._local_tokens(req.text)
+        known = self._resolve_ambiguous(context, req.text, local, where)
+        answer = self._echo(prompt, k, where)
         while True:
-            answer = self._echo(prompt, k, where)
             first = self._first_candidates(context, k) if context else None
             try:
                 rows = token_rows(
                     answer, prompt, context, self._shift(), first, where, self.start_text,
-                    ambiguous=self._ambiguous(), asked=k,
+                    ambiguous=self._ambiguous(), asked=k, known=known,
                 )  # fmt: skip
                 break
-            except MissingLogprob:
+            except MissingLogprob as err:
+                if err.position == 0 and local is not None and self._forcing_note() is None:
+                    # the first token, missing from its context's candidates: asked by id (one
+                    # small request), not the whole text again with every candidate
+                    known[0] = self._forced(context, req.text, local, 0, where)
+                    continue
                 if k >= self.options.max_top_logprobs:
                     raise
                 k = self.options.max_top_logprobs  # one more request, not a ladder of them
                 self._count("rerequested_more_candidates")
+                answer = self._echo(prompt, k, where)
         self._check_local_tokens(req.text, rows, where)
         return self._stats(rows)
+
+    # -- ambiguous token texts ---------------------------------------------------------------
+    def _local_tokens(self, text: str) -> amb.TextTokens | None:
+        if self.tokenizer is None:
+            return None
+        return amb.text_tokens(self.tokenizer, text, ambiguous_texts(self.tokenizer))
+
+    def _read_by_text(self, local: amb.TextTokens) -> tuple[int, ...]:
+        """The ambiguous positions whose log p this server's answer gives by text: every token
+        on a shifted server, only the first (its context's candidates) on an aligned one."""
+        if self.mode != "echo":
+            return ()
+        if self._shift() == 1:
+            return local.ambiguous
+        return tuple(i for i in local.ambiguous if i == 0)
+
+    def _blocked(self, local: amb.TextTokens) -> str | None:
+        """Why this text cannot be scored whatever is asked (None: it can)."""
+        if self.mode != "echo":
+            return None
+        if any(server_text(self.tokenizer, local.ids[i]) == "" for i in local.ambiguous):
+            return amb.EMPTY_REASON  # the echo answer's tokens cannot spell the text
+        if set(self._read_by_text(local)) & set(local.unsplit):
+            return amb.UNSPLIT_REASON
+        return None
+
+    def _resolve_ambiguous(
+        self, context: str, text: str, local: amb.TextTokens | None, where: str
+    ) -> dict[int, float]:
+        """Position -> log p asked by id, for this text's ambiguous tokens read by text."""
+        if local is None or not (positions := self._read_by_text(local)):
+            return {}
+        blocked = self._blocked(local)
+        if self.options.ambiguous == "drop" or blocked:
+            shown = ", ".join(repr(local.texts[i]) for i in positions[:3])
+            raise amb.TokenAmbiguous(
+                f"{where}: {len(positions)} token(s) of this text ({shown}) render to a text "
+                f"other token ids share; {blocked or 'ambiguous=drop'}: such texts are left out "
+                "before scoring by imprint run (counted, ids in the manifest); here the text "
+                "is refused. --model-arg ambiguous=resolve asks each such token by id"
+            )
+        note = self._forcing_note()
+        if note is not None:
+            raise amb.TokenAmbiguous(amb.cannot_force(where, note, len(positions)))
+        return {i: self._forced(context, text, local, i, where) for i in positions}
+
+    def _forced(self, context: str, text: str, local: amb.TextTokens, i: int, where: str) -> float:
+        """Token ``i``'s log p by id: the text before it completed with that token forced."""
+        token_id = local.ids[i]
+        body = amb.forced_body(self.model, context + text[: local.starts[i]], token_id, 1)
+        at = f"{where} token {i} {local.texts[i]!r} forced"
+        answer = EchoAnswer.from_choice(first_choice(self._post("completions", body, at), at), at)
+        self._count("forced_token_requests")
+        return amb.forced_logprob(answer, server_text(self.tokenizer, token_id), at)
+
+    def _forcing_note(self) -> str | None:
+        """None when the server honours a forced token and reports its unbiased log p by id
+        (probed once, before the first text that needs it); else why not."""
+        return self._forcing.get("probe", self._probe_forcing)  # type: ignore[no-any-return]
+
+    def _probe_forcing(self) -> str | None:
+        if self.tokenizer is None:
+            return "no local tokenizer to name token ids (--model-arg tokenizer=SPEC)"
+        where = f"{self.base_url}/completions (forced-token probe)"
+        prompt, expected, forced = amb.forcing_probe(self.tokenizer, self.start_text)
+        body = amb.forced_body(self.model, prompt, forced, 5)
+        try:
+            data = self._post("completions", body, where)
+            answer = EchoAnswer.from_choice(first_choice(data, where), where)
+        except (ServerError, ConfigError) as err:
+            return f"the probe was refused ({str(err)[:160]})"
+        return amb.check_forcing(
+            answer, server_text(self.tokenizer, forced), server_text(self.tokenizer, expected)
+        )
+
+    def unscorable(self, texts: Sequence[str]) -> dict[int, str]:
+        """Before any text is asked (``imprint run`` calls it on the samples): index -> why,
+        for the texts ``ambiguous=`` leaves out; a text that needs what ``ambiguous=resolve``
+        cannot give is refused here, naming the option that leaves it out."""
+        if self.tokenizer is None or self.mode != "echo":
+            return {}
+        table = ambiguous_texts(self.tokenizer)
+        need: list[int] = []
+        out: dict[int, str] = {}
+        blocked: dict[int, str] = {}
+        for n, text in enumerate(texts):
+            local = amb.text_tokens(self.tokenizer, text, table)
+            if not self._read_by_text(local) and self._blocked(local) is None:
+                continue
+            why = self._blocked(local)
+            if self.options.ambiguous == "drop":
+                out[n] = why or amb.DROP_REASON
+            elif why is not None:
+                blocked[n] = why
+            else:
+                need.append(n)
+        note = self._forcing_note() if need else None
+        if note is not None and self.options.ambiguous == "resolve_or_drop":
+            out.update({n: amb.UNFORCED_REASON for n in need})
+        elif note is not None:
+            raise amb.TokenAmbiguous(amb.cannot_force(self.base_url, note, len(need), texts=True))
+        if blocked and self.options.ambiguous == "resolve":
+            first = min(blocked)
+            raise amb.TokenAmbiguous(
+                f"{self.base_url}: {len(blocked)} of {len(texts)} texts cannot be scored on this "
+                f"server ({blocked[first]}, e.g. {texts[first][:60]!r}); nothing was asked. "
+                "--model-arg ambiguous=resolve_or_drop leaves them out (counted, ids in the "
+                "manifest) and asks the other ambiguous tokens by id"
+            )
+        out.update(blocked)
+        return out
 
     def _ambiguous(self) -> dict[str, tuple[int, ...]] | None:
         """Token texts several ids render to (from the local tokenizer; None without one)."""
@@ -392,11 +547,12 @@ class HTTPLogprobBackend(Backend):
         return plp.rows(entries, ids, plp.first_scored(self.tokenizer, ids, context, where), where)
 
     def _first_candidates(self, context: str, k: int) -> dict[str, float]:
-        """The candidates for the token after ``context`` (cached per context and k)."""
-        key = f"{k}|{context}"
-        with self._lock:
-            if key in self._first:
-                return self._first[key]
+        """The candidates for the token after ``context``: asked once per context and k, however
+        many texts ask at once (they wait for the one answer)."""
+        found = self._first.get(f"{k}|{context}", lambda: self._ask_first(context, k))
+        return dict(found)
+
+    def _ask_first(self, context: str, k: int) -> dict[str, float]:
         where = f"{self.base_url}/completions (context {context[-30:]!r})"
         body = {**self._body(context, k), "echo": False}
         answer = EchoAnswer.from_choice(
@@ -405,8 +561,6 @@ class HTTPLogprobBackend(Backend):
         found = answer.top[0] if answer.top else None
         if not found:
             raise ConfigError(f"{where}: no candidates for the first generated token")
-        with self._lock:
-            self._first[key] = dict(found)
         return dict(found)
 
     def _echo(self, prompt: str, k: int, where: str) -> EchoAnswer:
@@ -426,13 +580,26 @@ class HTTPLogprobBackend(Backend):
 
     # -- HTTP ----------------------------------------------------------------------------------
     def _post(self, path: str, body: dict[str, Any], where: str) -> dict[str, Any]:
-        """POST, retrying 429, 5xx and connection errors (not timeouts); the JSON answer."""
+        """The JSON answer to ``body``: from the run's store when it holds it, else POSTed
+        (retrying 429, 5xx and connection errors, not timeouts) and stored as it arrives."""
+        key = answer_key(self.spec, path, body)
+        if self.cache is not None:
+            stored = self.cache.get_response(key)
+            if stored is not None and len(stored) == 1:
+                data = decode_answer(stored[0])
+                if isinstance(data, dict):
+                    self._count("cached")
+                    return data
         url = f"{self.base_url}/{path}"
         for attempt in range(self._retry.max_retries + 1):
             reason, hint = self._attempt(url, body, where)
-            if isinstance(reason, dict):
+            if isinstance(reason, tuple):
+                data, raw = reason
                 self._count("requests")
-                return reason
+                if self.cache is not None:
+                    self.cache.put_response(key, [raw])
+                    self._count("stored")
+                return data
             if attempt == self._retry.max_retries:
                 break
             self._count("retries")
@@ -447,7 +614,7 @@ class HTTPLogprobBackend(Backend):
 
     def _attempt(
         self, url: str, body: dict[str, Any], where: str
-    ) -> tuple[dict[str, Any] | str, float | None]:
+    ) -> tuple[tuple[dict[str, Any], str] | str, float | None]:
         httpx = self._httpx
         try:
             response = self._client.post(url, json=body)
@@ -474,7 +641,7 @@ class HTTPLogprobBackend(Backend):
             return "malformed body", None
         if not isinstance(data, dict):
             return "malformed body", None
-        return data, None
+        return (data, response.text), None
 
     def _count(self, key: str) -> None:
         with self._lock:

@@ -78,11 +78,14 @@ def load_openai(choice: BackendChoice, context: LoadContext) -> Any:
 
 
 def load_openai_logprobs(choice: BackendChoice, context: LoadContext) -> Any:
-    """Prompt log-probs from the completions server at ``choice.api_base`` (probed on load)."""
+    """Prompt log-probs from the completions server at ``choice.api_base`` (probed on load);
+    every answer is stored in ``context.cache`` as it arrives."""
     from imprint.backends.http_logprobs import HTTPLogprobBackend
 
     assert choice.api_base is not None  # choose_backend refuses it without one
-    return HTTPLogprobBackend(choice.api_base, choice.target, choice.options, name=context.name)
+    return HTTPLogprobBackend(
+        choice.api_base, choice.target, choice.options, name=context.name, cache=context.cache
+    )
 
 
 def _hf_like(name: str, summary: str, example: str) -> BackendProvider:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from imprint.attacks import HELDOUT_KEY, Attack, RunContext
+from imprint.backends.ambiguous_tokens import drop_unscorable
 from imprint.backends.base import TOKENS, Backend
 from imprint.backends.registry import BackendChoice
 from imprint.data import Sample
@@ -164,7 +165,9 @@ def _set_up_attacks(
     attacks = plan.attacks.in_run(run)
     for attack in attacks:
         attack.check_backend(target)  # before any scoring: can this target serve it
-    samples, attacks, prefixes = prepare_attacks(attacks, inputs.samples, run, inputs.dropped)
+    # texts the target cannot score (a served model's ambiguous tokens): left out, counted
+    kept = drop_unscorable(target, inputs.samples, inputs.dropped)
+    samples, attacks, prefixes = prepare_attacks(attacks, kept, run, inputs.dropped)
     if len({s.label for s in samples}) < 2:
         raise DataError(f"{plan.config.data}: after preparation only one class is left to evaluate")
     return samples, attacks, prefixes
