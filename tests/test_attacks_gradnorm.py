@@ -17,13 +17,8 @@ from imprint.errors import CapabilityError, ConfigError
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "In 2023 the council met in Seoul."]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run faster on one thread than on oversubscribed cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+#: tiny models run faster on one thread than on oversubscribed cores
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def direct_grads(backend: HFLogprobBackend, text: str) -> list[torch.Tensor]:
