@@ -2,7 +2,8 @@
 side by side in one run (issues 26 and 34).
 
 **Gate** (``--gate``, per model family in ``--models``): each model loaded in float32 and in bf16
-(the default CPU bf16 path: compiled blocks, fused head), the gray-box battery (loss, zlib, min_k,
+(the default CPU bf16 path: compiled blocks, bf16 head over position blocks, compiled reduction;
+the record names the path it was measured on), the gray-box battery (loss, zlib, min_k,
 min_k_pp) scored once per dtype on held-out texts the bf16 path was not developed on:
 
 - WikiMIA-64 rows ``--gate-offset`` .. + ``--gate-n`` (labelled; development used rows < 110 and
@@ -30,7 +31,8 @@ member text (labelled set), Spearman >= 0.998 on every set (``imprint.backends.b
 Repeats are interleaved (every variant once per round), medians quoted; the first call of each
 variant (compilation, allocator warm-up) is timed separately as ``warm-up``.
 
-Run: python benchmarks/bench_bf16.py [--gate] [--speed] [--record-gate] [--json F]
+``--json F`` also keeps every text's score per dtype (for ``bench_bf16_why.py``-style looks at a
+failing column). Run: python benchmarks/bench_bf16.py [--gate] [--speed] [--record-gate] [--json F]
 (neither --gate nor --speed: both). Check: --quick (16 texts, one round, small gate sets).
 """
 
@@ -180,6 +182,12 @@ def measure_gate(family: str, args: argparse.Namespace) -> dict[str, Any]:
         "tokens": sum(tokens),
         "seconds": {"fp32": round(seconds32, 1), "bf16": round(seconds16, 1)},
         "bf16_reduction": bf16.describe()["reduction"],
+        "bf16_path": bf16._scoring_variant(),
+        # per-text scores, for looking into a failing column (--json only; not recorded)
+        "scores": {
+            d: {s: {c: [float(x) for x in v] for c, v in cols.items()} for s, cols in split.items()}
+            for d, split in (("fp32", split32), ("bf16", split16))
+        },
     }
 
 
@@ -223,8 +231,11 @@ def record_gate(g: dict[str, Any]) -> str:
         "measured": time.strftime("%Y-%m-%d"),
         "command": "benchmarks/bench_bf16.py --gate --record-gate",
     }
-    record(g["family"], fingerprint, g["dims"], unit, entry)
-    return f"gate recorded for {g['family']} on {unit} ({fingerprint}): passed={g['passed']}"
+    record(g["family"], fingerprint, g["dims"], unit, entry, bf16_path=g["bf16_path"])
+    return (
+        f"gate recorded for {g['family']} on {unit} ({fingerprint}, path {g['bf16_path']}): "
+        f"passed={g['passed']}"
+    )
 
 
 # -- the speed ------------------------------------------------------------------------------

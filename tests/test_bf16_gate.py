@@ -73,6 +73,21 @@ def test_gate_results_round_trip_and_new_weights_void_old_gates(tmp_path: Path) 
     assert set(load_results(path)["fam"]["cpu_kinds"]) == {"amx_bf16"}
 
 
+def test_a_gate_records_the_path_it_was_measured_on(tmp_path: Path) -> None:
+    """bench_bf16.py passes the backend's scoring variant: a gate measured on the fused head (or
+    any path but the default) is written under that path, never under the default's name."""
+    from imprint.backends.bf16_gates import FUSED_HEAD_PATH
+
+    path = tmp_path / "gates.json"
+    labels, scores = _labelled()
+    gate = {**evaluate({"w": {"loss": scores}}, {"w": {"loss": scores}}, {"w": labels})}
+    record("fam", "fp1", DIMS, "avx512_bf16", {**gate, "texts": "t"}, path=path)
+    assert load_results(path)["fam"]["cpu_kinds"]["avx512_bf16"]["bf16_path"] == BF16_PATH
+    fused = {**gate, "texts": "t"}
+    record("fam", "fp1", DIMS, "avx512_bf16", fused, bf16_path=FUSED_HEAD_PATH, path=path)
+    assert load_results(path)["fam"]["cpu_kinds"]["avx512_bf16"]["bf16_path"] == FUSED_HEAD_PATH
+
+
 @pytest.mark.parametrize("softcap", [None, 30.0])
 @pytest.mark.parametrize("compiled", [False, True])
 def test_fused_head_gives_the_reductions_statistics(softcap: float | None, compiled: bool) -> None:
@@ -170,7 +185,8 @@ def test_auto_on_an_avx512_bf16_cpu_follows_smollm2s_shipped_gate(
     """The shipped gate result, read as a run reads it: smollm2-135m on an avx512_bf16 CPU (this
     CPU kind's flags, a probe that finds bf16 faster) loads in bf16 if its gate passed, else in
     float32 with the failing columns named; the manifest says which and why. (Measured on an
-    AMD EPYC, 2026-12-07: min_k_pp failed, Spearman 0.976 on the long texts, 0.9956 on Chinese.)"""
+    AMD EPYC, 2026-12-07, default path: every column failed on some set, lowest Spearman 0.976,
+    zlib on the 8 long texts; min_k_pp 0.9956 on Chinese.)"""
     from imprint.backends import dtype_choice
     from imprint.backends.bf16_gates import load_results
 
@@ -194,3 +210,45 @@ def test_auto_on_an_avx512_bf16_cpu_follows_smollm2s_shipped_gate(
         assert f"columns {', '.join(failed)};" in reason
     pinned = HFLogprobBackend("smollm2-135m", device="cpu", dtype="bfloat16")
     assert pinned.model.dtype == torch.bfloat16 and pinned.fingerprint != backend.fingerprint
+
+
+def test_imprint_run_without_dtype_follows_the_gate_recorded_for_the_default_path(
+    real_bf16_gates: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``imprint run --model smollm2-135m`` without ``--dtype`` on an avx512_bf16 CPU (the AMD
+    EPYC kind the shipped gate was measured on; a probe that finds bf16 faster) loads the dtype
+    the shipped record gives the *default* bf16 path, and says why in the manifest and in the
+    report's Provenance block (right under its header line). The record must be the default
+    path's: one measured on another path (the fused head's, until 2026-12-07) counts as none."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from imprint.backends import dtype_choice
+    from imprint.cli import app
+    from imprint.report.render import md_escape
+
+    gate = load_results()["smollm2-135m"]["cpu_kinds"]["avx512_bf16"]
+    assert gate["bf16_path"] == BF16_PATH, "the shipped smollm2 gate is not the default path's"
+    monkeypatch.setenv("IMPRINT_CACHE_DIR", str(Path.home() / ".cache" / "imprint"))
+    monkeypatch.setattr(dtype_choice, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    monkeypatch.setattr(dtype_probe, "cached_speedup", lambda fingerprint, dims, root: 2.5)
+    out = tmp_path / "run"
+    flags = ["--model", "smollm2-135m", "--data", "wikimia:32", "--attacks", "loss"]
+    flags += ["--n-per-label", "4", "--out", str(out), "--cache", str(tmp_path / "s.sqlite")]
+    result = CliRunner().invoke(app, ["run", *flags])
+    assert result.exit_code == 0, result.output
+    entry = json.loads((out / "manifest.json").read_text())["models"]["target"]["dtype"]
+    assert entry["requested"] == "auto"
+    assert entry["dtype"] == ("bfloat16" if gate["passed"] else "float32")
+    reason = entry["reason"]
+    if gate["passed"]:
+        assert "smollm2-135m passed the bf16 accuracy gate on avx512_bf16" in reason
+    else:
+        failed = sorted(c for c, e in gate["columns"].items() if not e["passed"])
+        assert "bf16 failed the accuracy gate for smollm2-135m on avx512_bf16" in reason
+        assert f"columns {', '.join(failed)};" in reason
+    assert f"measured {gate['measured']} on {gate['cpu']}" in reason
+    report = (out / "report.md").read_text(encoding="utf-8")
+    header, provenance = report.index("Model smollm2-135m"), report.index("model dtype (target)")
+    assert header < provenance and md_escape(f"{entry['dtype']}: {reason}") in report

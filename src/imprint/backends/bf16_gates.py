@@ -157,15 +157,18 @@ def record(
     unit: str,
     gate: Mapping[str, Any],
     *,
+    bf16_path: str = BF16_PATH,
     path: Path = GATE_FILE,
 ) -> None:
-    """Write one family's gate on one CPU kind into ``path`` (everything else kept)."""
+    """Write one family's gate on one CPU kind into ``path`` (everything else kept);
+    ``bf16_path`` is the scoring path it was measured on (the backend's scoring variant), so a
+    gate of any other path never counts for the default one."""
     families = load_results(path)
     entry = families.get(family, {})
     if entry.get("fingerprint") != fingerprint:  # new weights: gates of the old ones are void
         entry = {}
     kinds = dict(entry.get("cpu_kinds", {}))
-    kinds[unit] = {"bf16_path": BF16_PATH, **gate}
+    kinds[unit] = {"bf16_path": bf16_path, **gate}
     families[family] = {"fingerprint": fingerprint, "dims": dict(dims), "cpu_kinds": kinds}
     about = (
         "bf16 accuracy gates per model family and CPU kind, written by benchmarks/bench_bf16.py "
