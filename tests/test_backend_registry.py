@@ -377,17 +377,10 @@ def test_imprint_run_model_arg_errors(extra, message, tmp_path):
 
 
 # -- no process-wide side effects ------------------------------------------------------------------
-def test_loading_and_scoring_leave_environment_and_csv_limit_unchanged(
-    tiny_model_dir, tmp_path, monkeypatch
-):
-    """Shared K/V heads are still on during forwards (transformers reads the variable per call),
-    yet after loading, scoring and reading a CSV with a 300k-character field the environment and
-    the csv module's limit are as they were."""
+def _record_gqa_switch(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """The value of the attention switch each time transformers asks whether to use GQA."""
     import transformers.integrations.sdpa_attention as sdpa
 
-    from imprint.data import load_file
-
-    monkeypatch.delenv(SDPA_GQA_ENV, raising=False)
     seen: list[str | None] = []
     original = sdpa.use_gqa_in_sdpa
     monkeypatch.setattr(
@@ -395,6 +388,19 @@ def test_loading_and_scoring_leave_environment_and_csv_limit_unchanged(
         "use_gqa_in_sdpa",
         lambda *a, **k: seen.append(os.environ.get(SDPA_GQA_ENV)) or original(*a, **k),
     )
+    return seen
+
+
+def test_loading_and_scoring_leave_environment_and_csv_limit_unchanged(
+    tiny_model_dir, tmp_path, monkeypatch
+):
+    """Shared K/V heads are still on during forwards (transformers reads the variable per call),
+    yet after loading, scoring and reading a CSV with a 300k-character field the environment and
+    the csv module's limit are as they were."""
+    from imprint.data import load_file
+
+    monkeypatch.delenv(SDPA_GQA_ENV, raising=False)
+    seen = _record_gqa_switch(monkeypatch)
     environ, limit = dict(os.environ), csv.field_size_limit()
     backend = choose_backend(str(tiny_model_dir), args={"device": "cpu"}).load()
     long_text = "Длинный документ 長い文書 " * 12_000  # > csv's default 131,072 characters
@@ -409,16 +415,8 @@ def test_loading_and_scoring_leave_environment_and_csv_limit_unchanged(
 
 
 def test_a_users_own_setting_of_the_attention_switch_is_respected(tiny_model_dir, monkeypatch):
-    import transformers.integrations.sdpa_attention as sdpa
-
     monkeypatch.setenv(SDPA_GQA_ENV, "0")
-    seen: list[str | None] = []
-    original = sdpa.use_gqa_in_sdpa
-    monkeypatch.setattr(
-        sdpa,
-        "use_gqa_in_sdpa",
-        lambda *a, **k: seen.append(os.environ.get(SDPA_GQA_ENV)) or original(*a, **k),
-    )
+    seen = _record_gqa_switch(monkeypatch)
     backend = choose_backend(str(tiny_model_dir), args={"device": "cpu"}).load()
     backend.score([ScoreRequest("hello world")])
     assert seen and set(seen) == {"0"} and os.environ[SDPA_GQA_ENV] == "0"
