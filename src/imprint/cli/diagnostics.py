@@ -171,19 +171,12 @@ def overlap_build(
     workers: Annotated[int | None, typer.Option(help="Ray: shards per file")] = None,
 ) -> None:
     """Build Bloom filters of the corpus's word n-grams (JSONL/text, gzip/zstd, streamed)."""
-    from functools import partial
-
     from imprint.diagnostics.overlap import build_index
     from imprint.executors import ExecutorConfig
 
     where = ExecutorConfig(kind=executor, address=address, workers=workers)  # Ray checked now
-    build: Any = build_index
-    if where.kind == "ray":
-        from imprint.diagnostics.overlap_ray import build_index_ray
-
-        build = partial(build_index_ray, executor=where)
     with progress_bars() as progress:
-        manifest = build(
+        manifest = build_index(
             [*corpus, *(more or [])],
             n,
             out,
@@ -195,6 +188,7 @@ def overlap_build(
             max_memory_gb=max_memory_gb,
             progress=progress,
             overwrite=overwrite,
+            executor=where,
         )
     print_index(manifest, out)
 

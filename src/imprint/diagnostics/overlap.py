@@ -20,9 +20,9 @@ import datetime as _dt
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,6 +38,9 @@ from imprint.diagnostics.bloom_filters import (
 from imprint.diagnostics.corpus import CorpusFileStats, Unit, iter_batches, iter_documents
 from imprint.diagnostics.ngrams import HASH_VERSION, NORMALIZATION, NgramBatch
 from imprint.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from imprint.executors import ExecutorConfig
 
 __all__ = [
     "DEFAULT_FP_RATE",
@@ -143,6 +146,7 @@ def build_index(
     progress: Progress | None = None,
     overwrite: bool = False,
     seed: int = 0,
+    executor: ExecutorConfig | None = None,
 ) -> dict[str, Any]:
     """Build an index folder over the corpus files; return its manifest (also written).
 
@@ -151,25 +155,78 @@ def build_index(
     filters larger than that in total. The manifest reports per n the false-positive rate at
     capacity (formula), estimated from the filter's fill (``fill ** k``) and measured on
     200,000 random 64-bit keys (``measure_fp``). ``progress`` reports bytes read per pass.
+    An ``executor`` of kind ray fills the filters in shards on Ray
+    (:mod:`imprint.diagnostics.overlap_ray`): the same index, bit for bit.
     """
     started = time.time()
     ns = _check_ns(ns)
     out = Path(out)
     paths = _corpus_paths(corpus)
     _prepare_out(out, overwrite)
-    caps = _capacities(paths, ns, capacity, text_field=text_field, unit=unit, progress=progress)
-    plans = {n: plan_filter(max(1, caps[n]), fp_rate) for n in ns}
+    settings = IndexSettings(ns, fp_rate, unit, text_field)
+    if executor is not None and executor.kind == "ray":
+        from imprint.diagnostics.overlap_ray import fill_on_ray
+
+        filled = fill_on_ray(paths, settings, capacity, max_memory_gb, progress, executor)
+    else:
+        filled = _fill_here(paths, settings, capacity, max_memory_gb, progress)
+    filters = save_filters(
+        out, filled.blooms, filled.caps, filled.plans, filled.inserted,
+        counted=capacity is None, measure_fp=measure_fp, seed=seed,
+    )  # fmt: skip
+    manifest_keys = asdict(settings)
+    return write_index_manifest(out, manifest_keys, filters, filled.corpus, started, **filled.extra)
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    """What an index is built with, as its manifest records it."""
+
+    ns: list[int]
+    fp_rate_target: float
+    unit: Unit
+    text_field: str | None
+
+
+@dataclass
+class Filled:
+    """Filters filled over a corpus, before they are saved: the sizes they were planned for
+    (``caps``, ``plans``), the filters, the n-grams inserted per n, the corpus files' statistics
+    and ``extra`` manifest keys (where they were built)."""
+
+    caps: dict[int, int]
+    plans: dict[int, dict[str, Any]]
+    blooms: dict[int, Any]
+    inserted: dict[int, int]
+    corpus: list[Any]
+    extra: dict[str, Any]
+
+
+def plan_filters(
+    caps: dict[int, int], fp_rate: float, max_memory_gb: float | None
+) -> dict[int, dict[str, Any]]:
+    """Each n's filter plan at ``fp_rate`` for its capacity; refused above ``max_memory_gb``."""
+    plans = {n: plan_filter(max(1, cap), fp_rate) for n, cap in caps.items()}
     _check_memory(plans, caps, fp_rate, max_memory_gb)
+    return plans
+
+
+def _fill_here(
+    paths: list[Path],
+    settings: IndexSettings,
+    capacity: int | dict[int, int] | None,
+    max_memory_gb: float | None,
+    progress: Progress | None,
+) -> Filled:
+    """Count (unless ``capacity`` is given) and fill the filters in this process."""
+    ns, text_field, unit = settings.ns, settings.text_field, settings.unit
+    caps = _capacities(paths, ns, capacity, text_field=text_field, unit=unit, progress=progress)
+    plans = plan_filters(caps, settings.fp_rate_target, max_memory_gb)
     blooms = {n: _bloom(max(1, caps[n]), plans[n]["requested_rate"]) for n in ns}
     inserted, stats = _stream_into(
         blooms, paths, text_field=text_field, unit=unit, progress=progress
     )
-    filters = save_filters(
-        out, blooms, caps, plans, inserted,
-        counted=capacity is None, measure_fp=measure_fp, seed=seed,
-    )  # fmt: skip
-    where = {"ns": ns, "fp_rate_target": fp_rate, "unit": unit, "text_field": text_field}
-    return write_index_manifest(out, where, filters, [s.to_dict() for s in stats], started)
+    return Filled(caps, plans, blooms, inserted, [s.to_dict() for s in stats], {})
 
 
 def write_index_manifest(

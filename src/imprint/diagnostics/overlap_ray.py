@@ -12,25 +12,13 @@ Every worker reads the corpus files at the same path (one machine, or a shared f
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from imprint.diagnostics.bloom_filters import save_filters
 from imprint.diagnostics.corpus import CorpusFileStats, Unit, iter_documents, new_stats
 from imprint.diagnostics.ngrams import NgramBatch
-from imprint.diagnostics.overlap import (
-    DEFAULT_FP_RATE,
-    Progress,
-    _bloom,
-    _check_memory,
-    _check_ns,
-    _corpus_paths,
-    _prepare_out,
-    plan_filter,
-    write_index_manifest,
-)
+from imprint.diagnostics.overlap import Filled, IndexSettings, Progress, _bloom, plan_filters
+from imprint.errors import ConfigError
 from imprint.executors import ExecutorConfig
 
 BATCH_CHARS = 1_000_000
@@ -123,35 +111,25 @@ def _run_shards(
             advance(1)
 
 
-def build_index_ray(
-    corpus: Sequence[str | Path],
-    ns: Sequence[int],
-    out: str | Path,
-    *,
+def fill_on_ray(
+    paths: list[Path],
+    settings: IndexSettings,
+    capacity: int | dict[int, int] | None,
+    max_memory_gb: float | None,
+    progress: Progress | None,
     executor: ExecutorConfig,
-    fp_rate: float = DEFAULT_FP_RATE,
-    capacity: int | None = None,
-    text_field: str | None = None,
-    unit: Unit = "line",
-    measure_fp: bool = True,
-    max_memory_gb: float | None = None,
-    progress: Progress | None = None,
-    overwrite: bool = False,
-    seed: int = 0,
-) -> dict[str, Any]:
-    """:func:`~imprint.diagnostics.overlap.build_index` on Ray: the same index folder."""
-    started = time.time()
-    ns = _check_ns(ns)
-    out = Path(out)
-    paths = _corpus_paths(corpus)
-    _prepare_out(out, overwrite)
+) -> Filled:
+    """:func:`~imprint.diagnostics.overlap.build_index`'s counting and filling, in shards on Ray
+    (``executor.workers`` shards per file, default: the cluster's CPUs)."""
+    if isinstance(capacity, dict):
+        raise ConfigError("a capacity per n is not supported on Ray; give one int or none")
+    ns, text_field, unit = settings.ns, settings.text_field, settings.unit
     owned = _connect(executor)
     try:
         k = executor.workers or _cluster_cpus()
         shards = [(str(p), j, k) for p in paths for j in range(k)]
         caps = _capacities(shards, ns, capacity, text_field, unit, progress)
-        plans = {n: plan_filter(max(1, caps[n]), fp_rate) for n in ns}
-        _check_memory(plans, caps, fp_rate, max_memory_gb)
+        plans = plan_filters(caps, settings.fp_rate_target, max_memory_gb)
         sizes = {n: (max(1, caps[n]), plans[n]["requested_rate"]) for n in ns}
         blooms, inserted, stats = _merge_shards(shards, sizes, text_field, unit, progress)
     finally:
@@ -159,14 +137,9 @@ def build_index_ray(
             import ray
 
             ray.shutdown()
-    filters = save_filters(
-        out, blooms, caps, plans, inserted,
-        counted=capacity is None, measure_fp=measure_fp, seed=seed,
-    )  # fmt: skip
-    where = {"ns": ns, "fp_rate_target": fp_rate, "unit": unit, "text_field": text_field}
     corpus_stats = [stats[str(p)] for p in paths]
     built_on = {"executor": "ray", "shards_per_file": k}
-    return write_index_manifest(out, where, filters, corpus_stats, started, built_on=built_on)
+    return Filled(caps, plans, blooms, inserted, corpus_stats, {"built_on": built_on})
 
 
 def _capacities(
