@@ -22,7 +22,8 @@ sets of 40 + 40 documents).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 from typing import Any, Literal
 
@@ -147,33 +148,20 @@ def paired_coverage(
     ``seqs_per_doc``, ``within_doc``, class sizes). ``use_groups=False`` resamples sequences
     one by one even when documents are simulated (the wrong unit: for contrast)."""
     truth = simulation.get("auc_a", 0.7) - simulation.get("auc_b", 0.7)
-    rng = np.random.default_rng(seed)
-    hits = 0
-    for i in range(n_sims):
-        data = simulate_paired(rng, **simulation)
-        low, high = _interval(method, data, use_groups=use_groups, confidence=confidence,
-                              n_resamples=n_resamples, seed=seed + i)  # fmt: skip
-        hits += low <= truth <= high
+    intervals = _intervals(n_sims, seed, method, confidence, n_resamples, use_groups, simulation)
+    hits = sum(low <= truth <= high for low, high in intervals)
     return _result("coverage of AUC(A) - AUC(B)", method, confidence, hits, n_sims,
                    {"use_groups": use_groups, **simulation})  # fmt: skip
 
 
-def paired_size(
-    n_sims: int = 300,
-    *,
-    seed: int = 0,
-    method: Method = "delong",
-    alpha: float = 0.05,
-    n_resamples: int = 1000,
-    use_groups: bool = True,
-    **simulation: Any,
-) -> Calibration:
+def paired_size(n_sims: int = 300, *, alpha: float = 0.05, **settings: Any) -> Calibration:
     """How often two attacks of equal AUC (``auc_b`` is set to ``auc_a``) are called different
-    at level ``alpha``: the interval at ``1 - alpha`` excludes 0 (for DeLong: p < alpha)."""
-    simulation["auc_b"] = simulation.get("auc_a", 0.7)
-    count = _rejections(n_sims, seed, method, alpha, n_resamples, use_groups, simulation)
-    return _result("size of the paired test (equal AUCs)", method, alpha, count, n_sims,
-                   {"use_groups": use_groups, **simulation})  # fmt: skip
+    at level ``alpha``: the interval at ``1 - alpha`` excludes 0 (for DeLong: p < alpha). The
+    other keywords are :func:`paired_power`'s."""
+    settings["auc_b"] = settings.get("auc_a", 0.7)
+    rate = paired_power(n_sims, alpha=alpha, **settings)
+    se = math.sqrt(alpha * (1 - alpha) / n_sims)
+    return replace(rate, figure="size of the paired test (equal AUCs)", nominal=alpha, se=se)
 
 
 def paired_power(
@@ -186,27 +174,26 @@ def paired_power(
     use_groups: bool = True,
     **simulation: Any,
 ) -> Calibration:
-    """How often a true difference (``auc_a`` != ``auc_b``) is detected at level ``alpha``;
-    ``nominal`` is NaN (power has no nominal value) and ``se`` is that of the measured rate."""
-    count = _rejections(n_sims, seed, method, alpha, n_resamples, use_groups, simulation)
-    rate = count / n_sims
+    """How often a true difference (``auc_a`` != ``auc_b``) is detected at level ``alpha``: the
+    interval at ``1 - alpha`` excludes 0. ``nominal`` is NaN (power has no nominal value) and
+    ``se`` is that of the measured rate. ``simulation`` as in :func:`paired_coverage`."""
+    intervals = _intervals(n_sims, seed, method, 1 - alpha, n_resamples, use_groups, simulation)
+    rate = sum(low > 0 or high < 0 for low, high in intervals) / n_sims
     return Calibration("power of the paired test", method, math.nan, rate, n_sims,
                        math.sqrt(rate * (1 - rate) / n_sims),
                        {"use_groups": use_groups, **simulation})  # fmt: skip
 
 
-def _rejections(
-    n_sims: int, seed: int, method: Method, alpha: float, n_resamples: int, use_groups: bool,
-    simulation: dict[str, Any],
-) -> int:  # fmt: skip
+def _intervals(
+    n_sims: int, seed: int, method: Method, confidence: float, n_resamples: int,
+    use_groups: bool, simulation: dict[str, Any],
+) -> Iterator[tuple[float, float]]:  # fmt: skip
+    """The interval for AUC(A) - AUC(B) on each of ``n_sims`` simulated data sets."""
     rng = np.random.default_rng(seed)
-    count = 0
     for i in range(n_sims):
         data = simulate_paired(rng, **simulation)
-        low, high = _interval(method, data, use_groups=use_groups, confidence=1 - alpha,
-                              n_resamples=n_resamples, seed=seed + i)  # fmt: skip
-        count += low > 0 or high < 0
-    return count
+        yield _interval(method, data, use_groups=use_groups, confidence=confidence,
+                        n_resamples=n_resamples, seed=seed + i)  # fmt: skip
 
 
 def _result(
