@@ -90,25 +90,17 @@ def tune_threshold(
 
 
 def shi_scores(
-    scores: np.ndarray,
-    doc_index: np.ndarray,
-    doc_labels: np.ndarray,
-    *,
-    n_splits: int = 5,
-    seed: int = 0,
+    scores: np.ndarray, doc_index: np.ndarray, doc_labels: np.ndarray, **folding: int
 ) -> tuple[np.ndarray, list[float]]:
     """Out-of-fold document scores, shape (n_docs,), and the threshold of each fold: every
-    document is scored with a threshold tuned on other documents only (grouped K-fold)."""
-    doc_labels = np.asarray(doc_labels)
-    seq_labels = doc_labels[np.asarray(doc_index)]
+    document is scored with a threshold tuned on other documents only (grouped K-fold; the
+    folds of :func:`shi_fold_scores`, ``folding``: its ``n_splits`` and ``seed``). A document
+    with no finite sequence score gets NaN."""
+    folds = shi_fold_scores(scores, doc_index, doc_labels, **folding)
     out = np.full(len(doc_labels), np.nan)
-    thresholds = []
-    folds = sequence_folds(doc_index, seq_labels, n_splits=n_splits, seed=seed)
-    for train_docs, test_docs in document_sides(doc_index, folds):
-        t = tune_threshold(scores, doc_index, doc_labels, train_docs)
-        thresholds.append(t)
-        out[test_docs] = fraction_above(scores, doc_index, t, len(doc_labels))[test_docs]
-    return out, thresholds
+    for fold in folds:
+        out[fold.docs] = fold.scores
+    return out, [fold.threshold for fold in folds]
 
 
 @dataclass(frozen=True)
