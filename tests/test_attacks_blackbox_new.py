@@ -9,6 +9,8 @@ import json
 import logging
 import re
 from itertools import permutations
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -45,6 +47,28 @@ from imprint.run import RunConfig, execute_run
 
 KEY = "sk-test-blackbox-new"
 ENV = "IMPRINT_TEST_BLACKBOX_NEW_KEY"
+
+
+def run_de_cop(server: FakeOpenAIServer, data: Path, tmp_path: Path, n_bootstrap: int) -> Any:
+    """``imprint run`` of DE-COP on the server's model ``scripted``, paraphrases read from each
+    row's ``paras`` field; output in ``tmp_path/run``."""
+    return execute_run(
+        config_from_flags(
+            model="scripted",
+            data=str(data),
+            out=tmp_path / "run",
+            attacks=("de_cop",),
+            params={"de_cop": {"paraphrase_fields": ("paras",)}},
+            api_base=server.base_url,
+            api_key_env=ENV,
+            n_bootstrap=n_bootstrap,
+            blind=False,
+            cache=tmp_path / "cache.sqlite",
+            progress=False,
+        )
+    )
+
+
 FAST = RetryPolicy(max_retries=4, base_s=0.01, cap_s=0.05)
 MULTILINGUAL = [
     "The quick brown fox jumps over the lazy dog near the old river bank.",
@@ -395,21 +419,7 @@ def test_de_cop_in_all_for_an_api_target_and_text_only_paraphrase_fields(tmp_pat
     data = tmp_path / "texts.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
     with FakeOpenAIServer(scripted, api_key=KEY, models=("scripted",)) as server:
-        result = execute_run(
-            config_from_flags(
-                model="scripted",
-                data=str(data),
-                out=tmp_path / "run",
-                attacks=("de_cop",),
-                params={"de_cop": {"paraphrase_fields": ("paras",)}},
-                api_base=server.base_url,
-                api_key_env=ENV,
-                n_bootstrap=20,
-                blind=False,
-                cache=tmp_path / "cache.sqlite",
-                progress=False,
-            )
-        )
+        result = run_de_cop(server, data, tmp_path, n_bootstrap=20)
     kinds = result.manifest["requests"]["target"]
     assert "paraphrase" not in kinds and kinds["multiple_choice"]["executed"] == 24 * 4
     np.testing.assert_allclose(result.scores["de_cop"], [1, 1, 6 / 24, 0])

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 from fake_openai_server import FakeOpenAIServer
-from test_attacks_blackbox_new import ENV, KEY, MEMBERS, NON_MEMBERS, api, scripted
+from test_attacks_blackbox_new import ENV, KEY, MEMBERS, NON_MEMBERS, api, run_de_cop, scripted
 
 from imprint.attacks.de_cop import DECOP, decop_scores, letter_choice, question_prompt
 from imprint.backends.hf import HFLogprobBackend
@@ -163,21 +163,7 @@ def test_api_targets_keep_the_parsing_rule_and_record_it(tmp_path):
             direct = DECOP().score_with_backend(
                 backend, texts, paraphrases=[r["paras"] for r in rows]
             )
-        result = execute_run(
-            config_from_flags(
-                model="scripted",
-                data=str(data),
-                out=tmp_path / "run",
-                attacks=("de_cop",),
-                params={"de_cop": {"paraphrase_fields": ("paras",)}},
-                api_base=server.base_url,
-                api_key_env=ENV,
-                n_bootstrap=10,
-                blind=False,
-                cache=tmp_path / "cache.sqlite",
-                progress=False,
-            )
-        )
+        result = run_de_cop(server, data, tmp_path, n_bootstrap=10)
     # the scripted model: members always right, "always A" right 6 of 24, "unsure" never answers
     np.testing.assert_allclose(direct["de_cop"], [1, 1, 6 / 24, 0])
     assert math.isnan(direct["de_cop_parsed"][3])
