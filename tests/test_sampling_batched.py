@@ -45,25 +45,32 @@ def test_batched_draws_equal_one_prompt_per_call(tiny, one_torch_thread):
     assert all(len(s) == 4 for s in together) and len({t for s in together for t in s}) > 6
 
 
+def generate_draws(
+    text: HFTextBackend, lm: HFLogprobBackend, prompt: str, seed: int, **sampling: float
+) -> list[str]:
+    """3 draws of 10 tokens from ``generate()`` on one prompt after
+    ``torch.manual_seed(prompt_seed(seed, prompt))`` (top-k 50), decoded as ``text`` decodes."""
+    ids = torch.tensor([text._prompt_ids(prompt, "continue")])
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(prompt_seed(seed, prompt))
+        generated = lm.model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=10,
+            num_return_sequences=3,
+            pad_token_id=lm.pad_id,
+            do_sample=True,
+            top_k=50,
+            **sampling,
+        )
+    return [text._decode(row) for row in generated[:, ids.shape[1] :].tolist()]
+
+
 def test_one_prompt_per_loop_reproduces_generate_under_todays_seed(tiny, one_torch_thread):
     """Today's path: generate() per prompt after torch.manual_seed(prompt_seed(seed, prompt))."""
     text = HFTextBackend(tiny)
     for prompt in PROMPTS[:3]:
-        ids = torch.tensor([text._prompt_ids(prompt, "continue")])
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
-            torch.manual_seed(prompt_seed(5, prompt))
-            generated = tiny.model.generate(
-                input_ids=ids,
-                attention_mask=torch.ones_like(ids),
-                max_new_tokens=10,
-                num_return_sequences=3,
-                pad_token_id=tiny.pad_id,
-                do_sample=True,
-                temperature=1.0,
-                top_k=50,
-                top_p=1.0,
-            )
-        expected = [text._decode(row) for row in generated[:, ids.shape[1] :].tolist()]
+        expected = generate_draws(text, tiny, prompt, 5, temperature=1.0, top_p=1.0)
         assert text.sample([prompt], SamplingSettings(3, 10, seed=5)) == [expected]
 
 
@@ -203,16 +210,4 @@ def test_sliding_window_model_batches_and_matches_generate(tiny_gemma, one_torch
     together = HFTextBackend(tiny_gemma).sample(prompts, SamplingSettings(3, 10, seed=2))
     assert together == alone(tiny_gemma, prompts, n=3, max_tokens=10, seed=2)
     text = HFTextBackend(tiny_gemma)
-    ids = torch.tensor([text._prompt_ids(prompts[0], "continue")])
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
-        torch.manual_seed(prompt_seed(2, prompts[0]))
-        generated = tiny_gemma.model.generate(
-            input_ids=ids,
-            attention_mask=torch.ones_like(ids),
-            max_new_tokens=10,
-            num_return_sequences=3,
-            pad_token_id=tiny_gemma.pad_id,
-            do_sample=True,
-            top_k=50,
-        )
-    assert together[0] == [text._decode(r) for r in generated[:, ids.shape[1] :].tolist()]
+    assert together[0] == generate_draws(text, tiny_gemma, prompts[0], 2)
