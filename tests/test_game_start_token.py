@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
-from test_game import write_pool
+from conftest import save_tiny_llama
+from game_pool import write_pool
 from test_start_token import CHAT_TEMPLATE, _tokenizer
 
 from imprint.backends.hf import HFLogprobBackend
@@ -21,27 +21,10 @@ from imprint.game.start import LEGACY_NOTE, game_tokens, legacy_rule
 
 def make_chat_model(folder: Path) -> Path:
     """A tiny random Llama whose BOS is SmolLM2-Instruct's chat marker ``<|im_start|>``."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     tok = _tokenizer(
         ["<|endoftext|>", "<|im_start|>", "<|im_end|>"], "<|im_start|>", "<|im_end|>", CHAT_TEMPLATE
     )
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=128,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-    )
-    folder.mkdir(parents=True, exist_ok=True)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return save_tiny_llama(folder, tok)
 
 
 @pytest.fixture(scope="module")
