@@ -159,23 +159,21 @@ def force_hub_offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True, raising=False)
 
 
-def quiet_wikimia_run(tmp_path: Path, model: Path, **fields: Any) -> Any:
-    """``execute_run`` of ``model`` on WikiMIA length 32 with ``fields`` (attacks, n_per_label,
-    n_bootstrap, ...): no progress, no blind baseline, cache ``tmp_path/cache.sqlite``, output
-    ``tmp_path/run``."""
+def quiet_run(model: Path, data: Path, out: Path, **fields: Any) -> Any:
+    """``execute_run`` of ``model`` on ``data`` into ``out`` with the other RunConfig ``fields``
+    (attacks, references, n_bootstrap, ...): no progress bars, no blind baseline."""
     from imprint.run import RunConfig, execute_run
 
     return execute_run(
-        RunConfig(
-            model=str(model),
-            data=str(WIKIMIA / "WikiMIA_length32.jsonl"),
-            progress=False,
-            blind=False,
-            cache=tmp_path / "cache.sqlite",
-            out=tmp_path / "run",
-            **fields,
-        )
+        RunConfig(model=str(model), data=str(data), out=out, progress=False, blind=False, **fields)
     )
+
+
+def quiet_wikimia_run(tmp_path: Path, model: Path, **fields: Any) -> Any:
+    """:func:`quiet_run` on WikiMIA length 32, cache ``tmp_path/cache.sqlite``, output
+    ``tmp_path/run``."""
+    data = WIKIMIA / "WikiMIA_length32.jsonl"
+    return quiet_run(model, data, tmp_path / "run", cache=tmp_path / "cache.sqlite", **fields)
 
 
 def wikimia_subset(folder: Path, members: int, non_members: int | None = None) -> Path:

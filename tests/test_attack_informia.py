@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import quiet_run
 
 from imprint.attacks import RunContext, build_attacks
 from imprint.attacks.informia import InfoRMIA, informia_tokens, sequence_score
@@ -83,24 +84,19 @@ TEXTS = [
 def test_end_to_end_with_a_reference_and_per_token_scores(tiny_model_dir, tiny_ref_dir, tmp_path):
     from imprint.backends.hf import HFLogprobBackend
     from imprint.requests.client import in_memory_requests
-    from imprint.run import RunConfig, execute_run
 
     data = tmp_path / "d.jsonl"
     rows = [{"text": t, "label": i % 2} for i, t in enumerate(TEXTS)]
     data.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = execute_run(
-            RunConfig(
-                model=str(tiny_model_dir),
-                data=str(data),
-                out=tmp_path / "run",
-                refs=(("base", str(tiny_ref_dir)),),
-                attacks=("informia", "loss"),
-                n_bootstrap=20,
-                blind=False,
-                progress=False,
-            )
+        result = quiet_run(
+            tiny_model_dir,
+            data,
+            tmp_path / "run",
+            refs=(("base", str(tiny_ref_dir)),),
+            attacks=("informia", "loss"),
+            n_bootstrap=20,
         )
     scores = result.scores["informia"]
     assert scores.shape == (len(TEXTS),) and np.isfinite(scores).all()

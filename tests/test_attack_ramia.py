@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import quiet_run
 
 from imprint.attacks.ramia import RaMIA, range_samples, trimmed_score, tune_trim
 from imprint.attacks.rmia import rmia_scores
@@ -114,8 +115,6 @@ def test_parameters_are_checked():
 def test_end_to_end_with_a_training_manifest(tiny_model_dir, tiny_ref_dir, tmp_path):
     from conftest import make_tiny_model
 
-    from imprint.run import RunConfig, execute_run
-
     texts = [
         "The council met in May and the mayor was there.",
         "In 2023 the council met in Seoul to discuss the budget.",
@@ -137,18 +136,14 @@ def test_end_to_end_with_a_training_manifest(tiny_model_dir, tiny_ref_dir, tmp_p
     manifest.write_text(json.dumps({"models": models}))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = execute_run(
-            RunConfig(
-                model=str(tiny_model_dir),
-                data=str(data),
-                out=tmp_path / "run",
-                references=str(manifest),
-                attacks=("ramia",),
-                params={"ramia": {"sample_size": 4, "trim": "none", "a": 0.5}},
-                n_bootstrap=20,
-                blind=False,
-                progress=False,
-            )
+        result = quiet_run(
+            tiny_model_dir,
+            data,
+            tmp_path / "run",
+            references=str(manifest),
+            attacks=("ramia",),
+            params={"ramia": {"sample_size": 4, "trim": "none", "a": 0.5}},
+            n_bootstrap=20,
         )
     scores = result.scores["ramia"]
     assert scores.shape == (len(texts),) and np.isfinite(scores).all()
