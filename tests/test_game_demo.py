@@ -3,49 +3,24 @@
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
 import typer
+from game_pool import WORDS, write_pool
 from typer.testing import CliRunner
 
 from imprint.cli.game import demo, game_app
 from imprint.game import read_manifest
 from imprint.game.demo import run_demo
 
-WORDS = [
-    "the",
-    "a",
-    "cat",
-    "dog",
-    "ran",
-    "sat",
-    "on",
-    "mat",
-    "house",
-    "tree",
-    "river",
-    "blue",
-    "red",
-    "green",
-    "small",
-    "big",
-    "sun",
-    "moon",
-]
-
-
-def write_pool(path: Path, n: int, words: int = 10, seed: int = 0) -> Path:
-    rng = random.Random(seed)
-    lines = [" ".join(rng.choice(WORDS) for _ in range(words)) for _ in range(n)]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+#: the 18 words this file's expected runs were written with (the shared pool's first 16, sun, moon)
+DEMO_WORDS = [w for w in WORDS if w not in ("quick", "slow", "star", "day", "night")]
 
 
 @pytest.fixture(scope="module")
 def pool_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_pool(tmp_path_factory.mktemp("pool") / "pool.txt", n=40)
+    return write_pool(tmp_path_factory.mktemp("pool") / "pool.txt", n=40, vocabulary=DEMO_WORDS)
 
 
 def test_run_demo_on_tiny_model(tiny_model_dir, pool_file, tmp_path):

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import quiet_run
 from reference_runs import logprob_rows, run_with_references
 
 from imprint.attacks import RunContext, build_attacks
@@ -71,7 +72,6 @@ def test_cli_refuses_unmatched_ids_before_any_forward_pass(
 def test_unmatched_ids_accepted_with_the_flag_are_in_the_manifest_and_report(
     tmp_path: Path, tiny_model_dir: Path, tiny_ref_dir: Path, one_torch_thread
 ) -> None:
-    from imprint.run import RunConfig, execute_run
 
     data, ids = _data(tmp_path)
     manifest = tmp_path / "m.yaml"
@@ -81,20 +81,16 @@ def test_unmatched_ids_accepted_with_the_flag_are_in_the_manifest_and_report(
         f"  - {{spec: {tiny_ref_dir}, members: [{ids[3]}, {ids[4]}, {ids[5]}]}}\n",
         encoding="utf-8",
     )
-    result = execute_run(
-        RunConfig(
-            model=str(tiny_model_dir),
-            data=str(data),
-            out=tmp_path / "run",
-            attacks=("loss", "rmia"),
-            references=str(manifest),
-            allow_unmatched_ids=True,
-            params={"rmia": {"a": 0.5}},
-            cache=tmp_path / "c.sqlite",
-            n_bootstrap=10,
-            blind=False,
-            progress=False,
-        )
+    result = quiet_run(
+        tiny_model_dir,
+        data,
+        tmp_path / "run",
+        attacks=("loss", "rmia"),
+        references=str(manifest),
+        allow_unmatched_ids=True,
+        params={"rmia": {"a": 0.5}},
+        cache=tmp_path / "c.sqlite",
+        n_bootstrap=10,
     )
     record = result.manifest["references"]
     assert record["unmatched_ids"] == 1 and record["unmatched_examples"] == ["nosuch:99"]
