@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
+from conftest import quiet_wikimia_run
 
 from imprint.attacks.base import RunContext
 from imprint.attacks.dc_pdd import DcPdd, corpus_digest, iter_corpus_texts
@@ -21,14 +21,8 @@ from imprint.requests.client import ModelRequests
 from imprint.signals.cache import SignalCache
 from imprint.signals.plan import run_plan
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run faster on one thread than on oversubscribed cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+#: tiny models run faster on one thread than on oversubscribed cores
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture
@@ -168,21 +162,8 @@ def test_v_is_the_model_vocabulary_not_the_largest_id_seen(tiny_model_dir):
 
 
 def test_a_run_uses_the_target_vocabulary_and_records_it(tiny_model_dir, tmp_path):
-    from imprint.run import RunConfig, execute_run
-
-    wikimia = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikimia"
-    result = execute_run(
-        RunConfig(
-            model=str(tiny_model_dir),
-            data=str(wikimia / "WikiMIA_length32.jsonl"),
-            n_per_label=6,
-            n_bootstrap=20,
-            attacks=("dc_pdd",),
-            progress=False,
-            blind=False,
-            cache=tmp_path / "cache.sqlite",
-            out=tmp_path / "run",
-        )
+    result = quiet_wikimia_run(
+        tmp_path, tiny_model_dir, n_per_label=6, n_bootstrap=20, attacks=("dc_pdd",)
     )
     backend = HFLogprobBackend(str(tiny_model_dir), device="cpu")
     assert result.manifest["attacks"]["dc_pdd"]["vocab_size"] == backend.vocab_size

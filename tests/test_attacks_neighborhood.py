@@ -30,13 +30,8 @@ CORPUS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models run faster on one thread than on oversubscribed cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+#: tiny models run faster on one thread than on oversubscribed cores
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def one_word_apart(a: str, b: str) -> bool:
@@ -53,7 +48,6 @@ def mlm_neighbours(spec, texts, store=None, **settings):
 
 @pytest.fixture(scope="module")
 def tiny_mlm_dir(tmp_path_factory) -> Path:
-    import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, RobertaConfig, RobertaForMaskedLM
 

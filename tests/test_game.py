@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
+from game_pool import WORDS, write_pool
 
 from imprint.backends.models import load_causal_lm, resolve_model
 from imprint.data import resolve_data
@@ -14,39 +15,6 @@ from imprint.errors import ConfigError, DataError
 from imprint.game import GameConfig, build_game, build_games, read_manifest
 from imprint.game import build as build_mod
 from imprint.game import texts as texts_mod
-
-WORDS = [
-    "the",
-    "a",
-    "cat",
-    "dog",
-    "ran",
-    "sat",
-    "on",
-    "mat",
-    "house",
-    "tree",
-    "river",
-    "blue",
-    "red",
-    "green",
-    "small",
-    "big",
-    "quick",
-    "slow",
-    "sun",
-    "moon",
-    "star",
-    "day",
-    "night",
-]
-
-
-def write_pool(path: Path, n: int = 60, words: int = 10, seed: int = 0) -> Path:
-    rng = random.Random(seed)
-    lines = [" ".join(rng.choice(WORDS) for _ in range(words)) for _ in range(n)]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 def tiny_config(model: Path, pool: Path, **kw) -> GameConfig:
@@ -387,16 +355,8 @@ def fake_sampler(model, tokenizer, prompts, *, seed, max_new_tokens, temperature
 
 def test_generated_pool_and_sampled_canaries(tiny_model_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(texts_mod, "_sample_batch", fake_sampler)
-    config = GameConfig(
-        model=str(tiny_model_dir),
-        pool="generate",
-        pool_size=20,
-        words=8,
-        epochs=1,
-        max_length=64,
-        canary_repetitions=(1, 3),
-        canaries_per_repetition=2,
-    )
+    # the tiny game with a generated pool and the default (sampled) canaries
+    config = tiny_config(tiny_model_dir, "generate", canary_generator="sampled", canary_words=None)
     folder = build_game(config, out=tmp_path / "g", progress=False)
     rows = read_rows(folder)
     assert len({r["text"] for r in rows}) == len(rows)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import quiet_run
 from typer.testing import CliRunner
 
 from imprint.cli import app
@@ -181,18 +182,14 @@ def test_user_manifest_yaml_with_long_texts(tmp_path, tiny_model_dir, tiny_ref_d
     )
     refset = load_reference_set(str(manifest))
     assert refset.matrix(["data:6", "data:1"]).tolist() == [[UNKNOWN, IN], [IN, OUT], [OUT, IN]]
-    result = execute_run(
-        RunConfig(
-            model=str(tiny_model_dir),
-            data=str(data),
-            out=tmp_path / "run",
-            attacks=("lira", "rmia"),
-            references=str(manifest),
-            cache=tmp_path / "c.sqlite",
-            n_bootstrap=10,
-            blind=False,
-            progress=False,
-        )
+    result = quiet_run(
+        tiny_model_dir,
+        data,
+        tmp_path / "run",
+        attacks=("lira", "rmia"),
+        references=str(manifest),
+        cache=tmp_path / "c.sqlite",
+        n_bootstrap=10,
     )
     assert np.isfinite(result.scores["lira"]).all() and np.isfinite(result.scores["rmia"]).all()
 
