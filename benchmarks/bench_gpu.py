@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from common import pad_rows
 
 ATTACKS = ("loss", "zlib", "min_k", "min_k_pp", "surp")
 
@@ -99,19 +100,12 @@ def make_texts(args: argparse.Namespace) -> list[str]:
 
 def batches(backend: Any, texts: list[str]) -> list[tuple[Any, Any, int]]:
     """The planner's batches as padded (ids, mask, real tokens), built once on the host."""
-    import torch
-
     from imprint.signals.plan import batches_by_budget
 
     out = []
     for idx in batches_by_budget(backend.count_tokens(texts), backend.token_budget):
         rows = [[*backend.start_ids, *backend.encode(texts[i])] for i in idx]
-        width = max(map(len, rows))
-        ids = torch.full((len(rows), width), backend.pad_id)
-        mask = torch.zeros_like(ids)
-        for r, row in enumerate(rows):
-            ids[r, : len(row)] = torch.tensor(row)
-            mask[r, : len(row)] = 1
+        ids, mask = pad_rows(backend, rows)
         out.append((ids, mask, sum(map(len, rows)) - len(rows)))
     return out
 
