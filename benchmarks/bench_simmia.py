@@ -154,6 +154,24 @@ def run_floor(backend: Any, embedder: Any, texts: list[str], prefix: str) -> dic
     return {"seconds": time.perf_counter() - started, "tokens": {"through_model": tokens}}
 
 
+#: what each of a sampler's four timed methods does, in the order ``time_parts`` takes them
+PART_LABELS = (
+    "passes over the texts",
+    "tree forwards",
+    "top-k of pass rows",
+    "tree Python (split, decode)",
+)
+
+
+def time_parts(timers: Timers, cls: type, methods: tuple[str, ...], requests: Any) -> list[Any]:
+    """Time a sampler class's four methods (labelled by :data:`PART_LABELS`) and the requests'
+    embedding; return the list its instances are collected in."""
+    for name, label in zip(methods, PART_LABELS, strict=True):
+        timers.wrap(cls, name, label)
+    timers.wrap(requests, "embed", "embedding")
+    return track_instances(timers, cls)
+
+
 def run_path(backend: Any, embedder: Any, texts: list[str], prefix: str, attack: Any) -> dict:
     """The attack as a run calls it (one per-text sampler per next_word request), timed by
     part."""
@@ -161,16 +179,8 @@ def run_path(backend: Any, embedder: Any, texts: list[str], prefix: str, attack:
 
     requests = fresh_requests(backend, embedder)
     timers = Timers()
-    cls = LocalNextWordSampler
-    for name, label in (
-        ("_start", "passes over the texts"),
-        ("_forward_pending", "tree forwards"),
-        ("_fill_rows", "top-k of pass rows"),
-        ("_grow", "tree Python (split, decode)"),
-    ):
-        timers.wrap(cls, name, label)
-    timers.wrap(requests, "embed", "embedding")
-    samplers = track_instances(timers, cls)
+    parts = ("_start", "_forward_pending", "_fill_rows", "_grow")
+    samplers = time_parts(timers, LocalNextWordSampler, parts, requests)
     started = time.perf_counter()
     try:
         scores = attack.score_with_requests(requests, texts, prefix=prefix)
@@ -206,16 +216,8 @@ def run_tree(backend: Any, embedder: Any, texts: list[str], prefix: str, attack:
 
     requests = fresh_requests(backend, embedder)
     timers = Timers()
-    cls = nwb.BatchedNextWordSampler
-    for name, label in (
-        ("_pass", "passes over the texts"),
-        ("_forward_nodes", "tree forwards"),
-        ("_read_rows", "top-k of pass rows"),
-        ("_grow_job", "tree Python (split, decode)"),
-    ):
-        timers.wrap(cls, name, label)
-    timers.wrap(requests, "embed", "embedding")
-    samplers = track_instances(timers, cls)
+    parts = ("_pass", "_forward_nodes", "_read_rows", "_grow_job")
+    samplers = time_parts(timers, nwb.BatchedNextWordSampler, parts, requests)
     cfg = attack.sampling_config()
     contexts: tuple[str | None, str] = (None, prefix)
     batch = [  # as ModelRequests.next_words builds SimMIA's requests

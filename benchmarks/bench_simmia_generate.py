@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_simmia import load_texts  # the same WikiMIA-32 texts and prefix P
 
-WIKIMIA = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikimia"
 Dists = list[dict[str, float]]
 # written for this benchmark (no labels: agreement only); the first two are the shots
 NON_LATIN = [
@@ -56,22 +56,6 @@ def load_non_latin(n_texts: int) -> tuple[list[str], list[int], str]:
     """Up to four of :data:`NON_LATIN` (label -1: unknown) and P from the first two."""
     texts = NON_LATIN[2 : 2 + n_texts]
     return texts, [-1] * len(texts), "".join(t + "\n\n" for t in NON_LATIN[:2])
-
-
-def load_texts(n_texts: int, words: int, n_shots: int) -> tuple[list[str], list[int], str]:
-    """``n_texts`` WikiMIA-32 texts (half members) and P from ``n_shots`` other non-members;
-    ``words`` > 0 truncates both to that many whitespace words."""
-    rows = [json.loads(line) for line in (WIKIMIA / "WikiMIA_length32.jsonl").open()]
-    members = [r for r in rows if r["label"] == 1]
-    others = [r for r in rows if r["label"] == 0]
-    half = n_texts // 2
-    chosen = members[: n_texts - half] + others[:half]
-
-    def cut(text: str) -> str:
-        return " ".join(text.split()[:words]) if words > 0 else text
-
-    prefix = "".join(cut(r["input"]) + "\n\n" for r in others[half : half + n_shots])
-    return [cut(r["input"]) for r in chosen], [int(r["label"]) for r in chosen], prefix
 
 
 def naive_dist(backend: Any, prompt_ids: list[int], cfg: Any, seed: int) -> dict[str, float]:
