@@ -49,9 +49,12 @@ NOT_RUN = {
     "mkdocs build": "tests/test_docs_site.py builds the site",
     "vllm serve": "vLLM needs a CUDA GPU and is not installable on this project's machines",
     "imprint run --model openai-logprobs:": (
-        "needs a server answering echo + prompt logprobs (vLLM, llama-cpp-python): none runs "
-        "here; tests/test_http_graybox_replay.py drives the same backend with recorded "
-        "llama-cpp-python answers"
+        "needs a server answering prompt log-probs: tests/test_served_docs_commands.py runs the "
+        "llama-cpp-python one against the real server; the vLLM one needs a GPU"
+    ),
+    "python -m llama_cpp.server": "a server: tests/test_served_docs_commands.py starts this line",
+    "HF_HUB_OFFLINE=1 transformers serve": (
+        "a server: tests/test_served_docs_commands.py starts this line"
     ),
     "imprint run --api-base http://127.0.0.1:8000/v1 --model my-model": (
         "tests/test_http_real_server.py runs this command against a real transformers serve "
