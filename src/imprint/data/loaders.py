@@ -118,10 +118,21 @@ def parse_label(value: Any) -> int:
     raise ValueError(f"label {value!r} is not binary; {_LABEL_FIX}")
 
 
-def _pick(name: str | None, candidates: Sequence[str], available: Sequence[str]) -> str | None:
+def _pick(
+    where: str, role: str, name: str | None, candidates: Sequence[str], available: Sequence[str],
+    fix: str,
+) -> str:  # fmt: skip
+    """The ``role`` column: ``name`` when given, else the first of ``candidates`` present; a
+    DataError naming the fields present and ``fix`` when there is none."""
     if name is not None:
-        return name if name in available else None
-    return next((c for c in candidates if c in available), None)
+        picked = name if name in available else None
+    else:
+        picked = next((c for c in candidates if c in available), None)
+    if picked is None:
+        wanted = repr(name) if name else f"among {list(candidates)}"
+        fields = sorted(str(a) for a in available)
+        raise DataError(f"{where}: no {role} field {wanted}; fields present: {fields}. Fix: {fix}")
+    return picked
 
 
 def _resolve_fields(
@@ -134,20 +145,10 @@ def _resolve_fields(
 ) -> _Fields:
     """Choose the text/label/id columns from the names present in the first record/header."""
     fields = sorted(str(a) for a in available)
-    text = _pick(text_field, TEXT_FIELDS, available)
-    if text is None:
-        wanted = repr(text_field) if text_field else f"among {list(TEXT_FIELDS)}"
-        raise DataError(
-            f"{where}: no text field {wanted}; fields present: {fields}. "
-            "Fix: pass text_field=<name of the text field>."
-        )
-    label = _pick(label_field, LABEL_FIELDS, available)
-    if label is None:
-        wanted = repr(label_field) if label_field else f"among {list(LABEL_FIELDS)}"
-        raise DataError(
-            f"{where}: no label field {wanted}; fields present: {fields}. "
-            "Fix: pass label_field=<name>; labels are 1 = member, 0 = non-member."
-        )
+    text = _pick(where, "text", text_field, TEXT_FIELDS, available,
+                 "pass text_field=<name of the text field>.")  # fmt: skip
+    label = _pick(where, "label", label_field, LABEL_FIELDS, available,
+                  "pass label_field=<name>; labels are 1 = member, 0 = non-member.")  # fmt: skip
     if id_field is not None and id_field not in available:
         raise DataError(
             f"{where}: no id field {id_field!r}; fields present: {fields}. "
