@@ -220,18 +220,28 @@ def iter_batches(
 
     One :class:`CorpusFileStats` per file is appended to ``stats`` as the file is opened.
     """
+
+    def documents() -> Iterator[str]:
+        for path in paths:
+            file_stats = new_stats(path)
+            stats.append(file_stats)
+            yield from iter_documents(
+                path, file_stats, text_field=text_field, unit=unit, progress=progress
+            )
+
+    return batched_by_chars(documents(), batch_chars)
+
+
+def batched_by_chars(docs: Iterable[str], batch_chars: int) -> Iterator[list[str]]:
+    """``docs`` in lists of about ``batch_chars`` characters: a list ends with the document
+    that brings it to ``batch_chars`` or more; the last one may be shorter."""
     batch: list[str] = []
     size = 0
-    for path in paths:
-        file_stats = new_stats(path)
-        stats.append(file_stats)
-        for doc in iter_documents(
-            path, file_stats, text_field=text_field, unit=unit, progress=progress
-        ):
-            batch.append(doc)
-            size += len(doc)
-            if size >= batch_chars:
-                yield batch
-                batch, size = [], 0
+    for doc in docs:
+        batch.append(doc)
+        size += len(doc)
+        if size >= batch_chars:
+            yield batch
+            batch, size = [], 0
     if batch:
         yield batch

@@ -15,7 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from imprint.diagnostics.corpus import CorpusFileStats, Unit, iter_documents, new_stats
+from imprint.diagnostics.corpus import (
+    CorpusFileStats,
+    Unit,
+    batched_by_chars,
+    iter_documents,
+    new_stats,
+)
 from imprint.diagnostics.ngrams import NgramBatch
 from imprint.diagnostics.overlap import Filled, IndexSettings, Progress, _bloom, plan_filters
 from imprint.errors import ConfigError
@@ -28,18 +34,8 @@ Shard = tuple[str, int, int]  # (path, j, k): documents j, j + k, j + 2k, ... of
 def _shard_docs(shard: Shard, text_field: str | None, unit: Unit, stats: CorpusFileStats):
     """The shard's documents in batches of about BATCH_CHARS characters."""
     path, j, k = shard
-    batch: list[str] = []
-    size = 0
-    for i, doc in enumerate(iter_documents(path, stats, text_field=text_field, unit=unit)):
-        if i % k != j:
-            continue
-        batch.append(doc)
-        size += len(doc)
-        if size >= BATCH_CHARS:
-            yield batch
-            batch, size = [], 0
-    if batch:
-        yield batch
+    docs = iter_documents(path, stats, text_field=text_field, unit=unit)
+    return batched_by_chars((d for i, d in enumerate(docs) if i % k == j), BATCH_CHARS)
 
 
 def count_shard(shard: Shard, ns: list[int], text_field: str | None, unit: Unit) -> dict[int, int]:
