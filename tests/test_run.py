@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from imprint.cli import app
 from imprint.cli.flags import config_from_flags
@@ -22,6 +22,13 @@ from imprint.run import RunConfig, execute_run
 WIKIMIA = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikimia"
 
 runner = CliRunner()
+
+
+def _cli_run(model: Path, data: str, out: Path, *more: str) -> Result:
+    """``imprint run --model MODEL --data DATA [more] --out OUT`` in this process."""
+    return runner.invoke(
+        app, ["run", "--model", str(model), "--data", data, *more, "--out", str(out)]
+    )
 
 
 def test_run_folder_is_complete(tiny_model_dir, tiny_ref_dir, tmp_path):
@@ -144,73 +151,18 @@ def test_cli_lists_and_errors(tiny_model_dir, tmp_path):
     assert all(len(line.split()) > 2 for line in listed.output.strip().splitlines())
     datasets = runner.invoke(app, ["datasets"])
     assert datasets.exit_code == 0 and "wikimia:32" in datasets.output
-    bad = runner.invoke(
-        app,
-        [
-            "run",
-            "--model",
-            str(tiny_model_dir),
-            "--data",
-            "wikimia:32",
-            "--attacks",
-            "lss",
-            "--out",
-            str(tmp_path / "x"),
-        ],
-    )
+    bad = _cli_run(tiny_model_dir, "wikimia:32", tmp_path / "x", "--attacks", "lss")
     assert bad.exit_code == 2 and "did you mean loss" in bad.output
-    missing = runner.invoke(
-        app,
-        [
-            "run",
-            "--model",
-            str(tiny_model_dir),
-            "--data",
-            str(tmp_path / "nope.jsonl"),
-            "--out",
-            str(tmp_path / "x"),
-        ],
-    )
+    missing = _cli_run(tiny_model_dir, str(tmp_path / "nope.jsonl"), tmp_path / "x")
     assert missing.exit_code == 2 and "nope.jsonl" in missing.output
-    badparam = runner.invoke(
-        app,
-        [
-            "run",
-            "--model",
-            str(tiny_model_dir),
-            "--data",
-            "wikimia:32",
-            "--param",
-            "min_k.k=2",
-            "--out",
-            str(tmp_path / "x"),
-        ],
-    )
+    badparam = _cli_run(tiny_model_dir, "wikimia:32", tmp_path / "x", "--param", "min_k.k=2")
     assert badparam.exit_code == 2 and "(0, 1]" in badparam.output
 
 
 def test_cli_run_writes_report(tiny_model_dir, tmp_path):
     out = tmp_path / "cli-run"
-    res = runner.invoke(
-        app,
-        [
-            "run",
-            "--model",
-            str(tiny_model_dir),
-            "--data",
-            "wikimia:32",
-            "--attacks",
-            "loss,min_k",
-            "--n-per-label",
-            "10",
-            "--bootstrap",
-            "50",
-            "--param",
-            "min_k.sweep=0.1,0.3",
-            "--out",
-            str(out),
-        ],
-    )
+    flags = ("--attacks", "loss,min_k", "--n-per-label", "10", "--bootstrap", "50")
+    res = _cli_run(tiny_model_dir, "wikimia:32", out, *flags, "--param", "min_k.sweep=0.1,0.3")
     assert res.exit_code == 0, res.output
     assert "report:" in res.output
     assert {"loss", "min_k", "min_k@0.1", "min_k@0.3"} <= set(
