@@ -10,14 +10,13 @@ import os
 import signal
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
+from ray_runs import local_pass, pass_on_executor, tiny_factory
 
-from imprint.backends.registry import LoadContext, choose_backend
 from imprint.errors import ConfigError
-from imprint.executors import BackendFactory, ExecutorConfig, make_executor
+from imprint.executors import ExecutorConfig, make_executor
 from imprint.signals.cache import SignalCache
 from imprint.signals.needs import Need
 from imprint.signals.plan import run_plan
@@ -36,24 +35,11 @@ WATCHDOG_S = 240  # seconds; the run takes 10-90 s (a replacement worker loads t
 TEXTS = [f"Numbers like {i}, {i * 10} and {i * 100} appear in many documents." for i in range(24)]
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 @pytest.fixture
 def quick_limits(monkeypatch):
     """Liveness checked every second, a quick answer awaited 2 s."""
     for var, value in (("CHECK_S", "1"), ("REPLY_S", "2")):
         monkeypatch.setenv(f"IMPRINT_RAY_{var}", value)
-
-
-def _factory(model_dir: Path) -> tuple[BackendFactory, object]:
-    choice = choose_backend(str(model_dir), settings={"device": "cpu"})
-    context = LoadContext(token_budget=64)
-    return BackendFactory(choice, context), choice.load(context)
 
 
 def _kill(pid: int) -> None:
@@ -87,7 +73,7 @@ def test_a_frozen_worker_is_killed_and_its_work_runs_elsewhere(
     """SIGSTOP on a busy worker's process: Ray sees nothing wrong (the process and its node
     live), so before the run waited for ever; now its ping goes unanswered, it is killed, its
     batches run on the other worker and a replacement, and nothing is lost or stored twice."""
-    factory, backend = _factory(tiny_model_dir)
+    factory, backend = tiny_factory(tiny_model_dir)
     executor = make_executor(ExecutorConfig(kind="ray", workers=2), {"target": factory})
     frozen: list[int] = []
     watchdog: list[threading.Timer] = []
@@ -110,18 +96,14 @@ def test_a_frozen_worker_is_killed_and_its_work_runs_elsewhere(
     cache = SignalCache(None)
     started = time.monotonic()
     try:
-        signals, report = run_plan(
-            TEXTS, [Need()], {"target": backend}, cache, token_budget=64, progress=progress,
-            executor=executor,
-        )  # fmt: skip
-    finally:
-        executor.close()
+        signals, report = pass_on_executor(executor, backend, TEXTS, cache, progress)
+    finally:  # after the executor is closed
         for timer in watchdog:
             timer.cancel()
         for pid in frozen:  # the executor killed it through Ray; make sure it is gone
             _kill(pid)
     took = time.monotonic() - started
-    expected, _ = run_plan(TEXTS, [Need()], {"target": backend}, SignalCache(None), token_budget=64)
+    expected = local_pass(backend, TEXTS)
     for got, want in zip(signals.get(), expected.get(), strict=True):
         np.testing.assert_allclose(got.logp, want.logp, atol=1e-5)
     stats = executor.stats
@@ -145,7 +127,7 @@ def test_a_worker_no_node_can_place_ends_naming_the_fix(
 
     holder = ray.remote(num_cpus=1)(Holder).remote()
     ray.get(holder.ready.remote(), timeout=60)
-    factory, backend = _factory(tiny_model_dir)
+    factory, backend = tiny_factory(tiny_model_dir)
     executor = make_executor(ExecutorConfig(kind="ray", workers=2), {"target": factory})
     watchdog = threading.Timer(WATCHDOG_S, ray.kill, (holder,))  # where the check is missing,
     watchdog.start()  # the run would wait for ever; this ends it (and the test fails)
