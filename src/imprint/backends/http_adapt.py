@@ -234,7 +234,7 @@ def estimate_line(where: str, limits: ServerLimits, planned: int | None, sent: i
         left = max(planned - sent, 0)
         line += f"; about {duration(left / rate)} for the ~{left:,} requests left"
     elif rate:
-        line += f"; about {rate:.1f} requests/s"
+        line += f"; about {rate:.2g} requests/s"
     return line
 
 
