@@ -15,19 +15,15 @@ bodies, shape errors) stay in ``tests/fake_openai_server.py``.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import signal
-import socket
-import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
 import httpx
 import pytest
+from llama_server import ServerProcess
 from typer.testing import CliRunner
 
 from imprint.attacks.base import get_attack_class
@@ -48,70 +44,18 @@ TEXTS = [  # short: SimMIA asks 2 x (words - 1) next words per text, one request
 SHOT = "A new library opened downtown today."  # SimMIA's known non-member prefix P
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class TransformersServe:
+class TransformersServe(ServerProcess):
     """``transformers serve my-model`` on 127.0.0.1 (offline, one torch thread), ``my-model``
     being a link in ``workdir`` to SmolLM2-135M's converted local folder. ``kill()`` ends it at
     once (SIGKILL, as a crash); ``start()`` starts it again on the same port."""
 
     def __init__(self, workdir: Path) -> None:
-        self.workdir, self.port = workdir, _free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.logs: list[Path] = []
+        command = [str(Path(sys.executable).with_name("transformers")), "serve", NAME]
+        command += ["--host", "127.0.0.1", "--port", "{port}", "--device", "cpu"]
+        super().__init__(workdir, command, {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
         link = workdir / NAME
         if not link.exists():
             link.symlink_to(materialize(resolve_model("smollm2-135m")).location)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self, timeout_s: float = 600.0) -> None:  # a loaded machine: minutes
-        log = self.workdir / f"serve-{len(self.logs)}.log"
-        self.logs.append(log)
-        command = [str(Path(sys.executable).with_name("transformers")), "serve", NAME]
-        command += ["--host", "127.0.0.1", "--port", str(self.port), "--device", "cpu"]
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-        with log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                command, cwd=self.workdir, env=env, stdout=out, stderr=subprocess.STDOUT
-            )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"transformers serve exited: {log.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.3)
-        raise RuntimeError(f"transformers serve did not start: {log.read_text()[-2000:]}")
-
-    def posts(self, index: int = -1) -> int:
-        """Completion requests the server answered (uvicorn's access log) in its start ``index``."""
-        return self.logs[index].read_text(errors="replace").count('"POST /v1/completions')
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
-
-    def ensure_up(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            self.start()
-
-    def __enter__(self) -> TransformersServe:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.kill()
 
 
 @pytest.fixture(scope="module")
