@@ -1,5 +1,6 @@
-"""The recorded llama-cpp-python server (``tests/test_http_graybox_replay.py``'s answers) as its
-own process on a fixed port, so a test can kill it (SIGKILL) and start it again on that port.
+"""The recorded llama-cpp-python server (``tests/test_http_graybox_replay.py``'s answers): its
+handler (used in-process by that test), and as its own process on a fixed port, so a test can
+kill it (SIGKILL) and start it again on that port.
 
 ``python tests/graybox_replay_server.py PORT`` prints ``ready`` once it listens.
 """
@@ -12,33 +13,38 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from json_handler import JSONHandler
+
 RECORDED = Path(__file__).parent / "data" / "recorded" / "llamacpp_smollm2_wikimia.json"
 
 
-def _key(method: str, path: str, body: Any) -> str:  # as test_http_graybox_replay keys them
+def _key(method: str, path: str, body: Any) -> str:
     return json.dumps([method, path, body], sort_keys=True)
 
 
-def serve(port: int) -> None:
-    record = json.loads(RECORDED.read_text(encoding="utf-8"))
-    answers = {
+def recorded_answers(record: dict[str, Any]) -> dict[str, tuple[int, Any]]:
+    """(method, path, request body) key -> (status, answer) of a recording."""
+    return {
         _key(p["method"], p["path"], p["request"]): (p["status"], p["answer"])
         for p in record["pairs"]
     }
 
-    class Handler(BaseHTTPRequestHandler):
+
+def replay_handler(
+    answers: dict[str, tuple[int, Any]], missed: list[str] | None = None
+) -> type[BaseHTTPRequestHandler]:
+    """A handler answering recorded requests with their recorded answers (404 otherwise, the
+    request's key appended to ``missed``)."""
+
+    class Handler(JSONHandler):
         def _answer(self, method: str) -> None:
-            size = int(self.headers.get("content-length") or 0)
-            body = json.loads(self.rfile.read(size)) if size else None
+            key = _key(method, self.path, self.read_json())
+            if key not in answers and missed is not None:
+                missed.append(key[:200])
             status, answer = answers.get(
-                _key(method, self.path, body), (404, {"error": "not recorded"})
+                key, (404, {"error": "not recorded: re-run scripts/record_llamacpp.py"})
             )
-            raw = json.dumps(answer).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
+            self.send_json(status, answer)
 
         def do_POST(self) -> None:  # noqa: N802 (http.server's name)
             self._answer("POST")
@@ -46,10 +52,12 @@ def serve(port: int) -> None:
         def do_GET(self) -> None:  # noqa: N802
             self._answer("GET")
 
-        def log_message(self, *args: object) -> None:
-            pass
+    return Handler
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+
+def serve(port: int) -> None:
+    answers = recorded_answers(json.loads(RECORDED.read_text(encoding="utf-8")))
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), replay_handler(answers))
     print("ready", flush=True)
     httpd.serve_forever()
 

@@ -19,12 +19,12 @@ the tests need: ids that render alike, and a forced token's log p by id.
 
 from __future__ import annotations
 
-import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
+from json_handler import JSONHandler
 
 
 class LlamaCppLikeServer:
@@ -114,26 +114,14 @@ class LlamaCppLikeServer:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def _send(self, status: int, payload: Any) -> None:
-                raw = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
+        class Handler(JSONHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
                 model = {"id": "served-model", "object": "model", "owned_by": "me"}
-                self._send(200, {"object": "list", "data": [model]})
+                self.send_json(200, {"object": "list", "data": [model]})
 
             def do_POST(self) -> None:  # noqa: N802
-                size = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(size))
+                body = self.read_json()
                 server.posts.append(body)
-                self._send(200, server.complete(body))
-
-            def log_message(self, *args: object) -> None:
-                pass
+                self.send_json(200, server.complete(body))
 
         return Handler

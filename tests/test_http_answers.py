@@ -3,11 +3,11 @@ and an empty ``openai-logprobs:`` model name is refused like ``openai:`` (review
 
 from __future__ import annotations
 
-import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
+from json_handler import JSONHandler
 
 from imprint.backends.alignment import EchoAnswer, token_rows
 from imprint.backends.http_logprobs import HTTPLogprobBackend, LogprobOptions
@@ -19,17 +19,10 @@ from imprint.errors import ConfigError
 def no_choices():
     """A real loopback server whose completions answer 200 without choices."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JSONHandler):
         def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-            self.rfile.read(int(self.headers["content-length"]))
-            raw = json.dumps({"object": "text_completion", "error": "busy"}).encode()
-            self.send_response(200)
-            self.send_header("content-length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def log_message(self, *args: object) -> None:
-            pass
+            self.read_json()
+            self.send_json(200, {"object": "text_completion", "error": "busy"})
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from graybox_replay_server import recorded_answers, replay_handler
 from scipy.stats import spearmanr
 from typer.testing import CliRunner
 
@@ -56,48 +57,15 @@ BOUNDS = {  # measured on the 42 recorded texts: 0.060 / 0.9961, 0.0004 / 0.9992
 }
 
 
-def _key(method: str, path: str, body: Any) -> str:
-    return json.dumps([method, path, body], sort_keys=True)
-
-
 class Replay:
     """A real HTTP server on 127.0.0.1 answering recorded requests with the recorded answers."""
 
     def __init__(self, record: dict[str, Any]) -> None:
-        self.answers = {
-            _key(p["method"], p["path"], p["request"]): (p["status"], p["answer"])
-            for p in record["pairs"]
-        }
+        self.answers = recorded_answers(record)
         self.missed: list[str] = []
-        replay = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self, method: str) -> None:
-                size = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(size)) if size else None
-                key = _key(method, self.path, body)
-                if key not in replay.answers:
-                    replay.missed.append(key[:200])
-                status, answer = replay.answers.get(
-                    key, (404, {"error": "not recorded: re-run scripts/record_llamacpp.py"})
-                )
-                raw = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                self._answer("POST")
-
-            def do_GET(self) -> None:  # noqa: N802
-                self._answer("GET")
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(
+            ("127.0.0.1", 0), replay_handler(self.answers, self.missed)
+        )
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
+from json_handler import JSONHandler
 from typer.testing import CliRunner
 
 from imprint.backends.base import ScoreRequest
@@ -47,25 +48,14 @@ class VLLMShaped:
         self.bodies: list[dict] = []
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def _send(self, status: int, data: object) -> None:
-                raw = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
+        class Handler(JSONHandler):
             def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                self._send(200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+                self.send_json(200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})
 
             def do_POST(self) -> None:  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                body = self.read_json()
                 server.bodies.append(body)
-                self._send(200, server.answer(body))
-
-            def log_message(self, *args: object) -> None:
-                pass
+                self.send_json(200, server.answer(body))
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
@@ -182,21 +172,14 @@ def test_the_run_records_the_form_in_the_manifest(vllm, tmp_path):
 
 
 def test_a_server_without_either_form_names_both():
-    class Plain(BaseHTTPRequestHandler):
+    class Plain(JSONHandler):
         def do_GET(self) -> None:  # noqa: N802
             self.send_response(404)
             self.end_headers()
 
         def do_POST(self) -> None:  # noqa: N802
-            self.rfile.read(int(self.headers["content-length"]))
-            raw = json.dumps({"choices": [{"text": "x", "index": 0}]}).encode()
-            self.send_response(200)
-            self.send_header("content-length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def log_message(self, *args: object) -> None:
-            pass
+            self.read_json()
+            self.send_json(200, {"choices": [{"text": "x", "index": 0}]})
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Plain)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
