@@ -37,6 +37,7 @@ from imprint.diagnostics.bloom_filters import (
 )
 from imprint.diagnostics.corpus import CorpusFileStats, Unit, iter_batches, iter_documents
 from imprint.diagnostics.ngrams import HASH_VERSION, NORMALIZATION, NgramBatch
+from imprint.diagnostics.overlap_plan import Filled, IndexSettings, Progress, plan_filters
 from imprint.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -57,8 +58,6 @@ __all__ = [
 INDEX_FORMAT = "imprint-ngram-index"
 MANIFEST = "manifest.json"
 DEFAULT_FP_RATE = 0.01
-#: ``progress(label, total) -> advance(n)``: a progress factory, e.g. the CLI's rich bars
-Progress = Callable[[str, int], Callable[[int], None]]
 
 
 def _check_ns(ns: Sequence[int]) -> list[int]:
@@ -178,39 +177,6 @@ def build_index(
     return write_index_manifest(out, manifest_keys, filters, filled.corpus, started, **filled.extra)
 
 
-@dataclass(frozen=True)
-class IndexSettings:
-    """What an index is built with, as its manifest records it."""
-
-    ns: list[int]
-    fp_rate_target: float
-    unit: Unit
-    text_field: str | None
-
-
-@dataclass
-class Filled:
-    """Filters filled over a corpus, before they are saved: the sizes they were planned for
-    (``caps``, ``plans``), the filters, the n-grams inserted per n, the corpus files' statistics
-    and ``extra`` manifest keys (where they were built)."""
-
-    caps: dict[int, int]
-    plans: dict[int, dict[str, Any]]
-    blooms: dict[int, Any]
-    inserted: dict[int, int]
-    corpus: list[Any]
-    extra: dict[str, Any]
-
-
-def plan_filters(
-    caps: dict[int, int], fp_rate: float, max_memory_gb: float | None
-) -> dict[int, dict[str, Any]]:
-    """Each n's filter plan at ``fp_rate`` for its capacity; refused above ``max_memory_gb``."""
-    plans = {n: plan_filter(max(1, cap), fp_rate) for n, cap in caps.items()}
-    _check_memory(plans, caps, fp_rate, max_memory_gb)
-    return plans
-
-
 def _fill_here(
     paths: list[Path],
     settings: IndexSettings,
@@ -286,22 +252,6 @@ def _capacities(
     if missing:
         raise ConfigError(f"capacity given for n={sorted(capacity)} but not for n={missing}")
     return {n: int(capacity[n]) for n in ns}
-
-
-def _check_memory(
-    plans: dict[int, dict[str, Any]],
-    caps: dict[int, int],
-    fp_rate: float,
-    max_memory_gb: float | None,
-) -> None:
-    """Refuse filters whose total size is above ``max_memory_gb`` before allocating them."""
-    need_gb = sum(p["size_in_bits"] for p in plans.values()) / 8 / 1e9
-    if max_memory_gb is not None and need_gb > max_memory_gb:
-        raise ConfigError(
-            f"the filters need {need_gb:.2f} GB for capacities {caps} at fp rate {fp_rate}, "
-            f"above the {max_memory_gb} GB limit; raise --max-memory-gb, build fewer n at once, "
-            "build shards with a smaller --capacity and merge them, or accept a higher --fp-rate"
-        )
 
 
 def _write_manifest(out: Path, manifest: dict[str, Any]) -> None:

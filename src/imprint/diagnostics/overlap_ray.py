@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from imprint.diagnostics.bloom_filters import _HASH_FUNC, _bloom
 from imprint.diagnostics.corpus import (
     CorpusFileStats,
     Unit,
@@ -23,7 +24,7 @@ from imprint.diagnostics.corpus import (
     new_stats,
 )
 from imprint.diagnostics.ngrams import NgramBatch
-from imprint.diagnostics.overlap import Filled, IndexSettings, Progress, _bloom, plan_filters
+from imprint.diagnostics.overlap_plan import Filled, IndexSettings, Progress, plan_filters
 from imprint.errors import ConfigError
 from imprint.executors import ExecutorConfig
 
@@ -166,8 +167,6 @@ def _merge_shards(
     """Union the shards' filters as they arrive; the file statistics come from shard 0 (every
     shard reads its whole file; documents are counted once per file)."""
     from rbloom import Bloom
-
-    from imprint.diagnostics.overlap import _HASH_FUNC
 
     blooms: dict[int, Any] = {}
     inserted = {n: 0 for n in sizes}
