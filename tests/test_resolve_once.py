@@ -15,25 +15,22 @@ from imprint.attacks import params as params_module
 from imprint.cli import app
 
 
-def test_one_check_params_per_cli_run(
-    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import imprint.attacks.base
-    import imprint.run.plan
-    import imprint.run.score  # noqa: F401  (imported now, so the spy replaces their binding)
+def _spy_everywhere(monkeypatch: pytest.MonkeyPatch, name: str, original, calls: list) -> set:
+    """Replace every module's binding of ``original`` (imported by name where it is used) with
+    a spy that records its first argument; the names of the modules that bound it."""
 
-    original = params_module.check_params
-    calls: list[dict] = []
+    def spy(first, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(first)
+        return original(first, *args, **kwargs)
 
-    def spy(params):  # type: ignore[no-untyped-def]
-        calls.append(dict(params))
-        return original(params)
-
-    # every module's binding of the function (imported by name where it is used)
-    bound = [m for m in list(sys.modules.values()) if getattr(m, "check_params", None) is original]
-    assert {"imprint.run.plan", "imprint.attacks.base"} <= {m.__name__ for m in bound}
+    bound = [m for m in list(sys.modules.values()) if getattr(m, name, None) is original]
     for module in bound:
-        monkeypatch.setattr(module, "check_params", spy)
+        monkeypatch.setattr(module, name, spy)
+    return {m.__name__ for m in bound}
+
+
+def _run_tiny(tiny_model_dir: Path, tmp_path: Path, *extra: str) -> None:
+    """``imprint run`` of loss and min_k with the tiny model on 12 short texts."""
     data = tmp_path / "d.jsonl"
     data.write_text(
         "".join(f'{{"text": "text number {i} is here", "label": {i % 2}}}\n' for i in range(12)),
@@ -42,10 +39,23 @@ def test_one_check_params_per_cli_run(
     result = CliRunner().invoke(
         app,
         ["run", "--model", str(tiny_model_dir), "--data", str(data), "--attacks", "loss,min_k",
-         "--param", "min_k.k=0.2", "--bootstrap", "20", "--no-blind", "--device", "cpu",
+         *extra, "--bootstrap", "20", "--no-blind", "--device", "cpu",
          "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "c.sqlite")],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
+
+
+def test_one_check_params_per_cli_run(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import imprint.attacks.base
+    import imprint.run.plan
+    import imprint.run.score  # noqa: F401  (imported now, so the spy replaces their binding)
+
+    calls: list[dict] = []
+    bound = _spy_everywhere(monkeypatch, "check_params", params_module.check_params, calls)
+    assert {"imprint.run.plan", "imprint.attacks.base"} <= bound
+    _run_tiny(tiny_model_dir, tmp_path, "--param", "min_k.k=0.2")
     assert calls == [{"min_k": {"k": "0.2"}}]  # once, on the text the command line gave
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["config"]["params"] == {"min_k": {"k": 0.2}}  # recorded typed, as before
@@ -115,30 +125,11 @@ def test_one_build_attacks_per_cli_run(
     import imprint.run.plan
     import imprint.run.score  # noqa: F401  (imported now, so the spy replaces their binding)
 
-    original = imprint.attacks.base.build_attacks
     calls: list[tuple[str, ...]] = []
-
-    def spy(names, *args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(tuple(names))
-        return original(names, *args, **kwargs)
-
-    bound = [m for m in list(sys.modules.values()) if getattr(m, "build_attacks", None) is original]
-    assert "imprint.run.plan" in {m.__name__ for m in bound}
-    for module in bound:
-        monkeypatch.setattr(module, "build_attacks", spy)
-    data = tmp_path / "d.jsonl"
-    data.write_text(
-        "".join(f'{{"text": "text number {i} is here", "label": {i % 2}}}\n' for i in range(12)),
-        encoding="utf-8",
-    )
-    result = CliRunner().invoke(
-        app,
-        ["run", "--model", str(tiny_model_dir), "--data", str(data), "--attacks", "loss,min_k",
-         "--bootstrap", "20", "--no-blind", "--device", "cpu", "--out", str(tmp_path / "run"),
-         "--cache", str(tmp_path / "c.sqlite")],
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
-    assert calls == [("loss", "min_k")]
+    bound = _spy_everywhere(monkeypatch, "build_attacks", imprint.attacks.base.build_attacks, calls)
+    assert "imprint.run.plan" in bound
+    _run_tiny(tiny_model_dir, tmp_path)
+    assert [tuple(names) for names in calls] == [("loss", "min_k")]
 
 
 def test_all_is_read_again_in_the_run_without_building_again() -> None:
