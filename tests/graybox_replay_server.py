@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from json_handler import JSONHandler
+from json_handler import AnswerHandler
 
 RECORDED = Path(__file__).parent / "data" / "recorded" / "llamacpp_smollm2_wikimia.json"
 
@@ -36,8 +36,8 @@ def replay_handler(
     """A handler answering recorded requests with their recorded answers (404 otherwise, the
     request's key appended to ``missed``)."""
 
-    class Handler(JSONHandler):
-        def _answer(self, method: str) -> None:
+    class Handler(AnswerHandler):
+        def answer(self, method: str) -> None:
             key = _key(method, self.path, self.read_json())
             if key not in answers and missed is not None:
                 missed.append(key[:200])
@@ -45,12 +45,6 @@ def replay_handler(
                 key, (404, {"error": "not recorded: re-run scripts/record_llamacpp.py"})
             )
             self.send_json(status, answer)
-
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-            self._answer("POST")
-
-        def do_GET(self) -> None:  # noqa: N802
-            self._answer("GET")
 
     return Handler
 

@@ -23,3 +23,16 @@ class JSONHandler(BaseHTTPRequestHandler):
 
     def log_message(self, *args: object) -> None:  # a test's output stays readable
         pass
+
+
+class AnswerHandler(JSONHandler):
+    """GET and POST both go to ``answer(method)`` (replays and proxies key on the method)."""
+
+    def answer(self, method: str) -> None:
+        raise NotImplementedError
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.answer("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.answer("POST")

@@ -22,13 +22,14 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pyarrow.parquet as pq
 import pytest
+from json_handler import AnswerHandler
 
 from imprint.backends.http_answer_store import answer_key
 
@@ -77,8 +78,8 @@ class Proxy:
         self._lock = threading.Lock()
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def _forward(self, method: str) -> None:
+        class Handler(AnswerHandler):
+            def answer(self, method: str) -> None:
                 size = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(size) if size else b""
                 try:
@@ -99,15 +100,6 @@ class Proxy:
                         proxy.bodies.append(body)
                         n = len(proxy.bodies)
                     proxy.after(n)
-
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                self._forward("POST")
-
-            def do_GET(self) -> None:  # noqa: N802
-                self._forward("GET")
-
-            def log_message(self, *args: object) -> None:
-                pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
