@@ -198,6 +198,8 @@ def read_models(
             "models and the server's sampling fields there before any work: rerun once the "
             f"server at {base_url} answers it"
         )
+    if status == 404 and not base_url.rstrip("/").endswith("/v1"):
+        _refuse_missing_v1(client, base_url, url)
     if status >= 400:  # not every server lists its models (then no name check)
         return None, f"GET /v1/models answered {status}"
     try:
@@ -210,6 +212,23 @@ def read_models(
             f"{base_url} the /v1 root of an OpenAI-compatible server?"
         )
     return listed, None
+
+
+def _refuse_missing_v1(client: Any, base_url: str, url: str) -> None:
+    """A base without ``/v1`` whose ``/v1/models`` lists models: every later request would 404
+    too, and the 404 came out as a probe failure or SaMIA's top_k refused, not naming the fix."""
+    import httpx
+
+    root = base_url.rstrip("/") + "/v1"
+    try:
+        listed = client.get(f"{root}/models")
+    except httpx.TransportError:
+        return
+    if listed.status_code == 200 and '"data"' in listed.text:
+        raise ConfigError(
+            f"{url} answered 404 but {root}/models lists the served models: the API root ends "
+            f"in /v1; pass --api-base {root}"
+        )
 
 
 def check_model(listed: Any, model: str, base_url: str) -> list[str]:
