@@ -633,7 +633,7 @@ class HTTPLogprobBackend(Backend):
         if response.status_code >= 400:
             raise ServerError(
                 f"{where} answered {response.status_code}: "
-                f"{snippet(mask_secret(response.text, self._key))}"
+                f"{snippet(mask_secret(response.text, self._key))}{_too_long_hint(response)}"
             )
         try:
             data = decode_answer(response.content)
@@ -673,3 +673,15 @@ def _load_tokenizer(spec: str) -> Any:
 
     source = materialize(resolve_model(spec))
     return AutoTokenizer.from_pretrained(source.location)
+
+
+def _too_long_hint(response: Any) -> str:
+    """The fix for a text longer than the server's context window (vLLM, llama-cpp-python and
+    OpenAI all say "maximum context length"): the served backend takes no --max-length, so the
+    text is shortened in the data or the server given a longer context."""
+    if response.status_code == 400 and "context length" in response.text.lower():
+        return (
+            "; the text is longer than the server's context window: shorten the data's texts "
+            "(--truncate N words) or serve a longer context (llama-cpp-python: --n_ctx)"
+        )
+    return ""
