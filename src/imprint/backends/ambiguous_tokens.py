@@ -18,6 +18,7 @@ left out before scoring, counted by reason, its sample id in the manifest).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from imprint.backends.alignment import (
     server_text,
 )
 from imprint.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 FORCE_BIAS = 100.0  # added to the forced id's logit: far above any logit gap of a real model
 DROP_REASON = "ambiguous token text on a text-keyed server (--model-arg ambiguous=drop)"
@@ -169,7 +172,17 @@ def drop_unscorable(backend: Any, samples: Sequence[Any], dropped: dict[str, int
     if not out:
         return list(samples)
     ids: dict[str, list[str]] = getattr(backend, "dropped_ids", {})
+    left: dict[str, list[str]] = {}
     for n, reason in sorted(out.items()):
         dropped[reason] = dropped.get(reason, 0) + 1
         ids.setdefault(reason, []).append(str(samples[n].id))
+        left.setdefault(reason, []).append(str(samples[n].id))
+    # said on the terminal too: the plan line that follows counts only the texts kept
+    for reason, which in left.items():
+        shown = ", ".join(which[:5]) + (f", ... ({len(which) - 5} more)" if len(which) > 5 else "")
+        log.warning(
+            "left out %d of %d texts the server cannot score (%s): %s; all ids in the "
+            "manifest's models.target.ambiguous.dropped_ids",
+            len(which), len(samples), reason, shown,
+        )  # fmt: skip
     return [s for n, s in enumerate(samples) if n not in out]
