@@ -236,7 +236,6 @@ def test_run_names_score_bounds_and_deciding_ties_for_groups_and_columns() -> No
 def test_bad_fpr_bounds_are_refused_in_one_line(tmp_path) -> None:
     """Hostile pass: --fprs nan / inf / 1.5 crashed in the resolution rule (traceback or
     "cannot convert float NaN to integer"); a repeated bound gave two identical columns."""
-    import sys
 
     from typer.testing import CliRunner
 
@@ -249,8 +248,7 @@ def test_bad_fpr_bounds_are_refused_in_one_line(tmp_path) -> None:
     for k in (-1, 2.5, "4", True):
         with pytest.raises(ConfigError, match="min_false_positives must be"):
             bootstrap_metrics([1, 0] * 50, np.arange(100.0), n_resamples=10, min_false_positives=k)
-    sys.path.insert(0, "tests")
-    from test_diag_compare import _run
+    from score_folders import write_scores as _run
 
     a = _run(tmp_path / "a", [0] * 20 + [1] * 5, {"loss": [*range(1, 21), *range(30, 35)]})
     b = _run(tmp_path / "b", [0] * 10 + [1] * 4, {"loss": [*range(15, 25), 18, 25, 26, 27]})
