@@ -3,31 +3,25 @@ named with the fix, not reported later as a probe's 404 or SaMIA's top_k refused
 
 from __future__ import annotations
 
-import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import httpx
 import pytest
+from json_handler import JSONHandler
 
 from imprint.backends.http_checks import read_models
 from imprint.errors import ConfigError
 
 
-class _OpenAIRoot(BaseHTTPRequestHandler):
+class _OpenAIRoot(JSONHandler):
     """Lists one model at /v1/models; any other path is 404, as llama-cpp-python answers."""
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        found = self.path == "/v1/models"
-        body = json.dumps({"data": [{"id": "my-model"}]} if found else {"detail": "Not Found"})
-        self.send_response(200 if found else 404)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body.encode())
-
-    def log_message(self, *args: object) -> None:
-        pass
+        if self.path == "/v1/models":
+            self.send_json(200, {"data": [{"id": "my-model"}]})
+        else:
+            self.send_json(404, {"detail": "Not Found"})
 
 
 @pytest.fixture()
