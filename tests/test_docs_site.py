@@ -109,8 +109,8 @@ def test_the_readme_is_a_front_page_whose_links_resolve() -> None:
     # the two commands CI runs (.ci/run) stay in the README, verbatim
     ci = _text(ROOT / ".ci" / "run")
     assert "./scripts/setup && .venv/bin/imprint demo" in readme
-    assert "./scripts/setup && ./scripts/test" in readme
-    assert "./scripts/setup\n./scripts/test\n" in ci
+    assert "./scripts/setup --served && ./scripts/test" in readme
+    assert "./scripts/setup --served\nexport IMPRINT_REQUIRE_SERVED=1\n./scripts/test\n" in ci
     links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
     assert len(links) >= 20
     for link in links:

@@ -47,10 +47,10 @@ def test_install_browser_installs_chromium_when_missing(tmp_path: Path) -> None:
 
 
 def test_setup_installs_the_browser_without_flags() -> None:
-    """The README's test command is ``./scripts/setup && ./scripts/test``: set-up run with no
-    arguments must reach the browser installer (it was once behind ``--browser``)."""
+    """The README's test command is ``./scripts/setup --served && ./scripts/test``: set-up must
+    reach the browser installer whatever its arguments (it was once behind ``--browser``)."""
     lines = [ln.strip() for ln in (ROOT / "scripts" / "setup").read_text().splitlines()]
     calls = [ln for ln in lines if "install-browser" in ln and not ln.startswith("#")]
     assert calls == ["scripts/install-browser"], calls
     readme = (ROOT / "README.md").read_text()
-    assert "./scripts/setup && ./scripts/test" in readme
+    assert "./scripts/setup --served && ./scripts/test" in readme
