@@ -108,6 +108,58 @@ SHAPE_FIX = (
 )
 
 
+MALFORMED_FIX = (
+    "a malformed answer is a protocol error, not a transient one: not sent again, and not "
+    "stored; point --api-base at an OpenAI-compatible server's /v1 root (now {base}); if it is "
+    "one, its version or its route {route} is not supported (upgrade it, or put a compliant "
+    "proxy in front)"
+)
+
+
+def read_answer(raw: bytes) -> tuple[dict[str, Any], None] | tuple[None, str]:
+    """(the JSON object, None) when a 200 body is a completions answer as far as its list of
+    choice objects goes, else (None, what is wrong with it: not JSON, or the field it lacks)."""
+    if not raw.strip():
+        return None, "an empty body"
+    try:
+        data = json.loads(raw)
+    except UnicodeDecodeError:
+        return None, "a body that is not UTF-8 text"
+    except ValueError:  # cut short, or not JSON at all (an HTML page, a proxy's message)
+        return None, "a body that is not JSON"
+    if not isinstance(data, dict):
+        return None, f"JSON that is not an object ({_json_kind(data)})"
+    if "choices" not in data:
+        fields = ", ".join(json.dumps(k) for k in list(data)[:6]) + (
+            ", ..." if len(data) > 6 else ""
+        )
+        return None, f'JSON without the field "choices" ({f"it has {fields}" if data else "{}"})'
+    choices = data["choices"]
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        return None, f'JSON whose "choices" is not a list of objects (it is {short(choices, 40)})'
+    return data, None
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "null" if value is None else "a number"
+
+
+def body_head(raw: bytes, secret: str | None, limit: int = 80) -> str:
+    """A body's size and first ``limit`` characters as a Python literal, safe on one line
+    (line breaks, control characters and quotes escaped, bytes that are not UTF-8 replaced), the
+    key masked before the cut: ``body (1,234 bytes): '<html>\\r\\n<head>...'``."""
+    text = raw[: 4 * limit + 2 * len(secret or "")].decode("utf-8", "replace")
+    text = mask_secret(text, secret)
+    cut = len(text) > limit or 4 * limit + 2 * len(secret or "") < len(raw)
+    return f"body ({len(raw):,} bytes): {text[:limit]!r}{'...' if cut else ''}"
+
+
 def short(value: Any, limit: int = 60) -> str:
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= limit else text[:limit] + "..."

@@ -2,8 +2,15 @@
 
 :class:`Transport` is the part of :class:`imprint.backends.http.OpenAICompatibleBackend` that
 sends one request body: retried with exponential backoff and full jitter (``Retry-After``
-honoured) on 429, 5xx, timeouts, connection errors and truncated bodies, failing at once with
-the reason on other 4xx and on complete bodies of the wrong shape.
+honoured) on 429, 5xx, timeouts and connection errors, failing at once with the reason on other
+4xx and on complete bodies of the wrong shape.
+
+A 200 body that is not an OpenAI answer (not JSON, or JSON without a list of choice objects) is
+sent again once: a body cut short may be transient. A second such answer to the same request is
+a protocol error (a server that is not OpenAI-compatible, or not at this route or version), so
+the run stops with one line naming the URL, the request, what was wrong, the start of the body
+and the fix, rather than spending the whole retry budget and advising to raise it. Nothing of
+such an answer is stored; ``usage()["retries"]["malformed body"]`` counts the ones sent again.
 
 Timeouts depend on what the slow start measured (:mod:`imprint.backends.http_adapt`):
 
@@ -25,7 +32,6 @@ It expects the attributes the backend sets (``_client``, ``retry``, ``_gate``, `
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import random
@@ -33,13 +39,17 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from imprint.backends.http_checks import (
+    MALFORMED_FIX,
     SHAPE_FIX,
     APIError,
+    body_head,
     choice_index,
     choice_text,
     mask_secret,
+    read_answer,
     snippet,
     usage_tokens,
 )
@@ -56,6 +66,14 @@ class _Retry(Exception):
     def __init__(self, reason: str, wait: float | None = None, waited: float | None = None) -> None:
         super().__init__(reason)
         self.reason, self.wait, self.waited = reason, wait, waited
+
+
+class _Malformed(_Retry):
+    """A complete 200 answer that is not an OpenAI answer: ``what`` was wrong, ``raw`` its body."""
+
+    def __init__(self, what: str, raw: bytes) -> None:
+        super().__init__("malformed body")
+        self.what, self.raw = what, raw
 
 
 class _Cancelled(Exception):
@@ -97,7 +115,7 @@ class Transport:
     def _send(self, body: dict[str, Any], abort: threading.Event) -> list[str]:
         """POST one request, retrying transient failures; returns its ``n`` texts."""
         url = f"{self.base_url}/{'chat/completions' if self.mode == 'chat' else 'completions'}"
-        attempt = 0
+        attempt = malformed = 0
         while True:
             if abort.is_set():
                 raise _Cancelled
@@ -112,6 +130,12 @@ class Transport:
                     raise APIError(self._not_answered(url, retry.waited)) from None
                 if retry.reason == "timeout":
                     self._timed_out(entered)
+                if isinstance(retry, _Malformed):
+                    malformed += 1
+                    if malformed > 1 or attempt >= self.retry.max_retries:
+                        self._count("failed")
+                        message = self._malformed(url, body, retry, malformed, attempt + 1)
+                        raise APIError(message) from None
                 if attempt >= self.retry.max_retries:
                     self._count("failed")
                     raise APIError(self._gave_up(url, attempt + 1, retry.reason)) from None
@@ -175,6 +199,20 @@ class Transport:
             )
         return f"{url}: gave up after {attempts} attempts (last: {reason}); {fix}"
 
+    def _malformed(
+        self, url: str, body: dict[str, Any], answer: _Malformed, times: int, posts: int
+    ) -> str:
+        """One line for a request answered 200 ``times`` with a body that is not an answer."""
+        request = "chat sampling" if self.mode == "chat" else "sampling"
+        seen = "twice" if times == 2 else "once"
+        if posts != times:
+            seen += f" in {posts} POSTs"
+        return (
+            f"{url} answered a black-box {request} request (n={body['n']}) with HTTP 200 but "
+            f"{answer.what}, {seen}; {body_head(answer.raw, self._secret())}; "
+            + MALFORMED_FIX.format(base=self.base_url, route=urlsplit(url).path)
+        )
+
     def _post(self, url: str, body: dict[str, Any]) -> list[str]:
         httpx = self._httpx
         waits = self.limits.waits_past_timeout()
@@ -213,13 +251,10 @@ class Transport:
         """The texts of a 200 answer: ``n``, or fewer from a server that caps or ignores ``n``
         (never retried: the caller learns the limit). A truncated body is retried; a complete
         body of the wrong shape fails at once (retrying would get the same)."""
-        try:
-            data = json.loads(raw)
-        except ValueError:  # not JSON (cut short) or not UTF-8
-            raise _Retry("malformed body") from None
-        choices = data.get("choices") if isinstance(data, dict) else None
-        if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
-            raise _Retry("malformed body (no choices)")
+        data, what = read_answer(raw)
+        if data is None:
+            raise _Malformed(what or "", raw)
+        choices = data["choices"]
         if not choices or len(choices) > n:
             raise APIError(f"{url} answered 200 with {len(choices)} choices for n={n}; {SHAPE_FIX}")
         order = sorted(range(len(choices)), key=lambda i: choice_index(choices[i], i))
@@ -248,8 +283,11 @@ class Transport:
 
     def _quote(self, text: str) -> str:
         """Server text safe to show: the API key masked (before truncation), then shortened."""
-        key = self._client.headers.get("authorization", "").removeprefix("Bearer ").strip()
-        return snippet(mask_secret(text, key))
+        return snippet(mask_secret(text, self._secret()))
+
+    def _secret(self) -> str:
+        """The API key this client sends ('' without one), to mask in what it quotes."""
+        return str(self._client.headers.get("authorization", "")).removeprefix("Bearer ").strip()
 
     def _count(self, key: str, k: int = 1) -> None:
         with self._lock:
