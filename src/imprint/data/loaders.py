@@ -61,13 +61,16 @@ class LoadedData:
 
     ``fingerprint`` is the sha256 of the canonical sample list (see :func:`fingerprint_samples`),
     so the same samples give the same fingerprint whatever file format or mirror they came from.
-    ``dropped`` maps a reason to the number of rows dropped for it (empty unless ``on_bad="drop"``).
+    ``dropped`` maps a reason to the number of rows dropped for it (empty unless ``on_bad="drop"``);
+    ``dropped_ids`` maps it to those rows' ids (the id field's value, else the id the row would
+    have had, e.g. ``data.jsonl:7``), which a run's manifest keeps (``data.dropped_ids``).
     """
 
     samples: tuple[Sample, ...]
     source: str
     fingerprint: str
     dropped: dict[str, int] = field(default_factory=dict, hash=False)
+    dropped_ids: dict[str, list[str]] = field(default_factory=dict, hash=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -220,6 +223,7 @@ def _collect(
         fields = _resolve_fields(columns, f"{source} (columns)", **field_names)
     samples: list[Sample] = []
     dropped: dict[str, int] = {}
+    dropped_ids: dict[str, list[str]] = {}
     seen_ids: dict[str, int] = {}
     for pos, row in rows:
         where = f"{source}: {unit} {pos}"
@@ -243,11 +247,24 @@ def _collect(
                     "instead.)"
                 ) from None
             dropped[bad.reason] = dropped.get(bad.reason, 0) + 1
+            row_id = _row_id(row, fields, f"{id_prefix}:{pos}")
+            dropped_ids.setdefault(bad.reason, []).append(row_id)
             continue
         seen_ids[sample.id] = pos
         samples.append(sample)
     _check_classes(samples, source, dropped, require_both_classes)
-    return LoadedData(tuple(samples), source, fingerprint_samples(samples), dropped)
+    fingerprint = fingerprint_samples(samples)
+    return LoadedData(tuple(samples), source, fingerprint, dropped, dropped_ids)
+
+
+def _row_id(row: Mapping[str, Any] | _BadRow, fields: _Fields | None, default_id: str) -> str:
+    """A dropped row's id for the manifest: its id field's value where it has one, else the
+    id it would have had (its position)."""
+    if isinstance(row, Mapping) and fields is not None and fields.id is not None:
+        raw = row.get(fields.id)
+        if raw is not None and str(raw).strip():
+            return str(raw)
+    return default_id
 
 
 def _check_classes(

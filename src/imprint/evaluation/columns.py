@@ -30,6 +30,7 @@ def summary_from_dict(data: Any, where: str) -> MetricSummary:
     tprs: dict[float, Interval | None] = {}
     reasons: dict[float, str] = {}
     ties: dict[float, str] = {}
+    low_end: dict[float, str] = {}
     for key in filter(js.is_tpr_key, data):
         bound = js.fpr_bound(key)
         cell = js.obj(data[key], f"{where}.{key}")
@@ -40,6 +41,8 @@ def summary_from_dict(data: Any, where: str) -> MetricSummary:
             tprs[bound] = js.interval(cell, f"{where}.{key}")
         if cell.get("ties") is not None:
             ties[bound] = js.text(cell["ties"], f"{where}.{key}.ties")
+        if cell.get("low_end") is not None:
+            low_end[bound] = js.text(cell["low_end"], f"{where}.{key}.low_end")
 
     def count(key: str) -> int:
         return js.integer(js.get(data, key, where), f"{where}.{key}")
@@ -76,4 +79,5 @@ def summary_from_dict(data: Any, where: str) -> MetricSummary:
         tied_share=maybe_number("tied_share"),
         tie_decides=ties,
         n_nonmember_units=nonmember_units(),
+        low_end=low_end,
     )

@@ -22,7 +22,10 @@ Layout (every figure an ``{"estimate", "low", "high"}`` object, NaN written as n
 - ``comparisons``: every pair of score columns compared on the same samples (what is
   resampled, the number of pairs and the Bonferroni correction; :mod:`.comparisons`);
 - ``roc``: ``columns`` (score column -> step ROC with its bootstrap band) and ``blind`` (the
-  strongest blind baseline's), the curves the report draws (:mod:`.curves`).
+  strongest blind baseline's), the curves the report draws (:mod:`.curves`);
+- ``samples``: texts ``given``, ``scored`` and dropped (``dropped_total``, ``dropped`` by
+  reason, ``dropped_ids_in_manifest``: reason -> the manifest key with its ids), the figures the
+  report and terminal say (:mod:`.dropped`); absent in folders written before it.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from imprint.evaluation.columns import summary_from_dict
 from imprint.evaluation.comparisons import comparisons_from_dict
 from imprint.evaluation.curves import RocCurve
 from imprint.evaluation.document_results import DocumentMetrics
+from imprint.evaluation.dropped import DroppedSamples, dropped_from_dict
 from imprint.formats import FORMAT_VERSION, check_format
 from imprint.metrics import MetricSummary
 from imprint.metrics.pairwise import PairedComparisons
@@ -158,6 +162,9 @@ class RunMetrics:
     # paired comparison with the strongest blind classifier's out-of-fold scores
     blind_verdict: BlindVerdict | None = None
     text_comparisons: dict[str, TextComparison] = field(default_factory=dict)
+    # the texts given, scored and dropped by reason (imprint.evaluation.dropped), from the
+    # manifest; None before the report stage fills it, or in folders written before it
+    samples: DroppedSamples | None = None
 
     def verdict(self) -> BlindVerdict | None:
         """The blind verdict: the recorded one, or (a folder written before it was recorded)
@@ -209,6 +216,8 @@ class RunMetrics:
             out["roc"] = {"columns": {c: v.to_dict() for c, v in self.roc.items()}}
             if self.blind_roc is not None:
                 out["roc"]["blind"] = self.blind_roc.to_dict()
+        if self.samples is not None:
+            out["samples"] = self.samples.to_dict()
         return out
 
     @classmethod
@@ -233,6 +242,7 @@ class RunMetrics:
             ),
             documents=_documents(data, where),
             comparisons=js.optional(data, "comparisons", comparisons_from_dict, where),
+            samples=js.optional(data, "samples", dropped_from_dict, where),
             **_curves(data, where),
             **_verdict(data, where),
         )

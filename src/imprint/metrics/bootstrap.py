@@ -155,15 +155,18 @@ def bootstrap_metrics(
         auc_interval = NAN_INTERVAL
         tpr_intervals: dict[float, Interval | None] = {b: NAN_INTERVAL for b in bounds}
         ties: dict[float, str] = {}
+        low_end: dict[float, str] = {}
     else:
         kept = [b for b in bounds if b not in reasons]
-        auc_interval, found, ties = _measured(
+        auc_interval, found, ties, edge_read = _measured(
             is_member, score_arr, grouped, kept,
             n_resamples=int(n_resamples), seed=int(seed), confidence=confidence, interval=interval,
             widen_at_edge=bool(widen_at_edge),
         )  # fmt: skip
         tpr_intervals = {b: None for b in reasons}
         tpr_intervals.update(found)
+        # each interval read with the edge rule says so in metrics.json and the report
+        low_end = {b: TPR_LOW_END for b in edge_read}
     return MetricSummary(
         auc=auc_interval,
         tpr_at_fpr={b: tpr_intervals[b] for b in bounds},
@@ -179,6 +182,7 @@ def bootstrap_metrics(
         tied_share=tied_share(score_arr),
         tie_decides=ties,
         n_nonmember_units=neg_units,
+        low_end=low_end,
     )
 
 
@@ -193,10 +197,11 @@ def _measured(
     confidence: float,
     interval: str,
     widen_at_edge: bool = True,
-) -> tuple[Interval, dict[float, Interval], dict[float, str]]:
+) -> tuple[Interval, dict[float, Interval], dict[float, str], list[float]]:
     """With both classes present: the AUC interval, the TPR interval at each resolvable bound
-    in ``kept`` (a collapsed bootstrap's replaced by its score bound), and why ties decide a
-    bound's threshold where they do."""
+    in ``kept`` (a collapsed bootstrap's replaced by its score bound), why ties decide a
+    bound's threshold where they do, and the bounds whose low end the edge rule set
+    (:func:`_widen_at_edge`)."""
     n_pos = int(is_member.sum())
     n_neg = int(is_member.size - n_pos)
     # Each bound whose threshold's expected FPR exceeds it is also read at the edge bound
@@ -231,7 +236,7 @@ def _measured(
     widened = {b: _widen_at_edge(tprs[b], tprs.get(edges.get(b, b))) for b in kept}
     notes = {b: tie_note(thresholds, tp, fp, n_pos, n_neg, b) for b in kept}
     ties = {b: note for b, note in notes.items() if note is not None}
-    return found[0], widened, ties
+    return found[0], widened, ties, list(edges)
 
 
 def _widen_at_edge(found: Interval, at_edge: Interval | None) -> Interval:

@@ -41,6 +41,10 @@ class MetricSummary:
     ``n_nonmember_units`` counts the non-member groups when whole groups were resampled (the
     resolution rule counts them, :meth:`unresolved`); None when rows were resampled or in
     folders written before it was recorded (the rule then counts non-member texts).
+    ``low_end`` maps a TPR bound to how its interval's low end was set on top of ``method``
+    (:data:`~imprint.metrics.bootstrap.TPR_LOW_END`: lowered to the read at the threshold whose
+    expected FPR is within the bound, issue 37); empty where the low end is the method's own or
+    in folders written before it was recorded. metrics.json has it as the cell's ``low_end``.
     """
 
     auc: Interval
@@ -58,6 +62,7 @@ class MetricSummary:
     tied_share: float | None = None
     tie_decides: dict[float, str] = field(default_factory=dict)
     n_nonmember_units: int | None = None
+    low_end: dict[float, str] = field(default_factory=dict)
 
     def unresolved(
         self, bounds: Iterable[float] | None = None, *, where: str = "this evaluation"
@@ -91,6 +96,8 @@ class MetricSummary:
                 out[fpr_key(bound)] = interval.to_dict()
                 if bound in self.tie_decides:
                     out[fpr_key(bound)]["ties"] = self.tie_decides[bound]
+                if bound in self.low_end:
+                    out[fpr_key(bound)]["low_end"] = self.low_end[bound]
         out.update(
             n_members=self.n_members,
             n_nonmembers=self.n_nonmembers,

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from imprint.evaluation.dropped import SHOWN_IDS, dropped_samples
 from imprint.evaluation.results import BlindClassifierMetrics, BlindSuiteMetrics, RunMetrics
 from imprint.metrics import MetricSummary
 from imprint.report.blind_band import forest_caption, verdict_lines
@@ -166,6 +167,13 @@ def resampling(metrics: RunMetrics) -> str:
     return "resampled unit not recorded"
 
 
+def low_end_note(metrics: RunMetrics) -> str:
+    """What the TPR intervals' low ends rest on beyond the interval method, from the columns'
+    recorded ``low_end`` (the words metrics.json has in each TPR cell), or "" where none."""
+    said = sorted({v for c in metrics.attacks.values() for v in c.low_end.values()})
+    return "".join(f"TPR@FPR intervals: {s}. " for s in said)
+
+
 def report_blocks(
     metrics: RunMetrics,
     manifest: dict[str, Any],
@@ -173,15 +181,16 @@ def report_blocks(
     exposed: list[ExposedTexts] | None = None,
 ) -> list[Block]:
     """The report's content in order, as plain-text blocks (see :data:`Block`)."""
-    cfg, data = manifest["config"], manifest["data"]
+    cfg = manifest["config"]
+    dropped = dropped_samples(manifest)  # its ids; the counts are metrics.json's "samples"
     columns = attack_columns(metrics)
     blocks: list[Block] = [
         ("h1", "imprint membership inference report"),
         (
             "p",
-            f"Model {cfg['model']} on data {cfg['data']}: {data['evaluated']} samples evaluated "
-            f"({metrics_counts(metrics)}), {sum(data['dropped'].values())} dropped.",
-        ),
+            f"Model {cfg['model']} on data {cfg['data']}: "
+            f"{dropped.summary(metrics_counts(metrics))}",
+        ),  # fmt: skip
         *(("warn", w) for w in _warnings(metrics, manifest)),
     ]
     if manifest.get("provenance"):
@@ -194,7 +203,9 @@ def report_blocks(
             "p",
             "Higher score = more likely member; rows by AUC, highest first (blind rows first). "
             f"Intervals: 95 % stratified bootstrap, {cfg['n_bootstrap']} resamples, seed "
-            f"{cfg['seed']}, {resampling(metrics)}. " + blind_description(metrics),
+            f"{cfg['seed']}, {resampling(metrics)}. "
+            + low_end_note(metrics)
+            + blind_description(metrics),
         ),
         ("table", (header(columns), metric_rows(metrics, columns), "attacks")),
         *(("p", note) for note in measurability_notes(metrics, columns)),
@@ -211,9 +222,9 @@ def report_blocks(
     blocks += comparison_blocks(metrics.comparisons)
     if metrics.documents is not None:
         blocks += document_blocks(metrics.documents)
-    if data["dropped"]:
-        rows = [[k, str(v)] for k, v in data["dropped"].items()]
-        blocks += [("h2", "Dropped samples"), ("table", (["reason", "count"], rows))]
+    if dropped.by_reason:
+        header_ = ["reason", "count", f"ids (first {SHOWN_IDS})"]
+        blocks += [("h2", "Dropped samples"), ("table", (header_, dropped.rows(), "dropped"))]
     usage = [(n, m["usage"]) for n, m in manifest.get("models", {}).items() if m.get("usage")]
     if usage:
         rows = [[n, *_usage_cells(u)] for n, u in usage]

@@ -18,6 +18,7 @@ import numpy as np
 from imprint.data import Sample
 from imprint.errors import ConfigError
 from imprint.evaluation.curves import RocCurve, roc_with_band
+from imprint.evaluation.dropped import dropped_samples
 from imprint.evaluation.results import BlindSuiteMetrics, RunMetrics
 from imprint.formats import FORMAT_VERSION
 from imprint.outdir import check_out_dir, discard, mark_output, publish, staging_dir
@@ -26,7 +27,13 @@ from imprint.report.cells import by_auc
 from imprint.report.exposed import exposed_texts
 from imprint.report.plots import plot_auc_forest, plot_roc, plot_score_histograms
 from imprint.report.provenance import provenance
-from imprint.report.render import render_html, render_markdown, resampled_units, rich_table
+from imprint.report.render import (
+    metrics_counts,
+    render_html,
+    render_markdown,
+    resampled_units,
+    rich_table,
+)
 
 _PACKAGES = ("llm-imprint", "torch", "transformers", "numpy", "scipy", "scikit-learn", "pyarrow")
 
@@ -189,6 +196,8 @@ def write_run(
             f"write_run takes the RunMetrics that evaluate_scores returns, not a "
             f"{type(metrics).__name__}; for a metrics.json dict use RunMetrics.from_dict(data)"
         )
+    if metrics.samples is None:  # metrics.json's counts and the report's: the manifest's
+        metrics = dataclasses.replace(metrics, samples=dropped_samples(manifest))
     config = to_jsonable(manifest.get("config"))  # the same config again reuses ``out``
     config = config if isinstance(config, dict) else None
     out = check_out_dir(Path(out), overwrite=overwrite, config=config)
@@ -212,6 +221,8 @@ def _print_results(console: Any, metrics: RunMetrics, out: Path) -> None:
     from imprint.report.terminal import event, print_wrapped
 
     console.print(rich_table(metrics))
+    if metrics.samples is not None and metrics.samples.total:  # the report's opening line
+        print_wrapped(console, metrics.samples.summary(metrics_counts(metrics)))
     if metrics.documents is not None:
         from imprint.report.documents import document_rich_table
 

@@ -53,6 +53,7 @@ def execute_run(
     Ray workers, under one progress display.
     """
     from imprint.evaluation import RunWarning, evaluate_scores
+    from imprint.evaluation.dropped import dropped_samples
     from imprint.report import write_run
 
     started = time.time()
@@ -82,6 +83,7 @@ def execute_run(
         found += (RunWarning("unmatched_reference_ids", unmatched_message(inputs.references)),)
     metrics = dataclasses.replace(metrics, warnings=metrics.warnings + found)
     manifest = run_manifest(plan, inputs, scored, started)
+    metrics = dataclasses.replace(metrics, samples=dropped_samples(manifest))  # metrics.json's
     if inputs.split is not None and scored.documents is not None:  # from the same scores
         from imprint.evaluation.documents import evaluate_documents
 

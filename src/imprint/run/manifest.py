@@ -26,6 +26,9 @@ def run_manifest(
             "loaded": len(loaded.samples),
             "evaluated": len(scored.samples),
             "dropped": inputs.dropped,
+            # the rows the loader dropped, by reason (the report lists them; other drops are
+            # counted only, or their ids kept where they happen, e.g. models.target.ambiguous)
+            "dropped_ids": loaded.dropped_ids,
             "defects": inputs.defects.to_dict(),
         },
         "models": scored.models,
