@@ -17,7 +17,9 @@ from typer.testing import CliRunner
 
 from imprint.backends.base import SamplingSettings
 from imprint.backends.http import APIError, OpenAICompatibleBackend, RetryPolicy
+from imprint.backends.http_logprobs import HTTPLogprobBackend, LogprobOptions
 from imprint.cli import app
+from imprint.errors import ImprintError
 from imprint.signals.cache import SignalCache
 
 ENV = "IMPRINT_TEST_MALFORMED_KEY"
@@ -147,3 +149,27 @@ def test_imprint_run_stops_with_one_error_line(tmp_path):
     assert len(errors) == 1 and "not JSON" in errors[0] and "--api-base" in errors[0], errors
     assert "--api-max-retries" not in result.output
     assert server.posts <= 2  # one request in flight at first (slow start), sent twice at most
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="gray-box POSTs go through backends/http_stored_post.py (split out of http_logprobs.py "
+    "by another helper, not this task's file): it retries a body that is not JSON 7 times and "
+    "stores a JSON one without choices; wire http_checks.read_answer / malformed_line there",
+)
+@pytest.mark.parametrize("raw", [NGINX, b'{"error": "busy", "object": "text_completion"}'])
+def test_a_gray_box_request_answered_malformed_stops_the_same_way(raw, tmp_path):
+    cache = SignalCache(tmp_path / "store.sqlite")
+    with MalformedServer(raw) as server:
+        backend = HTTPLogprobBackend(
+            server.base_url, "m", LogprobOptions(key_env=None), probe=False, cache=cache
+        )
+        backend._retry = NO_WAIT  # the options' backoff, without its waits
+        try:
+            with pytest.raises(ImprintError) as err:
+                backend._first_candidates("The", 5)
+        finally:
+            backend.close()
+    assert server.posts <= 2, server.posts  # was 7 for a body that is not JSON
+    assert "--api-base" in str(err.value) and "max_retries" not in str(err.value)
+    assert cache.count() == 0  # was 1: the answer without choices, read back by every rerun

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
@@ -108,21 +109,31 @@ SHAPE_FIX = (
 )
 
 
-MALFORMED_FIX = (
-    "a malformed answer is a protocol error, not a transient one: not sent again, and not "
-    "stored; point --api-base at an OpenAI-compatible server's /v1 root (now {base}); if it is "
-    "one, its version or its route {route} is not supported (upgrade it, or put a compliant "
-    "proxy in front)"
-)
+def malformed_line(
+    url: str, request: str, what: str, raw: bytes, seen: str, base_url: str, secret: str | None
+) -> str:
+    """The one line that stops a run whose ``request`` (e.g. "a black-box sampling request
+    (n=4)") got 200 answers that are not OpenAI answers (``what``: :func:`read_answer`'s reason;
+    ``seen``: "twice", "once"), quoting the last body's start (:func:`body_head`) and the fix."""
+    return (
+        f"{url} answered {request} with HTTP 200 but {what}, {seen}; {body_head(raw, secret)}; "
+        "a malformed answer is a protocol error, not a transient one: not sent again, and not "
+        f"stored; point --api-base at an OpenAI-compatible server's /v1 root (now {base_url}); "
+        f"if it is one, its version or its route {urlsplit(url).path} is not supported "
+        "(upgrade it, or put a compliant proxy in front)"
+    )
 
 
-def read_answer(raw: bytes) -> tuple[dict[str, Any], None] | tuple[None, str]:
+def read_answer(
+    raw: bytes, decode: Callable[[bytes], Any] = json.loads
+) -> tuple[dict[str, Any], None] | tuple[None, str]:
     """(the JSON object, None) when a 200 body is a completions answer as far as its list of
-    choice objects goes, else (None, what is wrong with it: not JSON, or the field it lacks)."""
+    choice objects goes, else (None, what is wrong with it: not JSON, or the field it lacks).
+    ``decode``: the JSON reader (gray-box: :func:`imprint.backends.alignment.decode_answer`)."""
     if not raw.strip():
         return None, "an empty body"
     try:
-        data = json.loads(raw)
+        data = decode(raw)
     except UnicodeDecodeError:
         return None, "a body that is not UTF-8 text"
     except ValueError:  # cut short, or not JSON at all (an HTML page, a proxy's message)

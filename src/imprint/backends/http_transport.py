@@ -39,15 +39,13 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from imprint.backends.http_checks import (
-    MALFORMED_FIX,
     SHAPE_FIX,
     APIError,
-    body_head,
     choice_index,
     choice_text,
+    malformed_line,
     mask_secret,
     read_answer,
     snippet,
@@ -203,14 +201,13 @@ class Transport:
         self, url: str, body: dict[str, Any], answer: _Malformed, times: int, posts: int
     ) -> str:
         """One line for a request answered 200 ``times`` with a body that is not an answer."""
-        request = "chat sampling" if self.mode == "chat" else "sampling"
+        kind = "chat sampling" if self.mode == "chat" else "sampling"
+        request = f"a black-box {kind} request (n={body['n']})"
         seen = "twice" if times == 2 else "once"
         if posts != times:
             seen += f" in {posts} POSTs"
-        return (
-            f"{url} answered a black-box {request} request (n={body['n']}) with HTTP 200 but "
-            f"{answer.what}, {seen}; {body_head(answer.raw, self._secret())}; "
-            + MALFORMED_FIX.format(base=self.base_url, route=urlsplit(url).path)
+        return malformed_line(
+            url, request, answer.what, answer.raw, seen, self.base_url, self._secret()
         )
 
     def _post(self, url: str, body: dict[str, Any]) -> list[str]:
