@@ -117,4 +117,4 @@ def test_a_resumed_served_run_counts_what_was_sent_and_what_the_store_answered(t
     assert counts["sent"] == sent and counts["answered_by_store"] == usage["cached"]
     assert counts["sent"] + counts["answered_by_store"] == counts["executed"]
     line = " ".join(out.getvalue().split())
-    assert f"({sent} sent, {usage['cached']} read back from the answers an earlier" in line, line
+    assert f"({sent} POSTs sent, {usage['cached']} read back from the answers an" in line, line

@@ -33,7 +33,15 @@ from imprint.data.sample import MEMBER
 from imprint.requests.logprobs import LogprobRequest
 from imprint.run.calls import plan_calls
 
-__all__ = ["KindPlan", "TimedExecutor", "WorkPlan", "plan_work", "ran_line", "record_rates"]
+__all__ = [
+    "KindPlan",
+    "TimedExecutor",
+    "WorkPlan",
+    "plan_work",
+    "ran_line",
+    "record_rates",
+    "served_part",
+]
 
 _PROBE_TOKENS = 1024  # tokens the quick measurement scores (a few of the run's texts)
 LOGPROBS_KIND = "logprobs"
@@ -416,6 +424,21 @@ def record_rates(
     return done
 
 
+def served_part(counts: dict[str, int]) -> str:
+    """What a served (HTTP) backend did for one kind, from the manifest's own ``requests``
+    entry (``sent``, ``answered_by_store``: its ``usage()`` counted between the calls): the
+    POSTs sent, which differ from the requests where the server caps ``n`` (llama-cpp-python:
+    4 SaMIA requests of 2 samples are 8 POSTs), and the answers read back from those an
+    earlier run kept; "" for a backend that sends none (a local model)."""
+    if counts.get("sent") is None:
+        return ""
+    sent, read = int(counts["sent"]), int(counts.get("answered_by_store", 0))
+    return (
+        f" ({sent:,} POST{'s' * (sent != 1)} sent, {read:,} read back from the answers an "
+        "earlier run kept)"
+    )
+
+
 def ran_line(
     plan: WorkPlan | None,
     counts: dict[str, dict[str, dict[str, int]]],
@@ -432,11 +455,7 @@ def ran_line(
             text = f"{role} {kind} {c.get('executed', 0):,} {noun} executed"
             if c.get("tokens"):
                 text += f" ({_k(int(c['tokens']))} tokens)"
-            if c.get("sent") is not None and c.get("answered_by_store"):  # a resumed served run
-                text += (
-                    f" ({c['sent']:,} sent, {c['answered_by_store']:,} read back from the answers "
-                    "an earlier run kept)"
-                )
+            text += served_part(c)
             if c.get("cache_hits"):
                 text += f", {c['cache_hits']:,} answered by the store"
             if c.get("damaged"):
