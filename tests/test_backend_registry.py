@@ -457,7 +457,7 @@ def test_provider_for_matches_choose_backend_without_building_options():
 
 
 def test_imprint_backends_lists_schemes_capabilities_and_options():
-    result = CliRunner().invoke(app, ["backends"])
+    result = CliRunner().invoke(app, ["backends"], env={"COLUMNS": "400"})  # unwrapped
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     vllm = next(i for i, line in enumerate(lines) if line.startswith("vllm:"))

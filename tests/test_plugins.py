@@ -146,7 +146,7 @@ def test_a_plugin_attack_is_listed_with_its_package_and_a_broken_one_is_reported
 
 
 def test_a_plugin_backend_and_benchmark_are_listed(plugin_env):
-    backends = _imprint(plugin_env, "backends")
+    backends = _imprint({**plugin_env, "COLUMNS": "400"}, "backends")  # an entry a line
     assert backends.returncode == 0, backends.stderr
     (toy,) = [line for line in backends.stdout.splitlines() if line.startswith("toyhf:")]
     assert "logprobs" in toy and toy.endswith("(plugin imprint-toy)")

@@ -274,7 +274,8 @@ def test_imprint_backends_describes_each_offline_alias():
     from imprint.backends.models import ALIASES
     from imprint.cli import app
 
-    lines = CliRunner().invoke(app, ["backends"]).output.splitlines()
+    wide = {"COLUMNS": "400"}  # each entry on one line (a pipe wraps at 80 columns)
+    lines = CliRunner().invoke(app, ["backends"], env=wide).output.splitlines()
     for alias in ALIASES:
         (line,) = [line for line in lines if line.startswith(alias + " ")]
         assert (

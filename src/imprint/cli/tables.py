@@ -173,7 +173,6 @@ def backend_rows() -> list[dict[str, Any]]:
 def print_backends(fmt: str = "table") -> None:
     """``imprint backends``: providers (capabilities, options, origin), model schemes, aliases;
     ``fmt`` json, md or tsv: :func:`backend_rows` in that format."""
-    import typer
 
     from imprint.cli.listing import emit
 
@@ -182,20 +181,37 @@ def print_backends(fmt: str = "table") -> None:
         emit(rows, BACKEND_COLUMNS, fmt)
         return
     width = max(len(r["name"]) for r in rows) + 2
+    hang = " " * width  # each entry's text starts after the names' column, wrapped lines too
     for row in rows:
         name = (
             f"{row['name'] + ':':<{width}}" if row["kind"] != "alias" else f"{row['name']:<{width}}"
         )
         if row["kind"] == "provider" and "capabilities" not in row:
-            typer.echo(f"{name}{row['note']}")
+            _echo_wrapped(f"{name}{row['note']}", hang)
         elif row["kind"] == "provider":
             caps = ",".join(row["capabilities"])
-            typer.echo(
-                f"{name}{caps:<27} {row['summary']}{_from(row['origin'])}\n"
-                f"{'':<{width}}options: {', '.join(row['options'])} (--model-args "
-                f"KEY=VALUE,...); e.g. {row['example']}"
+            _echo_wrapped(f"{name}{caps:<27} {row['summary']}{_from(row['origin'])}", hang)
+            _echo_wrapped(
+                f"options: {', '.join(row['options'])} (--model-args KEY=VALUE,...); "
+                f"e.g. {row['example']}",
+                hang + "  ",
+                first=hang,
             )
         elif row["kind"] == "scheme":
-            typer.echo(f"{name}{row['summary']}")
+            _echo_wrapped(f"{name}{row['summary']}", hang)
         else:
-            typer.echo(f"{name}alias: {row['summary']}; {row['note']}")
+            _echo_wrapped(f"{name}alias: {row['summary']}; {row['note']}", hang)
+
+
+def _echo_wrapped(line: str, hang: str, first: str = "") -> None:
+    """``first + line`` wrapped at spaces to the console's width (80 columns in a pipe, as a
+    run's output), continuation lines indented by ``hang``; a word longer than the width (a
+    path, an example's model name) is kept whole, never cut."""
+    import textwrap
+
+    import typer
+
+    width = max(40, int(console.width or 80))
+    for text in textwrap.wrap(line, width, initial_indent=first, subsequent_indent=hang,
+                              break_long_words=False, break_on_hyphens=False):  # fmt: skip
+        typer.echo(text)

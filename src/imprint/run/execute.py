@@ -76,8 +76,9 @@ def execute_run(
     with stage("evaluate"):
         metrics = evaluate_scores(scored.samples, scored.scores, config=config)
     found = tuple(RunWarning("data_defects", m) for m in inputs.defects.warnings(config.data))
-    for kind, message in scored.warnings:  # said now, and in metrics.json and the report
-        warnings.warn(message, UserWarning, stacklevel=2)
+    for kind, message in scored.warnings:  # in metrics.json, the report and the results
+        if console is None:  # no results are printed: a caller of the API hears it this way
+            warnings.warn(message, UserWarning, stacklevel=2)
         found += (RunWarning(kind, message),)  # type: ignore[arg-type]
     if inputs.references and inputs.references["unmatched_ids"]:
         found += (RunWarning("unmatched_reference_ids", unmatched_message(inputs.references)),)

@@ -1,0 +1,62 @@
+"""Each warning of a run is said once on the terminal, and listings fit 80 columns when piped
+(issue 36's hostile tester).
+
+A warning found while scoring (a reference model that is the target itself) was said when
+found (a Python warning, shown as a ``warning:`` line) and again with the run's results, where
+every warning of metrics.json is listed: twice in the same output. It is now said once, with
+the results, and stays in metrics.json and the report. ``imprint backends`` printed lines of up
+to 240 columns into a pipe; it now wraps them at 80, as a run's piped output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+WIDTH = 80
+
+
+def _imprint(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``imprint ARGS`` in a real process, stdout and stderr pipes, no COLUMNS: a CI log."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    return subprocess.run(
+        [sys.executable, "-m", "imprint", *map(str, args)],
+        capture_output=True, text=True, env=env, cwd=cwd, timeout=600,
+    )  # fmt: skip
+
+
+def test_a_warning_found_while_scoring_is_said_once(tiny_model_dir, tmp_path) -> None:
+    data = tmp_path / "d.jsonl"
+    rows = [{"text": f"Some text {i} about things {i * 3}", "label": i % 2} for i in range(12)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "same"
+    done = _imprint("run", "--model", tiny_model_dir, "--data", data, "--attacks", "ref",
+                    "--ref", f"twin={tiny_model_dir}", "--n-bootstrap", 20, "--no-blind",
+                    "--out", out, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = " ".join((done.stdout + done.stderr).split())
+    assert said.count("reference model 'twin' is the target itself") == 1, said
+    assert said.count("warning:") == len(json.loads((out / "metrics.json").read_text())["warnings"])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert "reference_is_target" in metrics["warning_kinds"]
+    assert "is the target itself" in (out / "report.html").read_text()
+
+
+def test_backends_fits_80_columns_when_piped(tmp_path) -> None:
+    done = _imprint("backends", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    wide = [line for line in done.stdout.splitlines() if len(line) > WIDTH]
+    assert wide == [], wide
+    lines = done.stdout.splitlines()
+    # an entry's wrapped lines start after the names' column; the options line under it
+    vllm = next(i for i, line in enumerate(lines) if line.startswith("vllm:"))
+    entry = " ".join(" ".join(lines[vllm : vllm + 9]).split())
+    assert (
+        "sampling,token_logprobs vLLM engine" in entry and "options: tensor_parallel_size" in entry
+    )
+    column = lines[vllm].index("sampling")
+    assert all(line[:column].strip() == "" for line in lines[vllm + 1 : vllm + 4])
+    assert "--model vllm:meta-llama/Llama-3.2-1B" in entry  # an example kept whole, never cut
