@@ -23,6 +23,7 @@ from imprint.metrics import (
 )
 from imprint.metrics import resample as resample_module
 from imprint.metrics.binary import confusion_at_thresholds, tpr_from_counts
+from imprint.metrics.bootstrap import TPR_LOW_END
 from imprint.metrics.resample import _resample_chunks, _resample_statistics
 
 
@@ -205,8 +206,10 @@ def test_default_run_is_fast_enough() -> None:
 def test_to_dict_keys_and_json() -> None:
     summary = bootstrap_metrics(*make_data(0, 400), n_resamples=100, seed=7)
     out = summary.to_dict()
-    for key in ("auc", "tpr@5%", "tpr@10%"):
-        assert set(out[key]) == {"estimate", "low", "high"}
+    assert set(out["auc"]) == {"estimate", "low", "high"}
+    for key in ("tpr@5%", "tpr@10%"):  # a TPR cell says how its low end was set (issue 37)
+        assert set(out[key]) == {"estimate", "low", "high", "low_end"}
+        assert out[key]["low_end"] == TPR_LOW_END
     # about 200 non-members cannot resolve 0.1 % or 1 %: no number, the reason instead
     assert out["tpr@0.1%"]["estimate"] is None and "4000" in out["tpr@0.1%"]["not_measurable"]
     assert out["tpr@1%"]["estimate"] is None and "400" in out["tpr@1%"]["not_measurable"]
