@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 from conftest import WIKIMIA
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +68,8 @@ def _model_call_example() -> str:
 
 def test_a_model_call_attack_is_one_file_planned_counted_and_stored(tiny_model_dir, tmp_path):
     """The docs' second example samples text and embeds it: one new file, and the run plans its
-    calls (read off its planned_requests), executes what it planned, and stores the answers."""
+    calls (read off its planned_requests), executes what it planned, stores the answers, and runs
+    on Ray unchanged."""
     env, data, rows = _package_with(tmp_path, "echo_sim.py", _model_call_example())
     args = ["--model", str(tiny_model_dir), "--data", str(data), "--attacks", "loss,echo_sim"]
     args += ["--device", "cpu", "--no-blind", "--bootstrap", "20"]
@@ -93,3 +96,24 @@ def test_a_model_call_attack_is_one_file_planned_counted_and_stored(tiny_model_d
     assert again["requests"]["embedder"]["embed"]["executed"] == 0
     metrics = json.loads((tmp_path / "r2" / "metrics.json").read_text())
     assert 0 <= metrics["attacks"]["echo_sim"]["auc"]["estimate"] <= 1
+
+    # the same file runs on Ray as it is: a fresh store, one worker, the plan's calls executed there
+    # and the scores those of the local run
+    fresh = {str(tmp_path / "s.sqlite"): str(tmp_path / "ray.sqlite")}
+    ray_args = [fresh.get(a, a) for a in args]
+    on_ray = subprocess.run(
+        [sys.executable, "-m", "imprint", "run", *ray_args, "--out", str(tmp_path / "r3"),
+         "--executor", "ray", "--workers", "1"],
+        env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert on_ray.returncode == 0, on_ray.stderr[-2000:]
+    ray_manifest = json.loads((tmp_path / "r3" / "manifest.json").read_text())
+    where = ray_manifest["executor"]["where"]
+    assert ray_manifest["executor"]["kind"] == "ray", ray_manifest["executor"]
+    assert "driver" not in where["target"]["greedy"] and "driver" not in where["embedder"]["embed"]
+    assert ray_manifest["requests"]["target"]["greedy"]["executed"] == len(rows)
+    assert ray_manifest["requests"]["embedder"]["embed"]["executed"] >= len(suffixes)
+    local = pd.read_parquet(tmp_path / "r1" / "scores.parquet")
+    remote = pd.read_parquet(tmp_path / "r3" / "scores.parquet")
+    for column in ("loss", "echo_sim"):
+        np.testing.assert_allclose(remote[column], local[column], rtol=1e-5, atol=1e-6)
