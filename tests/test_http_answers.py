@@ -12,7 +12,7 @@ from json_handler import JSONHandler
 from imprint.backends.alignment import EchoAnswer, token_rows
 from imprint.backends.http_logprobs import HTTPLogprobBackend, LogprobOptions
 from imprint.backends.registry import provider_for
-from imprint.errors import ConfigError
+from imprint.errors import ConfigError, ImprintError
 
 
 @pytest.fixture()
@@ -34,8 +34,12 @@ def no_choices():
 def test_a_first_token_answer_without_choices_is_refused_quoting_it(no_choices):
     backend = HTTPLogprobBackend(no_choices, "m", LogprobOptions(key_env=None), probe=False)
     try:
-        with pytest.raises(ConfigError, match=r"context 'The'\).*no choices.*\"error\": \"busy\""):
-            backend._first_candidates("The", 5)  # was a raw KeyError
+        # asked twice, then refused naming the request and quoting the body (was a raw KeyError)
+        with pytest.raises(
+            ImprintError,
+            match=r"context 'The'\).*without the field \"choices\".*\"error\": \"busy\"",
+        ):
+            backend._first_candidates("The", 5)
     finally:
         backend.close()
 

@@ -151,12 +151,6 @@ def test_imprint_run_stops_with_one_error_line(tmp_path):
     assert server.posts <= 2  # one request in flight at first (slow start), sent twice at most
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gray-box POSTs go through backends/http_stored_post.py (split out of http_logprobs.py "
-    "by another helper, not this task's file): it retries a body that is not JSON 7 times and "
-    "stores a JSON one without choices; wire http_checks.read_answer / malformed_line there",
-)
 @pytest.mark.parametrize("raw", [NGINX, b'{"error": "busy", "object": "text_completion"}'])
 def test_a_gray_box_request_answered_malformed_stops_the_same_way(raw, tmp_path):
     cache = SignalCache(tmp_path / "store.sqlite")

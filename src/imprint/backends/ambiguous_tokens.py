@@ -87,7 +87,8 @@ def forced_body(model: str, prompt: str, token_id: int, k: int) -> dict[str, Any
     sampler only, on a copy of the logits, and reports the generated token's log p from the
     unbiased scores by id (``logprobs_token[int(token)]``), with ``echo: false`` read from the
     row that predicts it: the token's exact log p, whatever text other ids render to. The probe
-    (:meth:`HTTPLogprobBackend._check_forcing`) checks a server does so before it is relied on.
+    (:meth:`imprint.backends.http_forced_tokens.ForcedTokens._probe_forcing`) checks a server
+    does so before it is relied on.
     """
     return {
         "model": model,

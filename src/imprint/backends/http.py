@@ -10,7 +10,9 @@
   its useful concurrency from the first answers (:mod:`imprint.backends.http_adapt`).
 - Up to ``max_concurrency`` requests in flight (a thread pool over one pooled HTTP client).
 - Retries with exponential backoff and full jitter (``Retry-After`` honoured) on 429, 5xx,
-  timeouts, connection errors and truncated bodies; other 4xx and bodies of the wrong shape
+  timeouts and connection errors; a 200 body that is not a completions answer (cut short, not
+  JSON, no ``choices``) is asked once more, then refused in one line; other 4xx and bodies of the
+  wrong shape
   (``text: null``, ``usage`` not an object, token counts not integers) fail at once with the
   reason. The first request that fails for good cancels every request still queued.
 - The API key is read from the environment variable ``api_key_env`` when the backend is built;

@@ -2,8 +2,9 @@
 
 :class:`StoredPost` is the part of :class:`imprint.backends.http_logprobs.HTTPLogprobBackend`
 that sends a request body: an answer the run's store holds (:mod:`.http_answer_store`) is read
-from it, any other is POSTed (429, 5xx and connection errors retried with backoff, timeouts not)
-and stored as it arrives, so a stopped run resumes without asking a stored answer again. It
+from it, any other is POSTed (429, 5xx and connection errors retried with backoff, timeouts not;
+a 200 answer that is not a completions answer asked once more, then refused in one line, never
+stored) and stored as it arrives, so a stopped run resumes without asking a stored answer again. It
 expects the attributes the backend sets (``_client``, ``_retry``, ``cache``, ``_usage`` ...).
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 
 from imprint.backends.alignment import decode_answer
 from imprint.backends.http_answer_store import answer_key
-from imprint.backends.http_checks import mask_secret, snippet
+from imprint.backends.http_checks import malformed_line, mask_secret, read_answer, snippet
 from imprint.backends.http_logprob_options import LogprobOptions
 from imprint.backends.http_transport import RETRY_STATUS, RetryPolicy, _retry_after
 from imprint.errors import ImprintError
@@ -56,15 +57,22 @@ class StoredPost:
                     self._count("cached")
                     return data
         url = f"{self.base_url}/{path}"
+        malformed = 0  # answers that are not completions answers: a protocol error, asked twice
         for attempt in range(self._retry.max_retries + 1):
             reason, hint = self._attempt(url, body, where)
-            if isinstance(reason, tuple):
+            if isinstance(reason, tuple) and isinstance(reason[0], dict):
                 data, raw = reason
                 self._count("requests")
                 if self.cache is not None:
                     self.cache.put_response(key, [raw])
                     self._count("stored")
                 return data
+            if isinstance(reason, tuple):  # (None, (what is wrong, the body)): nothing stored
+                what, content = reason[1]
+                malformed += 1
+                if malformed == 2 or attempt == self._retry.max_retries:
+                    raise ServerError(self._malformed(url, where, what, content, malformed))
+                reason = "malformed body"
             if attempt == self._retry.max_retries:
                 break
             self._count("retries")
@@ -77,9 +85,19 @@ class StoredPost:
             "check the server, or raise --model-arg max_retries / timeout"
         )
 
+    def _malformed(self, url: str, where: str, what: str, raw: bytes, times: int) -> str:
+        """The one line that stops a request whose 200 answers were not completions answers."""
+        detail = where.removeprefix(url).strip()
+        request = f"a gray-box log-prob request{f' {detail}' if detail else ''}"
+        return malformed_line(
+            url, request, what, raw, "twice" if times == 2 else "once", self.base_url, self._key
+        )
+
     def _attempt(
         self, url: str, body: dict[str, Any], where: str
-    ) -> tuple[tuple[dict[str, Any], str] | str, float | None]:
+    ) -> tuple[tuple[dict[str, Any], str] | tuple[None, tuple[str, bytes]] | str, float | None]:
+        """One POST: ((answer, its text) | (None, (what is wrong, the body)) | a retryable
+        reason, the server's Retry-After)."""
         httpx = self._httpx
         try:
             response = self._client.post(url, json=body)
@@ -100,12 +118,9 @@ class StoredPost:
                 f"{where} answered {response.status_code}: "
                 f"{snippet(mask_secret(response.text, self._key))}{_too_long_hint(response)}"
             )
-        try:
-            data = decode_answer(response.content)
-        except ValueError:
-            return "malformed body", None
-        if not isinstance(data, dict):
-            return "malformed body", None
+        data, what = read_answer(response.content, decode_answer)
+        if data is None:
+            return (None, (str(what), response.content)), None
         return (data, response.text), None
 
     def _count(self, key: str) -> None:
