@@ -11,21 +11,10 @@ to 240 columns into a pipe; it now wraps them at 80, as a run's piped output.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
+
+from piped_cli import imprint_piped
 
 WIDTH = 80
-
-
-def _imprint(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``imprint ARGS`` in a real process, stdout and stderr pipes, no COLUMNS: a CI log."""
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    return subprocess.run(
-        [sys.executable, "-m", "imprint", *map(str, args)],
-        capture_output=True, text=True, env=env, cwd=cwd, timeout=600,
-    )  # fmt: skip
 
 
 def test_a_warning_found_while_scoring_is_said_once(tiny_model_dir, tmp_path) -> None:
@@ -33,9 +22,9 @@ def test_a_warning_found_while_scoring_is_said_once(tiny_model_dir, tmp_path) ->
     rows = [{"text": f"Some text {i} about things {i * 3}", "label": i % 2} for i in range(12)]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "same"
-    done = _imprint("run", "--model", tiny_model_dir, "--data", data, "--attacks", "ref",
-                    "--ref", f"twin={tiny_model_dir}", "--n-bootstrap", 20, "--no-blind",
-                    "--out", out, cwd=tmp_path)  # fmt: skip
+    done = imprint_piped("run", "--model", tiny_model_dir, "--data", data, "--attacks", "ref",
+                         "--ref", f"twin={tiny_model_dir}", "--n-bootstrap", 20, "--no-blind",
+                         "--out", out, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     said = " ".join((done.stdout + done.stderr).split())
     assert said.count("reference model 'twin' is the target itself") == 1, said
@@ -46,7 +35,7 @@ def test_a_warning_found_while_scoring_is_said_once(tiny_model_dir, tmp_path) ->
 
 
 def test_backends_fits_80_columns_when_piped(tmp_path) -> None:
-    done = _imprint("backends", cwd=tmp_path)
+    done = imprint_piped("backends", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     wide = [line for line in done.stdout.splitlines() if len(line) > WIDTH]
     assert wide == [], wide

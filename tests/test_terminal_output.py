@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from piped_cli import imprint_piped
 from typer.testing import CliRunner
 
 from imprint.cli import app
@@ -50,15 +51,6 @@ def data(tmp_path_factory) -> Path:
     return path
 
 
-def _imprint(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``imprint ARGS`` in a real process, stdout and stderr pipes, no COLUMNS: a CI log."""
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    return subprocess.run(
-        [sys.executable, "-m", "imprint", *map(str, args)],
-        capture_output=True, text=True, env=env, cwd=cwd, timeout=600,
-    )  # fmt: skip
-
-
 def _run_args(model: Path, data: Path, out: Path) -> list[object]:
     # no blind suite: test_blind_output_fits_80_columns renders it (and it takes a minute)
     return ["run", "--model", model, "--data", data, "--attacks", "loss,zlib", "--shot-holdout",
@@ -69,7 +61,7 @@ def _run_args(model: Path, data: Path, out: Path) -> list[object]:
 def test_piped_run_fits_80_columns_and_leaves_out_unmeasurable_columns(
     tiny_model_dir, data, tmp_path
 ):
-    done = _imprint(*_run_args(tiny_model_dir, data, tmp_path / "run"), cwd=tmp_path)
+    done = imprint_piped(*_run_args(tiny_model_dir, data, tmp_path / "run"), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert _too_wide(out) == [], out
@@ -100,7 +92,9 @@ def test_quiet_prints_results_and_no_progress(tiny_model_dir, data, tmp_path):
 
 def test_jsonl_events_parse_and_name_stages_and_results(tiny_model_dir, data, tmp_path):
     out = tmp_path / "run"
-    done = _imprint("--log-format", "jsonl", *_run_args(tiny_model_dir, data, out), cwd=tmp_path)
+    done = imprint_piped(
+        "--log-format", "jsonl", *_run_args(tiny_model_dir, data, out), cwd=tmp_path
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     events = [json.loads(line) for line in done.stderr.splitlines() if line.strip()]
     kinds = [e["event"] for e in events]
