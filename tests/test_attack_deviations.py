@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attack_listing import attack_entries, said
 from conftest import quiet_wikimia_run
 from typer.testing import CliRunner
 
@@ -17,13 +18,11 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 def test_imprint_attacks_prints_every_declared_deviation(monkeypatch):
     monkeypatch.setattr(Loss, "deviations", ("scores the first token after the start token",))
-    out = CliRunner().invoke(app, ["attacks"]).output
+    entries = attack_entries(CliRunner().invoke(app, ["attacks"]).output)  # wrapped at 80
     for name, cls in available_attacks().items():
         for deviation in cls.deviations:
-            assert f"differs: {deviation}" in out, name
-    lines = out.splitlines()
-    loss_line = next(i for i, line in enumerate(lines) if line.startswith("loss "))
-    assert "differs: scores the first token" in lines[loss_line + 1]
+            assert said(f"differs: {deviation}") in entries[name], name
+    assert "differs: scores the first token" in entries["loss"]
 
 
 def test_every_declared_deviation_is_in_the_attack_reference_docs():

@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from attack_listing import attack_entries
 from conftest import WIKIMIA
 
 ATTACK = '''
@@ -136,11 +137,11 @@ def _imprint(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str
 def test_a_plugin_attack_is_listed_with_its_package_and_a_broken_one_is_reported(plugin_env):
     listed = _imprint(plugin_env, "attacks")
     assert listed.returncode == 0, listed.stderr
-    lines = listed.stdout.splitlines()
-    (spread,) = [line for line in lines if line.startswith("logp_spread ")]
+    entries = attack_entries(listed.stdout)  # wrapped at 80 columns: an entry, not a line
+    spread = entries["logp_spread"]
     assert "minus the standard deviation" in spread and spread.endswith("(plugin imprint-toy)")
-    assert any(line.startswith("loss ") and "(plugin" not in line for line in lines)
-    (ghost,) = [line for line in lines if line.startswith("ghost ")]
+    assert "loss" in entries and "(plugin" not in entries["loss"]
+    ghost = entries["ghost"]
     assert "broken" in ghost and "imprint-broken" in ghost and "imprint_ghost" in ghost
     assert "PluginWarning" in listed.stderr and "ModuleNotFoundError" in listed.stderr
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from attack_listing import attack_entries, said
 from piped_cli import imprint_piped
 
 WIDTH = 80
@@ -49,3 +50,28 @@ def test_backends_fits_80_columns_when_piped(tmp_path) -> None:
     column = lines[vllm].index("sampling")
     assert all(line[:column].strip() == "" for line in lines[vllm + 1 : vllm + 4])
     assert "--model vllm:meta-llama/Llama-3.2-1B" in entry  # an example kept whole, never cut
+
+
+def test_attacks_fits_80_columns_when_piped(tmp_path) -> None:
+    """``imprint attacks`` wraps as ``imprint backends``: nothing wider than 80 columns, an
+    entry's lines under its text, every deviation still said in full."""
+    from imprint.attacks import available_attacks
+
+    done = imprint_piped("attacks", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    wide = [line for line in lines if len(line) > WIDTH]
+    assert wide == [], wide
+    entries = attack_entries(done.stdout)
+    attacks = available_attacks()
+    assert entries.keys() == attacks.keys()
+    for name, cls in attacks.items():
+        assert said(f"{cls.summary}  [{cls.paper}]") in entries[name], name
+        for deviation in cls.deviations:
+            assert said(f"differs: {deviation}") in entries[name], name
+    # wrapped lines start under the access column; a deviation's under its own text
+    camia = next(i for i, line in enumerate(lines) if line.startswith("camia "))
+    column = lines[camia].index("gray-box")
+    assert lines[camia + 1][:column].strip() == "" and lines[camia + 1][column] != " "
+    differs = next(i for i in range(camia, len(lines)) if "differs:" in lines[i])
+    assert lines[differs + 1].index(lines[differs + 1].split()[0]) > lines[differs].index("d")

@@ -113,9 +113,8 @@ ATTACK_COLUMNS = ("name", "access", "summary", "paper", "origin", "deviations", 
 
 def print_attacks(fmt: str = "table") -> None:
     """``imprint attacks``: one line per attack, its origin when not built in, broken plugins;
-    ``fmt`` json, md or tsv: :func:`attack_rows` in that format."""
-    import typer
-
+    ``fmt`` json, md or tsv: :func:`attack_rows` in that format. Lines wrap at the console's
+    width (80 columns in a pipe) as :func:`print_backends`'."""
     from imprint.cli.listing import emit
 
     rows = attack_rows()
@@ -123,15 +122,16 @@ def print_attacks(fmt: str = "table") -> None:
         emit(rows, ATTACK_COLUMNS, fmt)
         return
     width = max(len(r["name"]) for r in rows) + 1  # full names, aligned
+    hang = " " * width  # an entry's wrapped lines start after the names' column, as backends'
     for row in rows:
         name = f"{row['name']:<{width}}"
         if row["broken"] is not None:
-            typer.echo(f"{name}{'broken':<9} {row['broken']}")
+            _echo_wrapped(f"{name}{'broken':<9} {row['broken']}", hang)
             continue
-        typer.echo(f"{name}{row['access']:<9} {row['summary']}  [{row['paper']}]"
-                   f"{_from(row['origin'])}")  # fmt: skip
+        _echo_wrapped(f"{name}{row['access']:<9} {row['summary']}  [{row['paper']}]"
+                      f"{_from(row['origin'])}", hang)  # fmt: skip
         for deviation in row["deviations"]:  # differences from the paper / the authors' code
-            typer.echo(f"{'':<{width + 1}}differs: {deviation}")
+            _echo_wrapped(f"differs: {deviation}", hang + "   ", first=hang + " ")
 
 
 BACKEND_COLUMNS = ("name", "kind", "capabilities", "summary", "options", "example", "origin",
