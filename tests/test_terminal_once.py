@@ -13,7 +13,10 @@ from __future__ import annotations
 import json
 
 from attack_listing import attack_entries, said
+from conftest import WIKIMIA
 from piped_cli import imprint_piped
+
+from imprint.diagnostics.blind_verdict import BlindVerdict
 
 WIDTH = 80
 
@@ -75,3 +78,27 @@ def test_attacks_fits_80_columns_when_piped(tmp_path) -> None:
     assert lines[camia + 1][:column].strip() == "" and lines[camia + 1][column] != " "
     differs = next(i for i in range(camia, len(lines)) if "differs:" in lines[i])
     assert lines[differs + 1].index(lines[differs + 1].split()[0]) > lines[differs].index("d")
+
+
+def test_the_blind_verdict_is_said_once(tiny_model_dir, tmp_path) -> None:
+    """WikiMIA's blind baseline shows a shift: the verdict's line is printed, and the shift
+    warning under it says what follows without repeating the line's words (metrics.json and the
+    report keep the whole sentence, where it stands alone)."""
+    out = tmp_path / "run"
+    done = imprint_piped("run", "--model", tiny_model_dir, "--data",
+                         WIKIMIA / "WikiMIA_length32.jsonl", "--n-per-label", 20, "--attacks",
+                         "loss", "--device", "cpu", "--n-bootstrap", 200, "--out", out,
+                         cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    verdict = BlindVerdict.from_dict(metrics["blind_verdict"])
+    assert verdict.state == "shift"
+    stdout = " ".join(done.stdout.split())
+    assert stdout.count(verdict.summary) == 1, stdout
+    assert stdout.count("distribution shift shown") == 1, stdout
+    warned = stdout.split(verdict.summary, 1)[1].lstrip()
+    assert warned.startswith("warning: its interval lies above 0.5: members and non-members")
+    (message,) = [m for m, k in zip(metrics["warnings"], metrics["warning_kinds"], strict=True)
+                  if k == "blind_not_at_chance"]  # fmt: skip
+    assert message.startswith(verdict.summary + "; its interval lies above 0.5")
+    assert stdout.count("warning:") == len(metrics["warnings"])

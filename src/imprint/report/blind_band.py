@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from imprint.diagnostics.blind_verdict import BlindVerdict
 from imprint.evaluation.results import RunMetrics
 
-__all__ = ["beats_text", "forest_caption", "text_line", "verdict_lines"]
+__all__ = ["beats_text", "forest_caption", "said_after_verdict", "text_line", "verdict_lines"]
 
 
 def beats_text(metrics: RunMetrics) -> dict[str, bool]:
@@ -36,12 +37,23 @@ def text_line(metrics: RunMetrics) -> str | None:
 
 def verdict_lines(metrics: RunMetrics) -> list[str]:
     """The terminal's lines: the verdict's state with its interval, and the attacks that beat
-    the text (the shift warning, when the state is ``shift``, follows as a warning)."""
+    the text (the shift warning, when the state is ``shift``, follows the first as a warning
+    without the words of that line: :func:`said_after_verdict`)."""
     verdict = metrics.verdict()
     if verdict is None:
         return []
     line = text_line(metrics)
     return [verdict.summary] + ([line] if line else [])
+
+
+def said_after_verdict(verdict: BlindVerdict | None, message: str) -> str | None:
+    """What a warning adds once the verdict's line (:attr:`BlindVerdict.summary`) is printed:
+    the shift warning starts with that line's words (:attr:`BlindVerdict.reason`, then its TPR
+    and features) and keeps them in metrics.json and the report, where it stands alone; printed
+    under the verdict line it says the rest only. None for a warning that does not start so."""
+    if verdict is None or not message.startswith(verdict.summary):
+        return None
+    return message[len(verdict.summary) :].lstrip("; ")
 
 
 def forest_caption(metrics: RunMetrics) -> str:

@@ -19,10 +19,10 @@ from imprint.data import Sample
 from imprint.errors import ConfigError
 from imprint.evaluation.curves import RocCurve, roc_with_band
 from imprint.evaluation.dropped import dropped_samples
-from imprint.evaluation.results import BlindSuiteMetrics, RunMetrics
+from imprint.evaluation.results import BlindSuiteMetrics, RunMetrics, RunWarning
 from imprint.formats import FORMAT_VERSION
 from imprint.outdir import check_out_dir, discard, mark_output, publish, staging_dir
-from imprint.report.blind_band import forest_inputs, verdict_lines
+from imprint.report.blind_band import forest_inputs, said_after_verdict, verdict_lines
 from imprint.report.cells import by_auc
 from imprint.report.exposed import exposed_texts
 from imprint.report.plots import plot_auc_forest, plot_roc, plot_score_histograms
@@ -227,14 +227,30 @@ def _print_results(console: Any, metrics: RunMetrics, out: Path) -> None:
         from imprint.report.documents import document_rich_table
 
         console.print(document_rich_table(metrics.documents))
-    for line in verdict_lines(metrics):  # the blind verdict in every state, not only shift
+    verdict, lines = metrics.verdict(), verdict_lines(metrics)  # the verdict in every state
+    after = [(w, said_after_verdict(verdict, w.message)) for w in metrics.warnings]
+    for line in lines[:1]:
         print_wrapped(console, line)
-    for warning in metrics.warnings:
-        event("warning", message=warning.message, kind=warning.kind)
-        print_wrapped(console, warning.message, label="warning:", style="bold yellow")
+    for warning, rest in after:  # the shift warning under the verdict's line, not its words
+        if rest is not None:
+            _warn(console, warning, rest)
+    for line in lines[1:]:
+        print_wrapped(console, line)
+    for warning, rest in after:
+        if rest is None:
+            _warn(console, warning, warning.message)
     report = out / "report.html"
     event("result", kind="run", path=str(out), report=str(report))
     print_wrapped(console, f"report: {report}")
+
+
+def _warn(console: Any, warning: RunWarning, shown: str) -> None:
+    """``warning: shown`` on the terminal; with jsonl a ``warning`` event with the whole
+    message (an event stands alone)."""
+    from imprint.report.terminal import event, print_wrapped
+
+    event("warning", message=warning.message, kind=warning.kind)
+    print_wrapped(console, shown, label="warning:", style="bold yellow")
 
 
 def _write_files(
