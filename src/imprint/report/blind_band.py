@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from imprint.diagnostics.blind_verdict import BlindVerdict
-from imprint.evaluation.results import RunMetrics
+from imprint.evaluation.results import BlindVerdict, RunMetrics
 
 __all__ = ["beats_text", "forest_caption", "said_after_verdict", "text_line", "verdict_lines"]
 
