@@ -102,3 +102,16 @@ def test_the_blind_verdict_is_said_once(tiny_model_dir, tmp_path) -> None:
                   if k == "blind_not_at_chance"]  # fmt: skip
     assert message.startswith(verdict.summary + "; its interval lies above 0.5")
     assert stdout.count("warning:") == len(metrics["warnings"])
+
+
+def test_imprint_blind_says_its_verdict_once(tmp_path) -> None:
+    """``imprint blind`` prints the same verdict line, and the shift warning under it without
+    its words; ``--out`` keeps the whole sentence."""
+    out = tmp_path / "blind.json"
+    done = imprint_piped("blind", "--data", WIKIMIA / "WikiMIA_length32.jsonl", "--bootstrap",
+                         50, "--out", out, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    stdout = " ".join(done.stdout.split())
+    assert stdout.count("blind baseline: distribution shift shown:") == 1, stdout
+    assert "(Bonferroni 98.75 %, strongest of 4) warning: its interval lies above 0.5" in stdout
+    assert "blind baseline: distribution shift shown:" in out.read_text()

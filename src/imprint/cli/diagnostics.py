@@ -81,6 +81,8 @@ def blind(
     labels is dropped in every copy), so both judge the same samples; drops are printed."""
     from imprint.diagnostics.blind_suite import blind_suite_warning, run_blind_suite, suite_verdict
     from imprint.diagnostics.inputs import evaluation_samples
+    from imprint.report.blind_band import said_after_verdict
+    from imprint.report.terminal import event
 
     config = {"command": "blind", "data": data, "seed": seed, "folds": folds,
               "bootstrap": bootstrap, "baselines": sorted(baseline), "text_field": text_field,
@@ -120,7 +122,11 @@ def blind(
     if verdict is not None:
         say(verdict.summary)
     warning = blind_suite_warning(results)
-    if warning:
+    rest = said_after_verdict(verdict, warning or "")  # under the verdict's line, not its words
+    if warning and rest is not None:
+        event("warning", message=warning)  # the whole sentence, as --out's file keeps it
+        say(rest, label="warning:", style="bold yellow")
+    elif warning:
         warn(warning)
     if out is not None:
         write_json(out, _blind_payload(config, found, results, warning))
