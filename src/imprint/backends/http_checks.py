@@ -88,11 +88,21 @@ def _redact_unparsed(url: str) -> str:
     return cut[0] + ("***" if len(cut) > 1 else "")
 
 
+#: secrets shorter than this are masked as whole tokens only (see :func:`mask_secret`)
+SHORT_SECRET = 8
+
+
 def mask_secret(text: str, secret: str | None) -> str:
     """``text`` with ``secret`` replaced by ``***``; a long secret's first or last 8 characters
-    are masked with the word around them too (servers often echo a truncated key)."""
+    are masked with the word around them too (servers often echo a truncated key).
+
+    A secret shorter than :data:`SHORT_SECRET` characters (``x``, as a local server that checks
+    no key is given) is masked only where it stands as a whole token, not inside other words:
+    it guards nothing, and masking it as a substring would mangle the quoted server body."""
     if not secret:
         return text
+    if len(secret) < SHORT_SECRET:
+        return re.sub(rf"(?<![\w-]){re.escape(secret)}(?![\w-])", "***", text)
     text = text.replace(secret, "***")
     if len(secret) >= 16:
         text = re.sub(re.escape(secret[:8]) + r"\S*", "***", text)

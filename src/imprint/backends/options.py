@@ -197,20 +197,26 @@ def parse_options(
     typed: dict[str, Any] = {}
     for key, value in values.items():
         if key not in fields:
-            raise ConfigError(_unknown_key(provider, key, sorted(fields), examples))
+            raise BackendOptionError(_unknown_key(provider, key, sorted(fields), examples))
         try:
             typed[key] = coerce(value, hints[key], OPTION_RULES)
         except Mismatch:
             shown = _HIDDEN if key == "key_env" else _show(value)
-            raise ConfigError(
+            raise BackendOptionError(
                 _bad_value(provider, key, describe_type(hints[key]), shown, examples, sources)
             ) from None
     try:
         return cls(**typed)
     except OptionError as err:
-        raise ConfigError(
+        raise BackendOptionError(
             _bad_value(provider, err.key, err.expected, err.shown, examples, sources)
         ) from None
+
+
+class BackendOptionError(ConfigError):
+    """A bad backend option: its message names the option as the backend spells it
+    (``max_length``, as ``--model-arg`` takes it), so the command line shows it as it is rather
+    than writing run-option names as flags."""
 
 
 def _unknown_key(provider: str, key: str, known: list[str], examples: Mapping[str, str]) -> str:
@@ -231,8 +237,11 @@ def _bad_value(
     examples: Mapping[str, str],
     sources: Mapping[str, str],
 ) -> str:
-    given = f" (from {sources[key]})" if key in sources else ""
+    example = examples.get(key, "VALUE")
+    if key in sources:  # set by a flag: the example sets it the same way
+        given, fix = f" (from {sources[key]})", f"{sources[key]} {example}"
+    else:
+        given, fix = "", f"--model-arg {key}={example}"
     return (
-        f"backend {provider!r}, option {key!r}: expected {expected}, got {shown}{given}; "
-        f"e.g. --model-arg {key}={examples.get(key, 'VALUE')}"
+        f"backend {provider!r}, option {key!r}: expected {expected}, got {shown}{given}; e.g. {fix}"
     )

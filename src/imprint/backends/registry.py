@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from imprint.backends.models import model_schemes
-from imprint.backends.options import parse_options
+from imprint.backends.options import BackendOptionError, parse_options
 from imprint.errors import ConfigError, MissingDependencyError
 from imprint.registry import Registry
 
@@ -252,7 +252,7 @@ def choose_backend(
     for key, setting in provider.settings.items():
         if settings and setting in settings:
             if key in explicit:
-                raise ConfigError(
+                raise BackendOptionError(
                     f"backend {provider.name!r}, option {key!r} is given twice: by "
                     f"{_flag(setting)} and by --model-arg {key}=...; keep one"
                 )

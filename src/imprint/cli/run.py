@@ -262,7 +262,9 @@ def _tuples(values: dict[str, Any]) -> dict[str, Any]:
 
 def _as_flags(err: ImprintError, ctx: typer.Context) -> ImprintError:
     """``err`` with the Python names of run options (``n_per_label``) written as the flags
-    (``--n-per-label``); an error whose message is built otherwise is kept as it is."""
+    (``--n-per-label``); an error whose message is built otherwise is kept as it is, and so is
+    a :class:`~imprint.backends.options.BackendOptionError` (its subclass of ConfigError): it
+    names backend options as ``--model-arg`` takes them (``max_length``), not run options."""
     from imprint.cli.flags import flag_spelling
 
     flags = {p.name: p.opts[0] for p in ctx.command.params if p.name and p.opts}

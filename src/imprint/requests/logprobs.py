@@ -109,8 +109,9 @@ def check_context(backend: Any, model: str, requests: Sequence[ScoreRequest]) ->
         if prefix_len + longest > max_length:
             raise ConfigError(
                 f"model {model!r}: a prefix of {prefix_len} tokens plus texts of up to {longest} "
-                f"tokens exceeds its context of {max_length}; use fewer shots (e.g. --param "
-                "recall.n_shots=3), truncate texts (--truncate N) or leave prefix attacks out"
+                f"tokens exceeds its context of {max_length}; use fewer shots (lower the prefix "
+                "attack's n_shots below its current value, e.g. --param recall.n_shots=N or "
+                "con_recall.n_shots=N), truncate texts (--truncate N) or leave prefix attacks out"
             )
 
 
