@@ -16,9 +16,11 @@ import numpy as np
 
 from imprint.attacks import Attack, RunContext
 from imprint.attacks.base import ScoringInputs
+from imprint.attacks.registry import ATTACKS
 from imprint.data import Sample
-from imprint.errors import ConfigError
+from imprint.errors import ConfigError, ImprintError
 from imprint.executors import Executor
+from imprint.registry import BUILTIN
 from imprint.requests import RequestCounts, RequestRunner, RequestStore
 from imprint.requests.client import (
     FactoryFor,
@@ -88,13 +90,65 @@ def compute_scores(
     inputs = ScoringInputs(tuple(texts), signals=signals, requests=requests)
     for attack in attacks:
         # the one entry point (signals and requests), with any per-token scores beside it
-        produced, tokens = attack.score_tokens(inputs)
+        produced, tokens = _scored_by(attack, inputs)
         work.token_scores.update(tokens)
         for column, values in produced.items():
             if column in scores:
                 raise ConfigError(f"two attacks write the score column {column!r}")
-            scores[column] = np.asarray(values, dtype=float)
+            scores[column] = _checked_scores(attack, column, values, len(texts))
     return scores
+
+
+def _label(attack: Attack) -> str:
+    """``attack 'x'``, with where it comes from when it is not built in (a plugin's package)."""
+    origin = ATTACKS.origin(attack.name) if attack.name in ATTACKS else BUILTIN
+    return f"attack {attack.name!r}" + ("" if origin == BUILTIN else f" ({origin})")
+
+
+def _scored_by(
+    attack: Attack, inputs: ScoringInputs
+) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """``attack.score_tokens(inputs)``; an error inside it says which attack raised it (a
+    plugin's bare exception would otherwise stop the run with its text alone)."""
+    try:
+        return attack.score_tokens(inputs)
+    except ImprintError as err:
+        if repr(attack.name) in str(err):
+            raise
+        try:  # the same kind of error, now naming the attack
+            named = type(err)(f"{_label(attack)}: {err}")
+        except TypeError:  # an error class built from other arguments: keep it as it is
+            raise err from None
+        raise named from err
+    except Exception as err:
+        raise ImprintError(
+            f"{_label(attack)} failed while scoring: {type(err).__name__}: {err}"
+        ) from err
+
+
+def _checked_scores(attack: Attack, column: str, values: Any, n_texts: int) -> np.ndarray:
+    """One float score per text, or an error naming the attack: a wrong count would otherwise
+    surface as an IndexError deep in the evaluation."""
+    expected = f"expected one number per text, shape ({n_texts},)"
+    try:
+        raw = np.asarray(values)
+    except ValueError as err:  # ragged: not one number per text
+        raise ImprintError(
+            f"{_label(attack)} returned ragged scores for column {column!r} ({err}); {expected}"
+        ) from err
+    if raw.dtype.kind not in "biuf":  # None or text would become NaN or fail later
+        kinds = sorted({type(v).__name__ for v in raw.ravel()[:1000]})
+        raise ImprintError(
+            f"{_label(attack)} returned non-numeric scores for column {column!r} (entries of "
+            f"type {', '.join(kinds)}); {expected}"
+        )
+    array = raw.astype(float)
+    if array.shape != (n_texts,):
+        raise ImprintError(
+            f"{_label(attack)} returned scores of shape {array.shape} for column {column!r}; "
+            f"{expected}"
+        )
+    return array
 
 
 @dataclass

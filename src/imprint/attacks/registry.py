@@ -10,12 +10,16 @@ tests add an attack at run time.
 Kept apart from :mod:`imprint.attacks.base` (building attacks by name) and
 :mod:`imprint.attacks.params` (parameter checks), which both use it, so that neither imports the
 other; it checks entries against :class:`~imprint.attacks.contract.Attack` (the contract, below
-all three). It holds classes as plain ``type``; :mod:`imprint.attacks.base` re-exports these
-names typed as ``type[Attack]``.
+all three). A class with no scoring hook (a typo such as ``score_signal``) or
+malformed ``summary``/``paper``/``deviations`` is refused here, in one line, so ``imprint
+attacks`` lists it as broken instead of a run crashing after its model work.
+It holds classes as plain ``type``; :mod:`imprint.attacks.base` re-exports these names typed as
+``type[Attack]``.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import pkgutil
@@ -97,6 +101,8 @@ def _check_attack(name: str, obj: Any) -> type[Any]:
             f"attack {name!r} must be a subclass of imprint.attacks.Attack, got {obj!r}"
         )
     _refuse_old_score_hook(name, obj)
+    _refuse_missing_score_hook(name, obj)
+    _refuse_bad_class_attributes(name, obj)
     obj.name = name  # the column it writes; a subclass of a registered attack gets its own
     return obj
 
@@ -115,6 +121,86 @@ def _refuse_old_score_hook(name: str, cls: type[Any]) -> None:
             f"attack {name!r} ({cls.__qualname__}) overrides score(self, signals), the previous "
             "release's hook: rename that method to score_signals(self, signals) (score now "
             "receives ScoringInputs; see docs/extending.md)"
+        )
+
+
+# the base that declares ``score_with_requests`` abstractly (named, not imported: its module
+# imports imprint.attacks.base, which imports this one)
+_MODEL_CALL_BASE = ("imprint.attacks.model_calls", "ModelCallAttack")
+
+
+def _owner(cls: type, attr: str) -> type:
+    """The class of ``cls``'s method resolution order that defines ``attr``."""
+    return next(c for c in cls.__mro__ if attr in vars(c))
+
+
+def _is_model_call_base(cls: type) -> bool:
+    return (cls.__module__, cls.__qualname__) == _MODEL_CALL_BASE
+
+
+def _missing_hook(cls: type) -> str | None:
+    """The scoring hook ``cls`` must define and does not, else None."""
+    if _owner(cls, "score_tokens") is not Attack:
+        return None  # scores (and tokens) through its own entry point
+    score_owner = _owner(cls, "score")
+    if score_owner is Attack:
+        hook = "score_signals"
+        return hook if _owner(cls, hook) is Attack else None
+    if _is_model_call_base(score_owner):
+        hook = "score_with_requests"
+        return hook if _is_model_call_base(_owner(cls, hook)) else None
+    return None  # overrides score itself
+
+
+def _own_methods(cls: type) -> list[str]:
+    """Names of the methods ``cls`` and its bases below the library's define."""
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if klass is Attack or _is_model_call_base(klass) or klass is object:
+            continue
+        names += [n for n, v in vars(klass).items() if callable(v) and not n.startswith("__")]
+    return names
+
+
+def _refuse_missing_score_hook(name: str, cls: type) -> None:
+    """Refuse a class that overrides none of the scoring hooks (a typo such as
+    ``score_signal``): the run would do the model work, then stop on a bare
+    NotImplementedError."""
+    hook = _missing_hook(cls)
+    if hook is None:
+        return
+    own = _own_methods(cls)
+    close = difflib.get_close_matches(hook, own, n=1, cutoff=0.6) or difflib.get_close_matches(
+        hook, [n for n in own if n.startswith("score")], n=1, cutoff=0.0
+    )
+    hint = f"; it defines {close[0]}(): a typo?" if close else ""
+    raise ConfigError(
+        f"attack {name!r} ({cls.__qualname__}) defines no scoring hook: define {hook}(self, "
+        f"{'signals' if hook == 'score_signals' else 'requests, texts, **kwargs'}) "
+        f"(or override score(self, inputs)){hint}"
+    )
+
+
+def _refuse_bad_class_attributes(name: str, cls: type) -> None:
+    """``summary`` and ``paper`` are strings; ``deviations`` a tuple (or list) of strings, one
+    sentence each (a bare string would be listed one character a line)."""
+    for attr in ("summary", "paper"):
+        value: Any = getattr(cls, attr, "")
+        if not isinstance(value, str):
+            raise ConfigError(
+                f"attack {name!r} ({cls.__qualname__}): {attr} must be a string, got "
+                f"{type(value).__name__} {value!r}"
+            )
+    deviations: Any = getattr(cls, "deviations", ())
+    if isinstance(deviations, str):
+        raise ConfigError(
+            f"attack {name!r} ({cls.__qualname__}): deviations must be a tuple of sentences, got "
+            f"the string {deviations!r}; write deviations = ({deviations!r},)"
+        )
+    if not isinstance(deviations, (tuple, list)) or not all(isinstance(d, str) for d in deviations):
+        raise ConfigError(
+            f"attack {name!r} ({cls.__qualname__}): deviations must be a tuple of strings (one "
+            f"sentence each), got {deviations!r}"
         )
 
 
