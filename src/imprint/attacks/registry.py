@@ -181,17 +181,17 @@ def _refuse_missing_score_hook(name: str, cls: type) -> None:
     )
 
 
-def _refuse_bad_class_attributes(name: str, cls: type) -> None:
+def _refuse_bad_class_attributes(name: str, cls: type[Attack]) -> None:
     """``summary`` and ``paper`` are strings; ``deviations`` a tuple (or list) of strings, one
     sentence each (a bare string would be listed one character a line)."""
-    for attr in ("summary", "paper"):
-        value: Any = getattr(cls, attr, "")
+    value: Any
+    for attr, value in (("summary", cls.summary), ("paper", cls.paper)):
         if not isinstance(value, str):
             raise ConfigError(
                 f"attack {name!r} ({cls.__qualname__}): {attr} must be a string, got "
                 f"{type(value).__name__} {value!r}"
             )
-    deviations: Any = getattr(cls, "deviations", ())
+    deviations: Any = cls.deviations
     if isinstance(deviations, str):
         raise ConfigError(
             f"attack {name!r} ({cls.__qualname__}): deviations must be a tuple of sentences, got "
