@@ -185,3 +185,14 @@ def test_an_unknown_role_names_the_attack(registered: list[str]) -> None:
     _register(registered, "bad_role", Calls)
     with pytest.raises(ConfigError, match=r"^attack 'bad_role'.*no model in role 'oracle'"):
         _score(Calls(mode="role"))
+
+
+def test_a_built_in_attack_that_raises_keeps_its_exception_and_traceback(
+    registered: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from imprint.registry import BUILTIN
+
+    _register(registered, "raiser", Calls)
+    monkeypatch.setattr(ATTACKS, "origin", lambda name: BUILTIN)  # as if it shipped with imprint
+    with pytest.raises(ValueError, match="boom inside plugin scoring"):  # a bug: not re-worded
+        _score(Calls(mode="raise"))

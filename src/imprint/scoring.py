@@ -109,7 +109,8 @@ def _scored_by(
     attack: Attack, inputs: ScoringInputs
 ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
     """``attack.score_tokens(inputs)``; an error inside it says which attack raised it (a
-    plugin's bare exception would otherwise stop the run with its text alone)."""
+    plugin's bare exception would otherwise stop the run with its text alone; a built-in
+    attack's is a bug and keeps its traceback)."""
     try:
         return attack.score_tokens(inputs)
     except ImprintError as err:
@@ -121,6 +122,8 @@ def _scored_by(
             raise err from None
         raise named from err
     except Exception as err:
+        if _label(attack) == f"attack {attack.name!r}":  # built in: a bug, keep its traceback
+            raise
         raise ImprintError(
             f"{_label(attack)} failed while scoring: {type(err).__name__}: {err}"
         ) from err
