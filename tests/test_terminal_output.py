@@ -215,6 +215,9 @@ def test_ctrl_c_on_a_real_run_says_what_was_kept_and_exits_130(tmp_path):
          "wikimia:64", "--attacks", "loss", "--no-blind", "--device", "cpu", "--token-budget",
          "512", "--cache", str(cache), "--out", str(tmp_path / "run")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        # as a terminal has it: a suite started in the background (`cmd &` in a script) runs
+        # with SIGINT ignored, which children inherit, and Python then installs no Ctrl-C handler
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     deadline = time.time() + 300
     while _stored(cache) < 8 and time.time() < deadline and proc.poll() is None:
