@@ -20,7 +20,7 @@ from imprint.backends.alignment import decode_answer
 from imprint.backends.http_answer_store import answer_key
 from imprint.backends.http_checks import malformed_line, mask_secret, read_answer, snippet
 from imprint.backends.http_logprob_options import LogprobOptions
-from imprint.backends.http_transport import RETRY_STATUS, RetryPolicy, _retry_after
+from imprint.backends.http_transport import RETRY_STATUS, RetryPolicy, _Malformed, _retry_after
 from imprint.errors import ImprintError
 
 log = logging.getLogger(__name__)
@@ -59,20 +59,20 @@ class StoredPost:
         url = f"{self.base_url}/{path}"
         malformed = 0  # answers that are not completions answers: a protocol error, asked twice
         for attempt in range(self._retry.max_retries + 1):
-            reason, hint = self._attempt(url, body, where)
-            if isinstance(reason, tuple) and isinstance(reason[0], dict):
+            try:
+                reason, hint = self._attempt(url, body, where)
+            except _Malformed as bad:  # nothing stored
+                malformed += 1
+                if malformed == 2 or attempt == self._retry.max_retries:
+                    raise ServerError(self._malformed(url, where, bad, malformed)) from None
+                reason, hint = bad.reason, None
+            if isinstance(reason, tuple):
                 data, raw = reason
                 self._count("requests")
                 if self.cache is not None:
                     self.cache.put_response(key, [raw])
                     self._count("stored")
                 return data
-            if isinstance(reason, tuple):  # (None, (what is wrong, the body)): nothing stored
-                what, content = reason[1]
-                malformed += 1
-                if malformed == 2 or attempt == self._retry.max_retries:
-                    raise ServerError(self._malformed(url, where, what, content, malformed))
-                reason = "malformed body"
             if attempt == self._retry.max_retries:
                 break
             self._count("retries")
@@ -85,19 +85,18 @@ class StoredPost:
             "check the server, or raise --model-arg max_retries / timeout"
         )
 
-    def _malformed(self, url: str, where: str, what: str, raw: bytes, times: int) -> str:
+    def _malformed(self, url: str, where: str, bad: _Malformed, times: int) -> str:
         """The one line that stops a request whose 200 answers were not completions answers."""
         detail = where.removeprefix(url).strip()
         request = f"a gray-box log-prob request{f' {detail}' if detail else ''}"
-        return malformed_line(
-            url, request, what, raw, "twice" if times == 2 else "once", self.base_url, self._key
-        )
+        seen = "twice" if times == 2 else "once"
+        return malformed_line(url, request, bad.what, bad.raw, seen, self.base_url, self._key)
 
     def _attempt(
         self, url: str, body: dict[str, Any], where: str
-    ) -> tuple[tuple[dict[str, Any], str] | tuple[None, tuple[str, bytes]] | str, float | None]:
-        """One POST: ((answer, its text) | (None, (what is wrong, the body)) | a retryable
-        reason, the server's Retry-After)."""
+    ) -> tuple[tuple[dict[str, Any], str] | str, float | None]:
+        """One POST: ((answer, its text) | a retryable reason, the server's Retry-After); a 200
+        body that is not a completions answer raises ``_Malformed`` (as on the black-box path)."""
         httpx = self._httpx
         try:
             response = self._client.post(url, json=body)
@@ -120,7 +119,7 @@ class StoredPost:
             )
         data, what = read_answer(response.content, decode_answer)
         if data is None:
-            return (None, (str(what), response.content)), None
+            raise _Malformed(str(what), response.content)
         return (data, response.text), None
 
     def _count(self, key: str) -> None:
